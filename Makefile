@@ -1,0 +1,47 @@
+# The one command surface. `make run` and `make test` set everything up first if needed.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
+
+setup:
+	@bash packaging/bootstrap.sh
+
+run: setup
+	$(VENV)/bin/hearth ui
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: setup
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+test-e2e: setup
+	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+# GPU/NPU tests: run on a machine that has the device; skipped (with the reason) elsewhere.
+test-hardware: setup
+	$(PY) -m pytest tests/hardware -m "gpu or npu or multi_gpu" $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+check: lint typecheck test
+
+bench: setup
+	$(VENV)/bin/hearth bench chat
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-artifacts

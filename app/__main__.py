@@ -1,0 +1,5 @@
+"""``python -m app``: the same as the ``hearth`` command."""
+
+from app.cli import main
+
+raise SystemExit(main())

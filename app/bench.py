@@ -1,0 +1,139 @@
+"""``hearth bench chat``: Hearth's chat path against raw llama-cpp-python, in one run, on the same model.
+
+Both sides answer the same questions greedily, interleaved (raw, Hearth, raw, Hearth, …) so drift on a shared
+machine hits both alike. Both are timed the same way from outside: time to the first piece of text, and text
+pieces per second after it. Results are reported as medians and as Hearth/raw ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+
+from backends.base import TextDelta
+
+QUESTIONS = (
+    "Explain in a few sentences why the sky is blue.",
+    "Give me three tips for writing clear emails.",
+    "What is the difference between a list and a tuple in Python?",
+    "Describe how a bicycle gear system works.",
+    "Write a short poem about a candle in the window.",
+    "Summarise the water cycle for a ten-year-old.",
+    "What should I pack for a weekend hiking trip?",
+)
+SYSTEM = "You are a helpful assistant."
+
+
+@dataclass(frozen=True)
+class Sample:
+    side: str
+    time_to_first_token_ms: float
+    tokens: int
+    decode_tokens_per_s: float
+
+
+def time_stream(side: str, pieces: Iterable[str]) -> Sample:
+    started = time.perf_counter()
+    first: float | None = None
+    count = 0
+    for piece in pieces:
+        if not piece:
+            continue
+        now = time.perf_counter()
+        first = first or now
+        count += 1
+    ended = time.perf_counter()
+    ttft = ((first or ended) - started) * 1000
+    decode_s = ended - (first or ended)
+    rate = (count - 1) / decode_s if count > 1 and decode_s > 0 else 0.0
+    return Sample(side, ttft, count, rate)
+
+
+def _raw_pieces(llm: object, question: str, max_tokens: int) -> Iterator[str]:
+    stream = llm.create_chat_completion(  # type: ignore[attr-defined]
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        max_tokens=max_tokens,
+        temperature=0.0,
+        stream=True,
+    )
+    for chunk in stream:
+        yield chunk["choices"][0]["delta"].get("content") or ""
+
+
+def run_chat_bench(args: argparse.Namespace) -> int:
+    from llama_cpp import Llama
+
+    from app.services.container import build_services
+    from app.settings import load_settings
+    from backends.base import GenerationParams
+
+    with tempfile.TemporaryDirectory(prefix="hearth-bench-") as home:
+        overrides: dict[str, object] = {"home": home, "generation": {"temperature": 0.0}}
+        if args.model:
+            overrides["model"] = {"path": args.model}
+        settings = load_settings(**overrides)
+        services = build_services(settings)
+        try:
+            for _ in services.runtime.load(services.model_choice()):
+                pass
+            plan = services.runtime.status.plan
+            assert plan is not None
+            model = services.runtime.model
+            assert model is not None
+            raw = Llama(
+                model_path=str(model.path),
+                n_ctx=plan.context_length,
+                n_threads=plan.threads,
+                n_threads_batch=plan.threads,
+                verbose=False,
+            )
+            params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens)
+            samples: list[Sample] = []
+            # One warm-up answer per side, not counted.
+            list(_raw_pieces(raw, "Hello", 8))
+            list(services.chat.send(None, "Hello", GenerationParams(0.0, 8), SYSTEM))
+            for index in range(args.runs):
+                question = QUESTIONS[index % len(QUESTIONS)]
+                samples.append(time_stream("raw", _raw_pieces(raw, question, args.max_tokens)))
+                events = services.chat.send(None, question, params, SYSTEM)
+                samples.append(time_stream("hearth", (e.text for e in events if isinstance(e, TextDelta))))
+            raw.close()
+        finally:
+            services.close()
+    report = summarise(samples, model.display_name, plan.label, args.max_tokens)
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report | {"samples": [asdict(s) for s in samples]}, indent=2))
+    return 0
+
+
+def summarise(samples: list[Sample], model: str, backend: str, max_tokens: int) -> dict[str, object]:
+    def median(side: str, field: str) -> float:
+        return float(statistics.median(getattr(s, field) for s in samples if s.side == side))
+
+    result: dict[str, object] = {"model": model, "backend": backend, "max_tokens": max_tokens}
+    for field in ("time_to_first_token_ms", "decode_tokens_per_s", "tokens"):
+        raw, hearth = median("raw", field), median("hearth", field)
+        result[field] = {"raw": raw, "hearth": hearth, "ratio": hearth / raw if raw else 0.0}
+    return result
+
+
+def print_report(report: dict[str, object]) -> None:
+    out = sys.stdout
+    out.write(f"model {report['model']} on {report['backend']}, up to {report['max_tokens']} tokens per answer\n")
+    out.write(f"{'median':<24}{'llama-cpp-python':>18}{'Hearth':>12}{'Hearth/raw':>12}\n")
+    for field, label in (
+        ("time_to_first_token_ms", "time to first token ms"),
+        ("decode_tokens_per_s", "decode tokens/s"),
+        ("tokens", "tokens per answer"),
+    ):
+        row = report[field]
+        assert isinstance(row, dict)
+        out.write(f"{label:<24}{row['raw']:>18.1f}{row['hearth']:>12.1f}{row['ratio']:>12.2f}\n")
+    out.flush()

@@ -1,0 +1,120 @@
+"""``hearth``: the command line. Typed errors become one readable message and exit code 1 here."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.errors import HearthError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+
+
+def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", type=Path, help="GGUF file to use (default: the embedded SmolLM2-135M)")
+    parser.add_argument("--context", type=int, help="context window in tokens (default 4096)")
+    parser.add_argument("--backend", choices=["auto", "llamacpp", "fake"], help="inference backend (default auto)")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: one per physical core)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hearth", description="Hearth: a private, offline AI assistant.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what Hearth is doing")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ui = commands.add_parser("ui", help="start the local web UI")
+    _add_model_flags(ui)
+    ui.add_argument("--host", help="address to bind (default 127.0.0.1; anything else exposes Hearth)")
+    ui.add_argument("--port", type=int, help="port (default 7860)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+
+    chat = commands.add_parser("chat", help="ask one question and stream the answer to the terminal")
+    chat.add_argument("question", help="what to ask")
+    _add_model_flags(chat)
+    chat.add_argument("--system", help="system prompt")
+    chat.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
+    chat.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
+    chat.add_argument("--seed", type=int, help="sampling seed")
+
+    doctor = commands.add_parser("doctor", help="show the hardware, the model and the plan Hearth would use")
+    _add_model_flags(doctor)
+    doctor.add_argument("--json", action="store_true", help="print machine-readable JSON (for bug reports)")
+
+    bench = commands.add_parser("bench", help="measure Hearth against the raw engine in the same run")
+    bench_kinds = bench.add_subparsers(dest="bench_kind", required=True, metavar="KIND")
+    bench_chat = bench_kinds.add_parser("chat", help="time-to-first-token and tokens/s, Hearth vs llama-cpp-python")
+    bench_chat.add_argument("--runs", type=int, default=5, help="answers per side (default 5)")
+    bench_chat.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default 128)")
+    bench_chat.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
+    bench_chat.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    return parser
+
+
+def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, dict[str, Any]] = {"model": {}, "backend": {}, "generation": {}, "server": {}}
+    mapping = {
+        "model": ("model", "path"),
+        "context": ("model", "context_length"),
+        "backend": ("backend", "name"),
+        "threads": ("backend", "threads"),
+        "system": ("generation", "system_prompt"),
+        "temperature": ("generation", "temperature"),
+        "max_tokens": ("generation", "max_new_tokens"),
+        "seed": ("generation", "seed"),
+        "host": ("server", "host"),
+        "port": ("server", "port"),
+    }
+    for flag, (section, key) in mapping.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[section][key] = value
+    return {section: values for section, values in overrides.items() if values}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return _dispatch(args)
+    except HearthError as exc:
+        print(f"error: {exc.message}\n  what to do: {exc.remedy}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from app import commands
+    from app.settings import load_settings
+
+    if args.command == "bench":
+        from app import bench
+
+        return bench.run_chat_bench(args)
+    settings = load_settings(**settings_overrides(args))
+    if args.command == "ui":
+        return commands.run_ui(settings, open_browser=args.open)
+    if args.command == "chat":
+        return commands.run_chat(settings, args.question)
+    if args.command == "doctor":
+        return commands.run_doctor(settings, as_json=args.json)
+    raise AssertionError(f"unhandled command {args.command}")

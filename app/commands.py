@@ -1,0 +1,140 @@
+"""What each CLI command does, given loaded settings. Output goes to stdout; progress and stats to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from app.errors import HearthError
+from app.services.container import Services, build_services, enforce_offline, model_choice
+from app.settings import Settings
+from backends.base import TextDelta, Usage
+from backends.hardware import HardwareInventory, describe, probe
+from backends.memory import format_bytes
+
+EXIT_OK = 0
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _load(services: Services) -> None:
+    for progress in services.runtime.load(services.model_choice()):
+        _err(f"[{progress.fraction:4.0%}] {progress.message}")
+
+
+def run_ui(settings: Settings, open_browser: bool) -> int:
+    from app.cli import is_loopback
+    from app.ui.app import launch
+
+    services = build_services(settings)
+    host, port = settings.server.host, settings.server.port
+    if not is_loopback(host):
+        _err(
+            f"WARNING: binding to {host} makes Hearth reachable from other machines. Anyone who can reach "
+            "this port can chat with your model and read your conversations. Use 127.0.0.1 unless you mean it."
+        )
+    for line in describe(services.inventory):
+        _err(line)
+    try:
+        demo = launch(services, open_browser=open_browser)
+    except OSError as exc:
+        raise HearthError(
+            f"Cannot start the web UI on {host}:{port}: {exc.strerror or exc}.",
+            "Another program may use that port; pass --port with another number.",
+        ) from exc
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    print(f"Hearth is running at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
+    try:
+        demo.block_thread()
+    finally:
+        services.close()
+    return EXIT_OK
+
+
+def run_chat(settings: Settings, question: str) -> int:
+    services = build_services(settings)
+    try:
+        _load(services)
+        usage: Usage | None = None
+        events = services.chat.send(None, question, services.generation_params(), settings.generation.system_prompt)
+        for event in events:
+            if isinstance(event, TextDelta):
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, Usage):
+                usage = event
+        sys.stdout.write("\n")
+        if usage is not None:
+            _err(
+                f"[{usage.completion_tokens} tokens · {usage.time_to_first_token_ms / 1000:.2f} s to first token · "
+                f"{usage.decode_tokens_per_s:.1f} tokens/s]"
+            )
+    finally:
+        services.close()
+    return EXIT_OK
+
+
+def doctor_report(settings: Settings, inventory: HardwareInventory) -> dict[str, Any]:
+    """Everything a bug report needs; failures are reported inside, never raised."""
+    from app.paths import resolve_data_paths
+    from backends import registry
+    from backends.selection import select_backend
+    from models.gguf import read_model_info, sha256_of
+
+    report: dict[str, Any] = {
+        "hardware": asdict(inventory) | {"isa_flags": sorted(inventory.isa_flags)},
+        "data_dir": str(resolve_data_paths(settings.home).root),
+    }
+    try:
+        choice = model_choice(settings)
+        model = read_model_info(choice.path)
+        report["model"] = {
+            "path": str(model.path),
+            "name": model.display_name,
+            "architecture": model.architecture,
+            "quantization": model.quantization,
+            "parameters": model.parameter_count,
+            "file_size_bytes": model.file_size_bytes,
+            "trained_context_length": model.trained_context_length,
+            "has_chat_template": bool(model.chat_template),
+            "sha256": sha256_of(model.path),
+        }
+        plan = select_backend(inventory, model, choice.prefs, registry.AUTOMATIC, registry.ALL)
+        report["plan"] = asdict(plan) | {"memory_total_bytes": plan.memory.total_bytes}
+    except HearthError as exc:
+        report["error"] = {"message": exc.message, "remedy": exc.remedy, "type": type(exc).__name__}
+    return report
+
+
+def run_doctor(settings: Settings, as_json: bool) -> int:
+    enforce_offline()
+    inventory = probe()
+    report = doctor_report(settings, inventory)
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+        return EXIT_OK
+    print("Hardware")
+    for line in describe(inventory):
+        print(f"  {line}")
+    for note in inventory.notes:
+        print(f"  note: {note}")
+    print(f"Data directory\n  {report['data_dir']}")
+    if model := report.get("model"):
+        print("Model")
+        print(f"  {model['name']} — {model['architecture']}, {model['parameters'] / 1e6:.0f}M parameters")
+        print(f"  {model['path']} ({format_bytes(model['file_size_bytes'])})")
+        print(f"  trained context {model['trained_context_length']} tokens; sha256 {model['sha256']}")
+    if plan := report.get("plan"):
+        print("Plan")
+        print(f"  backend: {plan['label']} on {', '.join(plan['devices'])}")
+        print(f"  memory: about {format_bytes(plan['memory_total_bytes'])}")
+        for reason in plan["reasons"]:
+            print(f"  - {reason}")
+    if error := report.get("error"):
+        print(f"Problem\n  {error['message']}\n  what to do: {error['remedy']}")
+        return 1
+    return EXIT_OK

@@ -1,0 +1,61 @@
+"""Errors a user can act on.
+
+Every error here carries a ``remedy``: one sentence that tells the person what to do next. They are raised
+anywhere below the boundary and turned into a ``gr.Error``, an HTTP error or a CLI message only at the
+boundary (``app/ui``, ``app/api``, ``app/cli``). This module imports nothing from the project, so every layer
+may use it.
+"""
+
+from __future__ import annotations
+
+
+class HearthError(Exception):
+    """Base class: a message saying what happened and a remedy saying what to do."""
+
+    def __init__(self, message: str, remedy: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.remedy = remedy
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.remedy}"
+
+
+class ModelFileError(HearthError):
+    """The model file is missing, unreadable, truncated or not a GGUF file."""
+
+
+class ModelLoadError(HearthError):
+    """The inference engine refused a model file that passed validation."""
+
+
+class DoesNotFit(HearthError):
+    """The model and its KV cache need more memory than the machine has available."""
+
+
+class ContextTooLong(HearthError):
+    """The prompt cannot fit in the model's context window, even after trimming history."""
+
+
+class EmptyMessage(HearthError):
+    """The user sent nothing to answer."""
+
+
+class ModelNotReady(HearthError):
+    """A chat was attempted while no model is loaded."""
+
+
+class BackendUnavailable(HearthError):
+    """No backend can run the model here, or a requested one is missing."""
+
+
+class ConversationNotFound(HearthError):
+    """A conversation id that is not in the store."""
+
+
+class StorageError(HearthError):
+    """The conversation database cannot be opened or written."""
+
+
+class GenerationError(HearthError):
+    """The engine failed in the middle of an answer."""

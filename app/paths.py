@@ -1,0 +1,44 @@
+"""Where Hearth keeps its data: ``HEARTH_HOME`` if set, else the platform's user data directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import StorageError
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    root: Path
+
+    @property
+    def conversations_db(self) -> Path:
+        return self.root / "conversations.db"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.root / "models"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+
+def resolve_data_paths(home: Path | None) -> DataPaths:
+    if home is None:
+        from platformdirs import user_data_dir
+
+        home = Path(user_data_dir("hearth", appauthor=False))
+    return DataPaths(Path(home).expanduser().resolve())
+
+
+def ensure_data_dir(paths: DataPaths) -> DataPaths:
+    try:
+        paths.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot create the data directory {paths.root}: {exc.strerror}.",
+            "Set HEARTH_HOME to a folder you can write to.",
+        ) from exc
+    return paths

@@ -1,0 +1,81 @@
+"""The composition root: the one place where effects (probing, the database, backends) are wired together."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
+from app.services.chat import ChatService
+from app.services.conversations import ConversationStore
+from app.services.runtime import ModelChoice, ModelRuntime
+from app.settings import Settings
+from backends import registry
+from backends.base import Backend, GenerationParams
+from backends.hardware import HardwareInventory, probe
+from backends.selection import Preferences
+from models.embedded import embedded_chat_model
+
+
+@dataclass
+class Services:
+    settings: Settings
+    paths: DataPaths
+    inventory: HardwareInventory
+    store: ConversationStore
+    runtime: ModelRuntime
+    chat: ChatService
+
+    def model_choice(self) -> ModelChoice:
+        return model_choice(self.settings)
+
+    def generation_params(self) -> GenerationParams:
+        return generation_params(self.settings)
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.store.close()
+
+
+def enforce_offline() -> None:
+    """Nothing may phone home: no hub lookups, no analytics, no telemetry."""
+    for key, value in {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "ANONYMIZED_TELEMETRY": "False",
+        "DO_NOT_TRACK": "1",
+    }.items():
+        os.environ.setdefault(key, value)
+
+
+def make_backend(name: str) -> Backend:
+    return registry.ALL[name]()
+
+
+def model_choice(settings: Settings) -> ModelChoice:
+    path = settings.model.path or embedded_chat_model()
+    prefs = Preferences(
+        backend=settings.backend.name,
+        threads=settings.backend.threads,
+        context_length=settings.model.context_length,
+    )
+    return ModelChoice(Path(path).expanduser(), prefs, seed=settings.generation.seed or 0)
+
+
+def generation_params(settings: Settings) -> GenerationParams:
+    gen = settings.generation
+    return GenerationParams(
+        temperature=gen.temperature, max_new_tokens=gen.max_new_tokens, top_p=gen.top_p, seed=gen.seed
+    )
+
+
+def build_services(settings: Settings, inventory: HardwareInventory | None = None) -> Services:
+    enforce_offline()
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    inventory = inventory or probe()
+    store = ConversationStore(paths.conversations_db)
+    runtime = ModelRuntime(inventory, make_backend, registry.AUTOMATIC, registry.ALL)
+    return Services(settings, paths, inventory, store, runtime, ChatService(store, runtime))

@@ -1,0 +1,220 @@
+"""Conversations on disk, in SQLite.
+
+Every change is one transaction in WAL mode, so a process killed at any moment leaves the database as it was
+after the last committed change: a question is committed before its answer starts, and an answer when it ends.
+A database that cannot be opened is never deleted or rewritten; the error says how to move it aside.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from app.errors import ConversationNotFound, StorageError
+from backends.base import Role
+
+SCHEMA_VERSION = 1
+TITLE_CHARS = 60
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    system_prompt TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    content TEXT NOT NULL,
+    stats TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+"""
+
+
+@dataclass(frozen=True)
+class AnswerStats:
+    """What the UI shows under an answer; stored with it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    time_to_first_token_ms: float
+    decode_tokens_per_s: float
+    finish_reason: str
+    dropped_messages: int = 0
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: Role
+    content: str
+    stats: AnswerStats | None
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    title: str
+    system_prompt: str
+    created_at: float
+    updated_at: float
+    messages: tuple[StoredMessage, ...]
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    id: str
+    title: str
+    updated_at: float
+    message_count: int
+
+
+class ConversationStore:
+    def __init__(self, db_path: Path) -> None:
+        self._path = db_path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StorageError(
+                    f"{db_path} was written by a newer Hearth (schema {version}).",
+                    "Upgrade Hearth, or set HEARTH_HOME to another folder.",
+                )
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(
+                f"The conversation database {db_path} cannot be opened ({exc}). Hearth has not changed it.",
+                f"Move it aside (for example to {db_path.name}.broken) to start fresh, or restore a backup.",
+            ) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise StorageError(
+                    f"Could not write to {self._path}: {exc}.",
+                    "Check free disk space and folder permissions.",
+                ) from exc
+
+    def create(self, system_prompt: str, title: str = "New chat") -> Conversation:
+        now = time.time()
+        conversation_id = uuid.uuid4().hex
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO conversations (id, title, system_prompt, created_at, updated_at) VALUES (?,?,?,?,?)",
+                (conversation_id, title, system_prompt, now, now),
+            )
+        return Conversation(conversation_id, title, system_prompt, now, now, ())
+
+    def list(self) -> list[ConversationSummary]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.id, c.title, c.updated_at, COUNT(m.id) FROM conversations c "
+                "LEFT JOIN messages m ON m.conversation_id = c.id "
+                "GROUP BY c.id ORDER BY c.updated_at DESC, c.rowid DESC"
+            ).fetchall()
+        return [ConversationSummary(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def get(self, conversation_id: str) -> Conversation:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, title, system_prompt, created_at, updated_at FROM conversations WHERE id = ?",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise ConversationNotFound(
+                    "That conversation no longer exists.",
+                    "Pick another one from the list or start a new chat.",
+                )
+            messages = self._db.execute(
+                "SELECT id, role, content, stats FROM messages WHERE conversation_id = ? ORDER BY id",
+                (conversation_id,),
+            ).fetchall()
+        return Conversation(
+            id=row[0],
+            title=row[1],
+            system_prompt=row[2],
+            created_at=row[3],
+            updated_at=row[4],
+            messages=tuple(_message(m) for m in messages),
+        )
+
+    def append(self, conversation_id: str, role: Role, content: str, stats: AnswerStats | None = None) -> StoredMessage:
+        now = time.time()
+        stats_json = json.dumps(asdict(stats)) if stats else None
+        with self._transaction() as db:
+            row = db.execute("SELECT title FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+            if row is None:
+                raise ConversationNotFound("That conversation was deleted.", "Start a new chat to keep talking.")
+            cursor = db.execute(
+                "INSERT INTO messages (conversation_id, role, content, stats, created_at) VALUES (?,?,?,?,?)",
+                (conversation_id, role, content, stats_json, now),
+            )
+            title = row[0]
+            if role == "user" and title == "New chat":
+                title = make_title(content)
+            db.execute(
+                "UPDATE conversations SET updated_at = ?, title = ? WHERE id = ?",
+                (now, title, conversation_id),
+            )
+            message_id = int(cursor.lastrowid or 0)
+        return StoredMessage(message_id, role, content, stats)
+
+    def delete_trailing_assistant(self, conversation_id: str) -> None:
+        """Remove the last message if it is an answer (to regenerate it)."""
+        with self._transaction() as db:
+            db.execute(
+                "DELETE FROM messages WHERE id = (SELECT id FROM messages WHERE conversation_id = ? "
+                "ORDER BY id DESC LIMIT 1) AND role = 'assistant'",
+                (conversation_id,),
+            )
+
+    def set_system_prompt(self, conversation_id: str, system_prompt: str) -> None:
+        with self._transaction() as db:
+            db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
+    def delete(self, conversation_id: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def make_title(first_message: str) -> str:
+    words = " ".join(first_message.split())
+    if len(words) <= TITLE_CHARS:
+        return words or "New chat"
+    return words[: TITLE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _message(row: tuple[int, str, str, str | None]) -> StoredMessage:
+    stats = AnswerStats(**json.loads(row[3])) if row[3] else None
+    role: Role = "user" if row[1] == "user" else "assistant"
+    return StoredMessage(row[0], role, row[2], stats)

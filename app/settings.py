@@ -1,0 +1,89 @@
+"""One typed settings tree. Environment variables use the prefix ``HEARTH_`` and ``__`` between levels,
+for example ``HEARTH_MODEL__CONTEXT_LENGTH=8192`` or ``HEARTH_SERVER__PORT=7861``. Loaded once, at start,
+by :func:`load_settings`; never at import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.errors import HearthError
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are Hearth, a helpful assistant running entirely on this computer. Answer clearly and concisely."
+)
+
+
+class ModelSettings(BaseModel):
+    path: Path | None = Field(
+        default=None, description="GGUF file to chat with. Empty means the embedded SmolLM2-135M-Instruct."
+    )
+    context_length: int = Field(
+        default=4096,
+        ge=256,
+        le=1_048_576,
+        description="Context window in tokens (capped at the model's own).",
+    )
+
+
+class BackendSettings(BaseModel):
+    name: Literal["auto", "llamacpp", "fake"] = Field(
+        default="auto", description="Inference backend; auto picks the best one for this machine."
+    )
+    threads: int | None = Field(
+        default=None, ge=1, le=1024, description="CPU threads; empty means one per physical core."
+    )
+
+
+class GenerationSettings(BaseModel):
+    system_prompt: str = Field(default=DEFAULT_SYSTEM_PROMPT, description="System prompt for new conversations.")
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0, description="Sampling temperature; 0 is greedy.")
+    max_new_tokens: int = Field(default=512, ge=1, le=32_768, description="Longest answer, in tokens.")
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
+    seed: int | None = Field(default=None, description="Sampling seed; empty means a fresh one per answer.")
+
+
+class ServerSettings(BaseModel):
+    host: str = Field(default="127.0.0.1", description="Address the web UI binds to. Anything but loopback exposes it.")
+    port: int = Field(default=7860, ge=1, le=65535, description="Port of the web UI.")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HEARTH_", env_nested_delimiter="__", extra="ignore")
+
+    home: Path | None = Field(
+        default=None, description="Data directory (conversations, models). Empty means the platform default."
+    )
+    model: ModelSettings = Field(default_factory=ModelSettings, description="The chat model.")
+    backend: BackendSettings = Field(default_factory=BackendSettings, description="Where the model runs.")
+    generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Answer defaults.")
+    server: ServerSettings = Field(default_factory=ServerSettings, description="The local web UI.")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with ``overrides`` (from CLI flags) on top.
+
+    Nested overrides are dicts: ``load_settings(model={"context_length": 2048})``.
+    """
+    try:
+        base = Settings()
+        if not overrides:
+            return base
+        merged = base.model_dump()
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key].update(value)
+            else:
+                merged[key] = value
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise HearthError(
+            f"Invalid setting — {problems}.",
+            "Fix the HEARTH_… environment variable or command-line flag named above.",
+        ) from None

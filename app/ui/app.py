@@ -1,0 +1,250 @@
+"""The Gradio page. Wiring only: the logic lives in the services and in ``render``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from app.errors import HearthError
+from app.services.chat import TurnEvent
+from app.services.container import Services
+from app.ui.render import AnswerView, chat_history, conversation_choices, status_markdown
+from backends.base import GenerationParams
+
+log = logging.getLogger(__name__)
+
+CSS = """
+#status-line { font-size: 0.9em; }
+#notice { color: var(--body-text-color-subdued); font-size: 0.85em; min-height: 1em; }
+footer { display: none !important; }
+"""
+
+
+def _as_gradio_error(exc: HearthError) -> gr.Error:
+    return gr.Error(f"{exc.message} {exc.remedy}", title="Hearth", print_exception=False)
+
+
+class ChatPage:
+    """Event handlers for one Gradio page, bound to the app's services."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
+        defaults = self.services.generation_params()
+        return GenerationParams(
+            temperature=float(temperature),
+            max_new_tokens=int(max_new_tokens),
+            top_p=defaults.top_p,
+            seed=defaults.seed,
+        )
+
+    def sidebar(self, selected: str | None) -> Any:
+        return gr.update(choices=conversation_choices(self.services.store.list()), value=selected)
+
+    def on_load(self) -> tuple[Any, ...]:
+        status = self.services.runtime.status
+        return self.sidebar(None), status_markdown(status), gr.update(active=status.state == "loading")
+
+    def on_tick(self) -> tuple[Any, ...]:
+        status = self.services.runtime.status
+        return status_markdown(status), gr.update(active=status.state == "loading")
+
+    def open_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
+        if not conversation_id:
+            return gr.update(), gr.update(), gr.update(), ""
+        try:
+            conversation = self.services.store.get(conversation_id)
+        except HearthError as exc:
+            raise _as_gradio_error(exc) from exc
+        return chat_history(conversation), conversation.id, conversation.system_prompt, ""
+
+    def new_chat(self) -> tuple[Any, ...]:
+        return [], None, self.sidebar(None), self.services.settings.generation.system_prompt, ""
+
+    def delete_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
+        if conversation_id:
+            self.services.store.delete(conversation_id)
+        return [], None, self.sidebar(None), ""
+
+    def stop(self) -> None:
+        self.services.chat.stop()
+
+    def send(
+        self,
+        text: str,
+        conversation_id: str | None,
+        system_prompt: str,
+        temperature: float,
+        max_new_tokens: float,
+    ) -> Iterator[tuple[Any, ...]]:
+        if not text.strip():
+            gr.Warning("Type a question first.")
+            return
+        history = self._history(conversation_id)
+        history.append({"role": "user", "content": text})
+        events = self.services.chat.send(conversation_id, text, self.params(temperature, max_new_tokens), system_prompt)
+        yield from self._stream(events, history, clear_box=True)
+
+    def regenerate(
+        self, conversation_id: str | None, system_prompt: str, temperature: float, max_new_tokens: float
+    ) -> Iterator[tuple[Any, ...]]:
+        if not conversation_id:
+            gr.Warning("There is nothing to regenerate yet.")
+            return
+        history = self._history(conversation_id)
+        if history and history[-1]["role"] == "assistant":
+            history.pop()
+        events = self.services.chat.regenerate(conversation_id, self.params(temperature, max_new_tokens), system_prompt)
+        yield from self._stream(events, history, clear_box=False)
+
+    def _history(self, conversation_id: str | None) -> list[dict[str, str]]:
+        if not conversation_id:
+            return []
+        try:
+            return chat_history(self.services.store.get(conversation_id))
+        except HearthError as exc:
+            raise _as_gradio_error(exc) from exc
+
+    def _stream(
+        self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool
+    ) -> Iterator[tuple[Any, ...]]:
+        view = AnswerView(history)
+        box = "" if clear_box else gr.update()
+        try:
+            # The first event comes only after validation and history fitting: errors raised there leave the
+            # typed message in the box and the conversation untouched.
+            first = next(events, None)
+            if first is None:
+                return
+            chat = view.apply(first)
+            for notice in view.notices:
+                gr.Info(notice)
+            yield chat, box, view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
+            for event in events:
+                yield view.apply(event), gr.update(), gr.update(), gr.update(), gr.update()
+        except HearthError as exc:
+            raise _as_gradio_error(exc) from exc
+        yield (
+            view.render(),
+            gr.update(),
+            view.conversation_id,
+            self.sidebar(view.conversation_id),
+            _notice(view),
+        )
+
+
+def _notice(view: AnswerView) -> str:
+    return " ".join(view.notices)
+
+
+def build_ui(services: Services) -> gr.Blocks:
+    page = ChatPage(services)
+    settings = services.settings.generation
+    with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True) as demo:
+        conversation_id = gr.State(None)
+        with gr.Sidebar(label="Conversations", open=True):
+            gr.Markdown("## Hearth\nYour private, offline assistant")
+            new_button = gr.Button("New chat", variant="primary", elem_id="new-chat")
+            conversations = gr.Radio(choices=[], label="Conversations", elem_id="conversation-list", interactive=True)
+            delete_button = gr.Button("Delete this conversation", size="sm", variant="stop", elem_id="delete")
+        status = gr.Markdown("Starting…", elem_id="status-line")
+        chatbot = gr.Chatbot(
+            elem_id="chat",
+            label="Chat",
+            show_label=False,
+            scale=1,
+            height="60vh",
+            buttons=["copy"],
+            feedback_options=None,
+            sanitize_html=True,
+            placeholder="Ask anything. Your words and the model's answers never leave this computer.",
+        )
+        notice = gr.Markdown("", elem_id="notice")
+        with gr.Row(equal_height=True):
+            message = gr.Textbox(
+                placeholder="Type a message (Enter sends, Shift+Enter for a new line)",
+                show_label=False,
+                lines=1,
+                max_lines=8,
+                scale=8,
+                elem_id="message",
+                autofocus=True,
+            )
+            send_button = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
+            stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
+        with gr.Row():
+            regenerate_button = gr.Button("Regenerate", size="sm", elem_id="regenerate")
+            clear_button = gr.Button("Clear (new chat)", size="sm", elem_id="clear")
+        with gr.Accordion("Answer settings", open=False, elem_id="answer-settings"):
+            system_prompt = gr.Textbox(label="System prompt", value=settings.system_prompt, lines=3)
+            temperature = gr.Slider(0.0, 2.0, value=settings.temperature, step=0.05, label="Temperature")
+            max_new_tokens = gr.Slider(
+                16, 4096, value=min(settings.max_new_tokens, 4096), step=16, label="Max new tokens"
+            )
+        timer = gr.Timer(1.0, active=True)
+
+        demo.load(page.on_load, outputs=[conversations, status, timer])
+        timer.tick(page.on_tick, outputs=[status, timer], show_progress="hidden")
+        stream_outputs = [chatbot, message, conversation_id, conversations, notice]
+        send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens]
+        message.submit(page.send, send_inputs, stream_outputs, concurrency_id="generate")
+        send_button.click(page.send, send_inputs, stream_outputs, concurrency_id="generate")
+        regenerate_button.click(
+            page.regenerate,
+            [conversation_id, system_prompt, temperature, max_new_tokens],
+            stream_outputs,
+            concurrency_id="generate",
+        )
+        stop_button.click(page.stop, queue=False)
+        conversations.input(page.open_conversation, [conversations], [chatbot, conversation_id, system_prompt, notice])
+        for button in (new_button, clear_button):
+            button.click(page.new_chat, outputs=[chatbot, conversation_id, conversations, system_prompt, notice])
+        delete_button.click(
+            page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
+        )
+    return demo  # type: ignore[no-any-return]
+
+
+def load_model_in_background(services: Services) -> threading.Thread:
+    def run() -> None:
+        try:
+            choice = services.model_choice()
+        except HearthError as exc:
+            services.runtime.record_error(exc)
+            return
+        try:
+            for progress in services.runtime.load(choice):
+                log.info("load %.0f%%: %s", progress.fraction * 100, progress.message)
+        except HearthError:
+            pass  # the runtime keeps the error; the status line and every chat attempt show it
+
+    thread = threading.Thread(target=run, name="hearth-model-load", daemon=True)
+    thread.start()
+    return thread
+
+
+def launch(services: Services, open_browser: bool = False) -> gr.Blocks:
+    """Start the page without blocking; the caller prints the URL and waits on ``demo.block_thread()``."""
+    settings = services.settings.server
+    load_model_in_background(services)
+    demo = build_ui(services)
+    demo.queue(default_concurrency_limit=1)
+    demo.launch(
+        prevent_thread_lock=True,
+        server_name=settings.host,
+        server_port=settings.port,
+        inbrowser=open_browser,
+        share=False,
+        css=CSS,
+        footer_links=[],
+        ssr_mode=False,
+        mcp_server=False,
+        show_error=True,
+        quiet=True,
+    )
+    return demo

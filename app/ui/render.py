@@ -1,0 +1,110 @@
+"""Pure functions that turn service data into what Gradio shows. No Gradio import here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from app.services.chat import TurnEvent, TurnSaved, TurnStarted
+from app.services.conversations import AnswerStats, Conversation, ConversationSummary
+from app.services.runtime import RuntimeStatus
+from backends.base import Finished, TextDelta
+
+# A markdown image whose target is not local would make the browser fetch it; show it as text instead.
+_REMOTE_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?((?:https?:)?//[^)\s>]*)>?[^)]*\)", re.IGNORECASE)
+_HTML_IMG = re.compile(r"<\s*img\b[^>]*>", re.IGNORECASE)
+
+
+def neutralize_remote_media(text: str) -> str:
+    text = _REMOTE_IMAGE.sub(lambda m: f"[image: {m.group(1) or 'untitled'}] ({m.group(2)})", text)
+    return _HTML_IMG.sub("[image removed]", text)
+
+
+def format_stats(stats: AnswerStats) -> str:
+    parts = [
+        f"{stats.time_to_first_token_ms / 1000:.2f} s to first token",
+        f"{stats.decode_tokens_per_s:.1f} tokens/s",
+        f"{stats.completion_tokens} tokens",
+    ]
+    if stats.finish_reason == "cancelled":
+        parts.append("stopped")
+    elif stats.finish_reason == "length":
+        parts.append("cut at the token limit")
+    elif stats.finish_reason == "error":
+        parts.append("interrupted by an error")
+    if stats.dropped_messages:
+        parts.append(f"{stats.dropped_messages} earlier messages left out to fit the context")
+    return " · ".join(parts)
+
+
+def assistant_text(content: str, stats: AnswerStats | None) -> str:
+    body = neutralize_remote_media(content) if content else "…"
+    if stats is None:
+        return body
+    return f"{body}\n\n*{format_stats(stats)}*"
+
+
+def chat_history(conversation: Conversation | None) -> list[dict[str, str]]:
+    if conversation is None:
+        return []
+    return [
+        {"role": "user", "content": neutralize_remote_media(m.content)}
+        if m.role == "user"
+        else {"role": "assistant", "content": assistant_text(m.content, m.stats)}
+        for m in conversation.messages
+    ]
+
+
+def conversation_choices(summaries: Sequence[ConversationSummary]) -> list[tuple[str, str]]:
+    return [(s.title or "Untitled", s.id) for s in summaries]
+
+
+def status_markdown(status: RuntimeStatus) -> str:
+    if status.state == "error":
+        return f"**Model not loaded** — {status.message}"
+    if status.state == "loading":
+        return f"**{status.model_name}** — {status.message}"
+    if status.state == "idle" or status.plan is None:
+        return f"**No model** — {status.message}"
+    plan = status.plan
+    line = (
+        f"**{status.model_name}** · {plan.label} · {plan.threads} threads · "
+        f"context {plan.context_length} tokens · offline"
+    )
+    for note in status.notes:
+        line += f"  \nNote: {note}"
+    return line
+
+
+@dataclass
+class AnswerView:
+    """Accumulates a turn's events into the cumulative text Gradio re-renders."""
+
+    history: list[dict[str, str]]
+    text: str = ""
+    conversation_id: str | None = None
+    dropped: int = 0
+    finished: str | None = None
+    saved_stats: AnswerStats | None = None
+    notices: list[str] = field(default_factory=list)
+
+    def apply(self, event: TurnEvent) -> list[dict[str, str]]:
+        if isinstance(event, TurnStarted):
+            self.conversation_id = event.conversation_id
+            self.dropped = event.dropped_messages
+            if event.dropped_messages:
+                self.notices.append(
+                    f"{event.dropped_messages} earlier messages were left out so the conversation fits the "
+                    "model's context window."
+                )
+        elif isinstance(event, TextDelta):
+            self.text += event.text
+        elif isinstance(event, Finished):
+            self.finished = event.reason
+        elif isinstance(event, TurnSaved):
+            self.saved_stats = event.message.stats
+        return self.render()
+
+    def render(self) -> list[dict[str, str]]:
+        return [*self.history, {"role": "assistant", "content": assistant_text(self.text, self.saved_stats)}]

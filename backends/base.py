@@ -1,0 +1,187 @@
+"""The backend contract.
+
+A backend runs one GGUF model on some hardware. The class-level methods are cheap and pure, so selection can
+ask every registered backend about every model: ``availability`` (can it run on this machine at all),
+``supports`` (can it run this model) and ``estimate_memory`` (what would it cost). Instances do the work:
+``load`` yields progress, ``stream_chat`` yields typed events, ``count_tokens`` uses the model's real
+tokenizer, and ``close`` is idempotent.
+
+To add a backend: subclass :class:`Backend`, fill in ``name``/``label``/``capabilities`` and the methods
+below, and add it to ``backends.registry``. Heavy libraries are imported inside the methods that need them.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from app.errors import HearthError
+
+if TYPE_CHECKING:
+    from backends.hardware import HardwareInventory
+    from backends.memory import MemoryEstimate
+    from models.gguf import ModelInfo
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run on this machine at all, and if not, what would fix it."""
+
+    ok: bool
+    reason: str
+    remedy: str = ""
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a backend can run a given model."""
+
+    ok: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the UI may offer for a backend; data, not behaviour."""
+
+    streaming: bool
+    lora_hot_swap: bool
+    multi_device: bool
+    embeddings: bool
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    context_length: int
+    threads: int
+    gpu_layers: int = 0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    fraction: float
+    message: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    temperature: float = 0.7
+    max_new_tokens: int = 512
+    top_p: float = 0.95
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts and timings of one answer, measured by the backend."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    time_to_first_token_ms: float
+    total_ms: float
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens per second after the first one (the first one pays for the prompt)."""
+        decode_ms = self.total_ms - self.time_to_first_token_ms
+        if self.completion_tokens < 2 or decode_ms <= 0:
+            return 0.0
+        return (self.completion_tokens - 1) / (decode_ms / 1000.0)
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: FinishReason
+
+
+ChatEvent = TextDelta | Usage | Finished
+
+
+class CancelToken:
+    """Set from any thread to stop a running generation at the next token."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+class AdapterNotSupported(HearthError):
+    """The backend cannot hot-load LoRA adapters."""
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+    label: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    # --- class-level, cheap, pure -------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def availability(cls, inventory: HardwareInventory) -> Availability: ...
+
+    @classmethod
+    @abstractmethod
+    def supports(cls, model: ModelInfo) -> Support: ...
+
+    @classmethod
+    @abstractmethod
+    def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate: ...
+
+    # --- instance ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def load(self, model: ModelInfo, options: LoadOptions) -> Iterator[LoadProgress]: ...
+
+    @abstractmethod
+    def stream_chat(
+        self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
+    ) -> Iterator[ChatEvent]: ...
+
+    @abstractmethod
+    def count_tokens(self, text: str) -> int: ...
+
+    @abstractmethod
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens of the whole prompt these messages render to, generation prompt included."""
+
+    @property
+    @abstractmethod
+    def context_length(self) -> int: ...
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Things about the loaded model the user should know (for example a refused chat template)."""
+        return ()
+
+    def set_adapter(self, adapter_path: str | None) -> None:
+        raise AdapterNotSupported(
+            f"The {self.label} backend cannot load LoRA adapters.",
+            "Switch to the llama.cpp backend to use an adapter.",
+        )
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the model. Safe to call more than once."""

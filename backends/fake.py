@@ -1,0 +1,114 @@
+"""A deterministic backend for unit tests and demo mode (``HEARTH_BACKEND__NAME=fake``).
+
+It answers by echoing the last user message, one word per token, so tests know exactly what to expect.
+Tokens are whitespace-separated words, which keeps token counting predictable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from app.errors import ContextTooLong, ModelNotReady
+from backends.base import (
+    Availability,
+    Backend,
+    CancelToken,
+    Capabilities,
+    ChatEvent,
+    ChatMessage,
+    Finished,
+    FinishReason,
+    GenerationParams,
+    LoadOptions,
+    LoadProgress,
+    Support,
+    TextDelta,
+    Usage,
+)
+from backends.memory import MemoryEstimate
+
+if TYPE_CHECKING:
+    from backends.hardware import HardwareInventory
+    from models.gguf import ModelInfo
+
+
+class FakeBackend(Backend):
+    name: ClassVar[str] = "fake"
+    label: ClassVar[str] = "demo (fake model)"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False
+    )
+
+    def __init__(self, token_delay_s: float = 0.0, reply_prefix: str = "You said:") -> None:
+        self.token_delay_s = token_delay_s
+        self.reply_prefix = reply_prefix
+        self._context_length = 0
+        self.closed = False
+
+    @classmethod
+    def availability(cls, inventory: HardwareInventory) -> Availability:
+        return Availability(True, "the demo backend runs anywhere")
+
+    @classmethod
+    def supports(cls, model: ModelInfo) -> Support:
+        return Support(True, "the demo backend ignores the model's weights")
+
+    @classmethod
+    def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate:
+        return MemoryEstimate(0, 0, 0)
+
+    @property
+    def context_length(self) -> int:
+        return self._context_length
+
+    def load(self, model: ModelInfo | None, options: LoadOptions) -> Iterator[LoadProgress]:
+        self._context_length = options.context_length
+        self.closed = False
+        yield LoadProgress(1.0, "Demo model ready")
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        # One token of framing per message plus one for the generation prompt, like a real template.
+        return sum(self.count_tokens(m.content) + 1 for m in messages) + 1
+
+    def stream_chat(
+        self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
+    ) -> Iterator[ChatEvent]:
+        if not self._context_length:
+            raise ModelNotReady("No model is loaded.", "Load a model first.")
+        started = time.perf_counter()
+        prompt_tokens = self.count_chat_tokens(messages)
+        if prompt_tokens >= self._context_length:
+            raise ContextTooLong(
+                f"The prompt is {prompt_tokens} tokens; the context window holds {self._context_length}.",
+                "Shorten the message.",
+            )
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        words = [*self.reply_prefix.split(), *last_user.split()]
+        budget = min(params.max_new_tokens, self._context_length - prompt_tokens)
+        reason: FinishReason = "stop"
+        produced = 0
+        first_at: float | None = None
+        for index, word in enumerate(words):
+            if produced >= budget:
+                reason = "length"
+                break
+            if cancel.cancelled:
+                reason = "cancelled"
+                break
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            first_at = first_at or time.perf_counter()
+            produced += 1
+            yield TextDelta(word if index == 0 else f" {word}")
+        done = time.perf_counter()
+        yield Usage(prompt_tokens, produced, ((first_at or done) - started) * 1000, (done - started) * 1000)
+        yield Finished(reason)
+
+    def close(self) -> None:
+        self._context_length = 0
+        self.closed = True

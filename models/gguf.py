@@ -1,0 +1,147 @@
+"""What Hearth knows about a GGUF model, read from its validated header."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import ModelFileError
+from models.gguf_reader import LazyStrings, metadata_getter, read_header
+
+# Upper bounds a real model never reaches; larger values are corrupt or hostile metadata.
+MAX_LAYERS = 4096
+MAX_CONTEXT = 16_777_216
+MAX_HEADS = 65_536
+MAX_EMBEDDING = 1_048_576
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: Path
+    file_size_bytes: int
+    gguf_version: int
+    architecture: str
+    name: str
+    quantization: str
+    parameter_count: int
+    trained_context_length: int
+    block_count: int
+    embedding_length: int
+    head_count: int
+    head_count_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    vocab_size: int
+    chat_template: str | None
+    bos_token: str
+    eos_token: str
+    add_bos_token: bool
+    license: str | None
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.name} ({self.quantization})"
+
+
+def read_model_info(path: Path) -> ModelInfo:
+    """Validate the GGUF at ``path`` and extract what selection, memory planning and chat need."""
+    header = read_header(path)
+    get = metadata_getter(header.metadata, path)
+    arch = get("general.architecture", str)
+    if not arch:
+        raise ModelFileError(
+            f"{path.name} does not say which architecture it is (general.architecture is missing).",
+            "Re-convert the model with a current llama.cpp, or pick another GGUF file.",
+        )
+
+    def bounded(key: str, upper: int, default: int | None = None) -> int:
+        value = get(f"{arch}.{key}", int, default)
+        if value is None:
+            raise ModelFileError(
+                f"{path.name} is missing {arch}.{key}.", "Re-convert the model with a current llama.cpp."
+            )
+        if not 0 < value <= upper:
+            raise ModelFileError(
+                f"{path.name} is not a valid GGUF file: {arch}.{key} = {value} is out of range.",
+                "Download the model again, or pick another GGUF file.",
+            )
+        return int(value)
+
+    block_count = bounded("block_count", MAX_LAYERS)
+    embedding = bounded("embedding_length", MAX_EMBEDDING)
+    heads = bounded("attention.head_count", MAX_HEADS)
+    heads_kv = bounded("attention.head_count_kv", MAX_HEADS, heads)
+    head_dim_k = bounded("attention.key_length", MAX_EMBEDDING, max(embedding // heads, 1))
+    head_dim_v = bounded("attention.value_length", MAX_EMBEDDING, head_dim_k)
+    trained_ctx = bounded("context_length", MAX_CONTEXT)
+
+    quantization = _quantization_label(get("general.file_type", int))
+    tokens = header.metadata.get("tokenizer.ggml.tokens")
+    vocab_size = len(tokens) if isinstance(tokens, LazyStrings | list) else 0
+    return ModelInfo(
+        path=path,
+        file_size_bytes=header.file_size_bytes,
+        gguf_version=header.version,
+        architecture=arch,
+        name=_display_name(path, quantization),
+        quantization=quantization,
+        parameter_count=sum(_elements(t.shape) for t in header.tensors),
+        trained_context_length=trained_ctx,
+        block_count=block_count,
+        embedding_length=embedding,
+        head_count=heads,
+        head_count_kv=heads_kv,
+        head_dim_k=head_dim_k,
+        head_dim_v=head_dim_v,
+        vocab_size=vocab_size,
+        chat_template=get("tokenizer.chat_template", str),
+        bos_token=_token_text(tokens, get("tokenizer.ggml.bos_token_id", int)),
+        eos_token=_token_text(tokens, get("tokenizer.ggml.eos_token_id", int)),
+        add_bos_token=bool(get("tokenizer.ggml.add_bos_token", bool, False)),
+        license=get("general.license", str),
+    )
+
+
+def sha256_of(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _elements(shape: tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def _token_text(tokens: object, token_id: int | None) -> str:
+    if token_id is None:
+        return ""
+    if isinstance(tokens, LazyStrings):
+        return tokens.get(token_id) or ""
+    if isinstance(tokens, list) and 0 <= token_id < len(tokens):
+        return str(tokens[token_id])
+    return ""
+
+
+def _display_name(path: Path, quantization: str) -> str:
+    """The file name people recognise, without the quantization suffix that the label already shows."""
+    stem = path.name.removesuffix(".gguf")
+    match = re.search(rf"[.\-_]{re.escape(quantization)}$", stem, flags=re.IGNORECASE)
+    return stem[: match.start()] if match and match.start() > 0 else stem
+
+
+def _quantization_label(file_type: int | None) -> str:
+    from gguf import LlamaFileType
+
+    if file_type is None:
+        return "unknown"
+    try:
+        return LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except ValueError:
+        return f"type {file_type}"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Set up .venv with everything Hearth needs, from the package index only. Safe to run again: it does only
+# what is missing. Called by `make run` and `make test`.
+#
+# llama-cpp-python has no binary wheel, so it is built from source once per set of llama.cpp flags and kept in
+# a wheel folder named by those flags (pip's own wheel cache is keyed by the source package alone and would
+# hand a CPU build to a CUDA machine).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+LLAMA_CPP_VERSION="0.3.36"
+TORCH_VERSION="2.13.0"
+WHEEL_ROOT="${HEARTH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hearth/wheels}"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+find_python() {
+    for candidate in "${PYTHON:-}" python3.11 python3.12 python3.13 python3; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    die "Hearth needs Python 3.11 or newer; install it (e.g. apt-get install python3.11 python3.11-venv) and retry."
+}
+
+llama_flags() {
+    local flags="-DGGML_RPC=ON" flavor="rpc"
+    if command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+        flags="$flags -DGGML_CUDA=ON"
+        flavor="rpc-cuda"
+    fi
+    echo "$flavor|$flags"
+}
+
+stamp_of() {
+    # Reinstall when the dependency list or the llama.cpp flavour changes.
+    { cat "$ROOT/pyproject.toml"; echo "$1"; } | sha256sum | cut -c1-16
+}
+
+main() {
+    local python flavor flags wheel_dir stamp
+    python="$(find_python)"
+    IFS='|' read -r flavor flags <<<"$(llama_flags)"
+    wheel_dir="$WHEEL_ROOT/llama-cpp-python-$LLAMA_CPP_VERSION-$flavor"
+    stamp="$VENV/.hearth-installed-$(stamp_of "$flavor")"
+
+    if [ -f "$stamp" ]; then
+        return 0
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "Creating $VENV with $python"
+        "$python" -m venv "$VENV" || die "could not create a virtual environment; install python3-venv."
+    fi
+    local pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
+
+    if ! ls "$wheel_dir"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
+        say "Building llama-cpp-python $LLAMA_CPP_VERSION ($flags) — about 12 minutes on 2 cores, once"
+        mkdir -p "$wheel_dir"
+        CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc 2>/dev/null || echo 2)" \
+            "${pip[@]}" wheel --no-deps --no-cache-dir "llama-cpp-python==$LLAMA_CPP_VERSION" -w "$wheel_dir"
+    fi
+
+    say "Installing torch $TORCH_VERSION first (CPU build where available)"
+    "${pip[@]}" install --quiet "torch==$TORCH_VERSION"
+    say "Installing llama-cpp-python from $wheel_dir"
+    "${pip[@]}" install --quiet --force-reinstall --no-deps "$wheel_dir"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl
+    say "Installing Hearth and its dependencies"
+    "${pip[@]}" install --quiet -e "$ROOT[dev]"
+
+    say "Checking the llama.cpp build"
+    "$VENV/bin/python" - "$flavor" <<'PY'
+import sys
+import llama_cpp
+
+flavor = sys.argv[1]
+if not llama_cpp.llama_supports_rpc():
+    sys.exit("llama-cpp-python was built without RPC; delete the wheel folder and run make again")
+print(f"llama-cpp-python {llama_cpp.__version__}: RPC yes, flavour {flavor}")
+PY
+    rm -f "$VENV"/.hearth-installed-*
+    touch "$stamp"
+    say "Ready"
+}
+
+main "$@"

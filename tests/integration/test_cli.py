@@ -1,0 +1,101 @@
+"""`hearth chat` and `hearth doctor` as a user runs them: real subprocesses on the real embedded model."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def hearth(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"HEARTH_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def test_chat_streams_an_answer(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth("chat", "What is the capital of France?", "--temperature", "0", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+    assert "tokens/s" in result.stderr
+    assert "Model ready" in result.stderr
+
+
+def test_chat_is_saved_as_a_conversation(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth("chat", "Say hi", "--max-tokens", "8", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(isolated_home / "conversations.db") as db:
+        assert db.execute("SELECT title FROM conversations").fetchall() == [("Say hi",)]
+
+
+def test_chat_with_a_missing_model_says_what_to_do(isolated_home: Path, tmp_path: Path) -> None:
+    result = hearth("chat", "hi", "--model", str(tmp_path / "nope.gguf"), home=isolated_home)
+    assert result.returncode == 1
+    assert "Model file not found" in result.stderr
+    assert "what to do:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_chat_with_an_empty_question(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth("chat", "  ", home=isolated_home)
+    assert result.returncode == 1
+    assert "nothing to send" in result.stderr
+
+
+def test_chat_with_an_invalid_setting(isolated_home: Path) -> None:
+    result = hearth("chat", "hi", "--context", "5", home=isolated_home)
+    assert result.returncode == 1
+    assert "model.context_length" in result.stderr
+
+
+def test_doctor_shows_the_machine_and_picks_llamacpp(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth("doctor", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    assert "CPU:" in result.stdout
+    assert "RAM:" in result.stdout
+    assert "SmolLM2-135M-Instruct (Q4_1)" in result.stdout
+    assert "backend: llama.cpp (CPU)" in result.stdout
+
+
+def test_doctor_json_is_a_bug_report(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth("doctor", "--json", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["plan"]["backend"] == "llamacpp"
+    assert report["hardware"]["physical_cores"] >= 1
+    assert report["hardware"]["llama_cpp"]["rpc"] is True
+    assert len(report["model"]["sha256"]) == 64
+    assert report["data_dir"] == str(isolated_home)
+
+
+def test_killing_the_app_mid_answer_loses_no_saved_conversation(isolated_home: Path, embedded_model: Path) -> None:
+    first = hearth("chat", "Remember the word lantern.", "--max-tokens", "16", home=isolated_home)
+    assert first.returncode == 0, first.stderr
+    env = os.environ | {"HEARTH_HOME": str(isolated_home)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "chat", "Write a very long story about the sea.", "--max-tokens", "2000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while not process.stdout.read(1) and time.monotonic() < deadline:
+        pass  # wait until the answer is streaming
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    with sqlite3.connect(isolated_home / "conversations.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        rows = db.execute(
+            "SELECT c.title, m.role FROM messages m JOIN conversations c ON c.id = m.conversation_id ORDER BY m.id"
+        ).fetchall()
+    assert rows[:2] == [("Remember the word lantern.", "user"), ("Remember the word lantern.", "assistant")]
+    assert rows[2] == ("Write a very long story about the sea.", "user")

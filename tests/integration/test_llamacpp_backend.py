@@ -1,0 +1,132 @@
+"""The llama.cpp backend on the real embedded SmolLM2-135M GGUF."""
+
+import threading
+
+import pytest
+
+from app.errors import ContextTooLong, ModelNotReady
+from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
+from backends.llamacpp import LlamaCppBackend
+from models.gguf import ModelInfo
+
+pytestmark = pytest.mark.integration
+
+QUESTION = [
+    ChatMessage("system", "You are a helpful assistant."),
+    ChatMessage("user", "Name three colours of the rainbow."),
+]
+GREEDY = GenerationParams(temperature=0.0, max_new_tokens=48)
+
+
+def run(backend: LlamaCppBackend, params: GenerationParams, messages: list[ChatMessage] = QUESTION) -> list[object]:
+    return list(backend.stream_chat(messages, params, CancelToken()))
+
+
+def text_of(events: list[object]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def test_streaming_yields_text_then_usage_then_finished(llama: LlamaCppBackend) -> None:
+    events = run(llama, GREEDY)
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 3
+    assert text_of(events).strip()
+    usage, finished = events[-2], events[-1]
+    assert isinstance(usage, Usage) and isinstance(finished, Finished)
+    assert finished.reason in ("stop", "length")
+    assert 0 < usage.completion_tokens <= GREEDY.max_new_tokens
+    assert usage.time_to_first_token_ms > 0
+    assert usage.decode_tokens_per_s > 0
+
+
+def test_greedy_output_is_deterministic(llama: LlamaCppBackend) -> None:
+    first = text_of(run(llama, GREEDY))
+    second = text_of(run(llama, GREEDY))
+    assert first == second
+    assert first
+
+
+def test_sampling_with_a_seed_is_repeatable(llama: LlamaCppBackend) -> None:
+    params = GenerationParams(temperature=1.0, max_new_tokens=24, seed=1234)
+    assert text_of(run(llama, params)) == text_of(run(llama, params))
+
+
+def test_cancel_stops_at_the_next_token(llama: LlamaCppBackend) -> None:
+    cancel = CancelToken()
+    long_answer = [ChatMessage("user", "Write a very long story about a lighthouse keeper and the sea.")]
+    after_cancel = 0
+    events = []
+    for event in llama.stream_chat(long_answer, GenerationParams(temperature=0.7, max_new_tokens=400), cancel):
+        events.append(event)
+        if isinstance(event, TextDelta):
+            if cancel.cancelled:
+                after_cancel += 1
+            elif len(events) == 5:
+                stopper = threading.Thread(target=cancel.cancel)
+                stopper.start()
+                stopper.join()
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.reason == "cancelled"
+    assert after_cancel <= 1  # one token takes ~10 ms here: generation ends well within a second
+    usage = events[-2]
+    assert isinstance(usage, Usage) and usage.completion_tokens < 20
+
+
+def test_token_counts_match_llamacpp(llama: LlamaCppBackend, model_info: ModelInfo) -> None:
+    """Our prompt/completion counts equal what llama-cpp-python's own completion API reports."""
+    from llama_cpp import Llama
+
+    events = run(llama, GREEDY)
+    usage = events[-2]
+    assert isinstance(usage, Usage)
+    raw = Llama(model_path=str(model_info.path), n_ctx=2048, n_threads=2, verbose=False)
+    try:
+        formatter_prompt = (
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nName three colours of the rainbow.<|im_end|>\n<|im_start|>assistant\n"
+        )
+        result = raw.create_completion(formatter_prompt, max_tokens=GREEDY.max_new_tokens, temperature=0.0)
+    finally:
+        raw.close()
+    assert usage.prompt_tokens == result["usage"]["prompt_tokens"]
+    assert usage.completion_tokens == result["usage"]["completion_tokens"]
+    assert text_of(events) == result["choices"][0]["text"]
+    assert llama.count_chat_tokens(QUESTION) == result["usage"]["prompt_tokens"]
+    assert llama.count_tokens("hello world") == len(raw_tokens(model_info, "hello world"))
+
+
+def raw_tokens(model_info: ModelInfo, text: str) -> list[int]:
+    from llama_cpp import Llama
+
+    vocab_only = Llama(model_path=str(model_info.path), vocab_only=True, verbose=False)
+    try:
+        return list(vocab_only.tokenize(text.encode(), add_bos=False, special=False))
+    finally:
+        vocab_only.close()
+
+
+def test_prompt_longer_than_the_context_is_refused(llama: LlamaCppBackend) -> None:
+    huge = [ChatMessage("user", "lighthouse " * 3000)]
+    with pytest.raises(ContextTooLong) as caught:
+        run(llama, GREEDY, huge)
+    assert "2048" in caught.value.message
+
+
+def test_answer_is_cut_when_the_context_fills(llama: LlamaCppBackend) -> None:
+    nearly_full = [ChatMessage("user", "Continue counting: " + "one two three " * 640)]
+    prompt_tokens = llama.count_chat_tokens(nearly_full)
+    assert 2048 - prompt_tokens < 200
+    events = run(llama, GenerationParams(temperature=0.0, max_new_tokens=1000), nearly_full)
+    usage = events[-2]
+    assert isinstance(usage, Usage)
+    assert usage.prompt_tokens + usage.completion_tokens <= 2048
+
+
+def test_close_is_idempotent_and_then_refuses_to_chat(model_info: ModelInfo) -> None:
+    backend = LlamaCppBackend()
+    list(backend.load(model_info, LoadOptions(context_length=512, threads=1)))
+    assert backend.context_length == 512
+    backend.close()
+    backend.close()
+    with pytest.raises(ModelNotReady):
+        run(backend, GREEDY)

@@ -1,0 +1,62 @@
+from app.services.chat import TurnSaved, TurnStarted
+from app.services.conversations import AnswerStats, StoredMessage
+from app.services.runtime import RuntimeStatus
+from app.ui.render import AnswerView, format_stats, neutralize_remote_media, status_markdown
+from backends.base import Finished, TextDelta, Usage
+
+STATS = AnswerStats(
+    prompt_tokens=20,
+    completion_tokens=12,
+    time_to_first_token_ms=250.0,
+    decode_tokens_per_s=88.4,
+    finish_reason="stop",
+)
+
+
+def test_events_accumulate_into_cumulative_text() -> None:
+    history = [{"role": "user", "content": "hi"}]
+    view = AnswerView(list(history))
+    frames = [
+        view.apply(event)
+        for event in (
+            TurnStarted("c1", dropped_messages=0, prompt_tokens=5),
+            TextDelta("Hel"),
+            TextDelta("lo"),
+            TextDelta(" there"),
+            Usage(5, 3, 100.0, 130.0),
+            Finished("stop"),
+        )
+    ]
+    answers = [frame[-1]["content"] for frame in frames]
+    assert answers[1:4] == ["Hel", "Hello", "Hello there"]
+    assert frames[-1][:-1] == history
+    assert view.conversation_id == "c1"
+    assert view.finished == "stop"
+    saved = view.apply(TurnSaved(StoredMessage(1, "assistant", "Hello there", STATS)))
+    assert saved[-1]["content"].startswith("Hello there\n\n*0.25 s to first token")
+
+
+def test_dropped_history_becomes_a_visible_notice() -> None:
+    view = AnswerView([])
+    view.apply(TurnStarted("c1", dropped_messages=4, prompt_tokens=900))
+    assert view.notices == ["4 earlier messages were left out so the conversation fits the model's context window."]
+
+
+def test_stats_line_says_what_happened() -> None:
+    assert format_stats(STATS) == "0.25 s to first token · 88.4 tokens/s · 12 tokens"
+    stopped = AnswerStats(1, 2, 10.0, 5.0, "cancelled", dropped_messages=2)
+    assert format_stats(stopped).endswith("stopped · 2 earlier messages left out to fit the context")
+
+
+def test_remote_images_are_never_fetched() -> None:
+    text = "see ![chart](https://evil.example/track.png) and <img src='http://x/y.gif'> but ![ok](local.png)"
+    safe = neutralize_remote_media(text)
+    assert "![chart]" not in safe
+    assert "<img" not in safe
+    assert "[image: chart] (https://evil.example/track.png)" in safe
+    assert "![ok](local.png)" in safe
+
+
+def test_status_line_for_each_state() -> None:
+    assert "Model not loaded" in status_markdown(RuntimeStatus("error", "x.gguf", "File missing. Pick one."))
+    assert "Loading" in status_markdown(RuntimeStatus("loading", "x", "Loading on CPU…"))
