@@ -93,7 +93,8 @@ def run_chat_bench(args: argparse.Namespace) -> int:
                 n_threads_batch=plan.threads,
                 verbose=False,
             )
-            params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens)
+            # Same sampling as llama-cpp-python's defaults, so both sides produce the same tokens.
+            params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
             samples: list[Sample] = []
             # One warm-up answer per side, not counted.
             list(_raw_pieces(raw, "Hello", 8))

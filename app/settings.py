@@ -44,6 +44,9 @@ class GenerationSettings(BaseModel):
     max_new_tokens: int = Field(default=512, ge=1, le=32_768, description="Longest answer, in tokens.")
     top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
     seed: int | None = Field(default=None, description="Sampling seed; empty means a fresh one per answer.")
+    repeat_penalty: float = Field(
+        default=1.1, ge=1.0, le=2.0, description="Penalty for repeating recent tokens; 1.0 turns it off."
+    )
 
 
 class ServerSettings(BaseModel):

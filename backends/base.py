@@ -82,6 +82,7 @@ class GenerationParams:
     max_new_tokens: int = 512
     top_p: float = 0.95
     seed: int | None = None
+    repeat_penalty: float = 1.1
 
 
 @dataclass(frozen=True)

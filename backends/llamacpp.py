@@ -7,6 +7,10 @@ the model's own tokenizer, and generated token by token so cancellation, token c
 from __future__ import annotations
 
 import codecs
+import contextlib
+import ctypes
+import io
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -36,6 +40,31 @@ from backends.memory import MemoryEstimate, estimate_llamacpp
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from models.gguf import ModelInfo
+
+log = logging.getLogger("llama.cpp")
+# ggml log levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
+_GGML_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_log_callback: Any = None
+
+
+def route_llama_logs() -> None:
+    """Send llama.cpp's C-level log lines to Python logging (once per process)."""
+    global _log_callback
+    if _log_callback is not None:
+        return
+    import llama_cpp
+
+    previous = [logging.DEBUG]
+
+    def forward(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+        python_level = _GGML_LEVELS.get(level, previous[0])
+        previous[0] = python_level
+        message = text.decode("utf-8", errors="replace").rstrip()
+        if message:
+            log.log(python_level, "%s", message)
+
+    _log_callback = llama_cpp.llama_log_callback(forward)  # the reference keeps ctypes from freeing it
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
 class LlamaCppBackend(Backend):
@@ -90,17 +119,23 @@ class LlamaCppBackend(Backend):
             raise ModelLoadError(
                 f"llama-cpp-python cannot be loaded: {exc}.", "Run `make run` to (re)build it."
             ) from exc
+        route_llama_logs()
         try:
-            llm = Llama(
-                model_path=str(model.path),
-                n_ctx=options.context_length,
-                n_threads=options.threads,
-                n_threads_batch=options.threads,
-                n_gpu_layers=options.gpu_layers,
-                seed=options.seed,
-                use_mmap=True,
-                verbose=False,
-            )
+            # verbose=False would make llama-cpp-python point the process's stdout/stderr file descriptors at
+            # /dev/null while it loads, swallowing whatever other threads print meanwhile (such as the URL of
+            # the web UI). Stay verbose, send llama.cpp's own log to `logging`, and drop the Python-side chatter.
+            with contextlib.redirect_stderr(io.StringIO()):
+                llm = Llama(
+                    model_path=str(model.path),
+                    n_ctx=options.context_length,
+                    n_threads=options.threads,
+                    n_threads_batch=options.threads,
+                    n_gpu_layers=options.gpu_layers,
+                    seed=options.seed,
+                    use_mmap=True,
+                    verbose=True,
+                )
+            llm.verbose = False
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(
                 f"llama.cpp could not load {model.path.name}: {exc}.",
@@ -161,7 +196,12 @@ class LlamaCppBackend(Backend):
         first_token_at: float | None = None
         reason: FinishReason = "length"
         for token in llm.generate(
-            prompt, temp=params.temperature, top_p=params.top_p, top_k=40, min_p=0.05, repeat_penalty=1.0
+            prompt,
+            temp=params.temperature,
+            top_p=params.top_p,
+            top_k=40,
+            min_p=0.05,
+            repeat_penalty=params.repeat_penalty,
         ):
             if first_token_at is None:
                 first_token_at = time.perf_counter()

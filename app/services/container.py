@@ -68,7 +68,11 @@ def model_choice(settings: Settings) -> ModelChoice:
 def generation_params(settings: Settings) -> GenerationParams:
     gen = settings.generation
     return GenerationParams(
-        temperature=gen.temperature, max_new_tokens=gen.max_new_tokens, top_p=gen.top_p, seed=gen.seed
+        temperature=gen.temperature,
+        max_new_tokens=gen.max_new_tokens,
+        top_p=gen.top_p,
+        seed=gen.seed,
+        repeat_penalty=gen.repeat_penalty,
     )
 
 

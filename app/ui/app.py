@@ -13,9 +13,13 @@ from app.errors import HearthError
 from app.services.chat import TurnEvent
 from app.services.container import Services
 from app.ui.render import AnswerView, chat_history, conversation_choices, status_markdown
+from app.ui.streaming import BatchedStream
 from backends.base import GenerationParams
 
 log = logging.getLogger(__name__)
+
+# How often the page is redrawn while an answer streams; the model itself never waits for the page.
+UPDATE_INTERVAL_S = 0.05
 
 CSS = """
 #status-line { font-size: 0.9em; }
@@ -41,6 +45,7 @@ class ChatPage:
             max_new_tokens=int(max_new_tokens),
             top_p=defaults.top_p,
             seed=defaults.seed,
+            repeat_penalty=defaults.repeat_penalty,
         )
 
     def sidebar(self, selected: str | None) -> Any:
@@ -114,28 +119,26 @@ class ChatPage:
         self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool
     ) -> Iterator[tuple[Any, ...]]:
         view = AnswerView(history)
-        box = "" if clear_box else gr.update()
+        batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=self.services.chat.stop).batches()
         try:
-            # The first event comes only after validation and history fitting: errors raised there leave the
+            # The first batch comes only after validation and history fitting: errors raised there leave the
             # typed message in the box and the conversation untouched.
-            first = next(events, None)
+            first = next(batches, None)
             if first is None:
                 return
-            chat = view.apply(first)
+            for event in first:
+                view.apply(event)
             for notice in view.notices:
                 gr.Info(notice)
-            yield chat, box, view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
-            for event in events:
-                yield view.apply(event), gr.update(), gr.update(), gr.update(), gr.update()
+            box = "" if clear_box else gr.update()
+            yield view.render(), box, view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
+            for batch in batches:
+                for event in batch:
+                    view.apply(event)
+                yield view.render(), gr.update(), gr.update(), gr.update(), gr.update()
         except HearthError as exc:
             raise _as_gradio_error(exc) from exc
-        yield (
-            view.render(),
-            gr.update(),
-            view.conversation_id,
-            self.sidebar(view.conversation_id),
-            _notice(view),
-        )
+        yield view.render(), gr.update(), view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
 
 
 def _notice(view: AnswerView) -> str:

@@ -15,7 +15,7 @@ QUESTION = [
     ChatMessage("system", "You are a helpful assistant."),
     ChatMessage("user", "Name three colours of the rainbow."),
 ]
-GREEDY = GenerationParams(temperature=0.0, max_new_tokens=48)
+GREEDY = GenerationParams(temperature=0.0, max_new_tokens=48, repeat_penalty=1.0)
 
 
 def run(backend: LlamaCppBackend, params: GenerationParams, messages: list[ChatMessage] = QUESTION) -> list[object]:

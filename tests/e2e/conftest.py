@@ -1,0 +1,135 @@
+"""A real `hearth ui` process and a real headless Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import require
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningApp:
+    url: str
+    home: Path
+    process: subprocess.Popen[str]
+    log: Path
+    remote_requests: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@pytest.fixture
+def start_app(isolated_home: Path, tmp_path: Path) -> Iterator[Callable[..., RunningApp]]:
+    started: list[RunningApp] = []
+
+    def start(*args: str, home: Path | None = None) -> RunningApp:
+        port = free_port()
+        app_home = home or isolated_home
+        log = tmp_path / f"ui-{port}.log"
+        env = os.environ | {"HEARTH_HOME": str(app_home)}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "ui", "--port", str(port), *args],
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        app = RunningApp(f"http://127.0.0.1:{port}/", app_home, process, log)
+        started.append(app)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if "Hearth is running at" in log.read_text():
+                return app
+            if process.poll() is not None:
+                break
+            time.sleep(0.2)
+        app.stop()
+        pytest.fail(f"hearth ui did not start:\n{log.read_text()}")
+
+    yield start
+    for app in started:
+        app.stop()
+
+
+@pytest.fixture(scope="session")
+def browser_session(chromium_path: Path) -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "Playwright for Python", "run `make setup`")
+        raise
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    import shutil
+
+    from tests.helpers import CHROMIUM
+
+    require(
+        CHROMIUM.exists() and shutil.which("chromedriver") is not None,
+        "Debian's chromium and chromium-driver",
+        "apt-get install -y chromium chromium-driver",
+    )
+    return CHROMIUM
+
+
+@pytest.fixture
+def open_page(browser_session: Any) -> Iterator[Callable[[RunningApp], Any]]:
+    contexts: list[Any] = []
+
+    def open_(app: RunningApp) -> Any:
+        context = browser_session.new_context(viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        local = (app.url.rstrip("/"), "data:", "blob:")
+        page.on(
+            "request",
+            lambda request: None if request.url.startswith(local) else app.remote_requests.append(request.url),
+        )
+        page.goto(app.url)
+        page.wait_for_selector("#message textarea", timeout=30_000)
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()

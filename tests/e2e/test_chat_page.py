@@ -1,0 +1,138 @@
+"""The chat page in a real browser against a real `hearth ui` running the embedded model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import RunningApp
+
+pytestmark = pytest.mark.e2e
+
+LAST_ANSWER = "#chat .message-row:last-child .message"
+STATUS_READY = "#status-line:has-text('llama.cpp (CPU)')"
+
+
+def answer_text(page: Any) -> str:
+    bubbles = page.locator("#chat [data-testid='bot']")
+    if bubbles.count() == 0:
+        return ""
+    return str(bubbles.last.inner_text())
+
+
+def assistant_rows(app: RunningApp) -> list[int]:
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        return [row[0] for row in db.execute("SELECT id FROM messages WHERE role = 'assistant'")]
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#message textarea", text)
+    page.click("#send")
+
+
+def watch_answer(page: Any, until: Callable[[str], bool], timeout_s: float = 90) -> list[str]:
+    """Snapshots of the answer as it grows, until ``until(text)`` holds."""
+    snapshots: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = answer_text(page)
+        if text and (not snapshots or snapshots[-1] != text):
+            snapshots.append(text)
+        if until(text):
+            return snapshots
+        time.sleep(0.03)
+    pytest.fail(f"the answer did not finish; last seen: {snapshots[-1:]!r}")
+
+
+def test_a_question_streams_an_answer_that_survives_a_reload(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    send(page, "In three sentences, what does a lighthouse keeper do?")
+    snapshots = watch_answer(page, lambda text: "tokens/s" in text)
+    final = snapshots[-1]
+    assert len(snapshots) >= 3, f"the answer arrived in one piece, not streamed: {snapshots!r}"
+    assert len(final.split("to first token")[0].strip()) > 20
+    assert page.input_value("#message textarea") == ""
+    page.screenshot(path=str(artifacts_dir / "chat.png"))
+    if target := os.environ.get("DOCS_SCREENSHOT"):
+        shutil.copy(artifacts_dir / "chat.png", target)
+
+    page.reload()
+    page.wait_for_selector("#message textarea")
+    title = page.locator("#conversation-list label", has_text="lighthouse keeper")
+    title.wait_for(timeout=15_000)
+    title.click()
+    page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 1", timeout=15_000)
+    assert answer_text(page).split("\n")[0] == final.split("\n")[0]
+    assert app.remote_requests == [], f"the page reached beyond this machine: {app.remote_requests}"
+
+
+def test_stop_keeps_the_partial_answer(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    send(page, "Write a very long essay about the history of the printing press, with many details.")
+    watch_answer(page, lambda text: len(text.split()) > 8)
+    page.click("#stop")
+    snapshots = watch_answer(page, lambda text: "stopped" in text, timeout_s=30)
+    assert "stopped" in snapshots[-1]
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        (content, stats) = db.execute("SELECT content, stats FROM messages WHERE role = 'assistant'").fetchone()
+    assert content.strip()
+    assert '"finish_reason": "cancelled"' in stats
+
+
+def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    send(page, "Say hello.")
+    watch_answer(page, lambda text: "tokens/s" in text)
+    first_answer = assistant_rows(app)
+    assert len(first_answer) == 1
+    page.click("#regenerate")
+    deadline = time.monotonic() + 60
+    while assistant_rows(app) in ([], first_answer) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(assistant_rows(app)) == 1 and assistant_rows(app) != first_answer
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        roles = [row[0] for row in db.execute("SELECT role FROM messages ORDER BY id")]
+    assert roles == ["user", "assistant"]
+    page.click("#new-chat")
+    page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 0")
+
+
+def test_empty_message_gets_a_hint(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    page.click("#send")
+    page.get_by_text("Type a question first.").wait_for(timeout=10_000)
+
+
+def test_a_broken_model_is_explained_and_the_app_keeps_running(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 64)
+    app = start_app("--model", str(broken))
+    page = open_page(app)
+    page.wait_for_selector("#status-line:has-text('Model not loaded')", timeout=30_000)
+    send(page, "Hello?")
+    page.get_by_text("Download the model again").first.wait_for(timeout=15_000)
+    assert page.input_value("#message textarea") == "Hello?"  # the typed message is not lost
+    assert app.process.poll() is None
