@@ -154,7 +154,10 @@ def build_ui(services: Services) -> gr.Blocks:
             gr.Markdown("## Hearth\nYour private, offline assistant")
             new_button = gr.Button("New chat", variant="primary", elem_id="new-chat")
             conversations = gr.Radio(choices=[], label="Conversations", elem_id="conversation-list", interactive=True)
-            delete_button = gr.Button("Delete this conversation", size="sm", variant="stop", elem_id="delete")
+            delete_button = gr.Button("Delete this conversation", size="sm", elem_id="delete")
+            with gr.Row(visible=False) as confirm_row:
+                confirm_delete = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete")
+                cancel_delete = gr.Button("Keep it", size="sm", elem_id="cancel-delete")
         status = gr.Markdown("Starting…", elem_id="status-line")
         chatbot = gr.Chatbot(
             elem_id="chat",
@@ -207,9 +210,12 @@ def build_ui(services: Services) -> gr.Blocks:
         conversations.input(page.open_conversation, [conversations], [chatbot, conversation_id, system_prompt, notice])
         for button in (new_button, clear_button):
             button.click(page.new_chat, outputs=[chatbot, conversation_id, conversations, system_prompt, notice])
-        delete_button.click(
+        # Deleting cannot be undone, so it takes a second, explicit click.
+        delete_button.click(lambda: gr.update(visible=True), outputs=[confirm_row], queue=False)
+        cancel_delete.click(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
+        confirm_delete.click(
             page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
-        )
+        ).then(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
     return demo  # type: ignore[no-any-return]
 
 

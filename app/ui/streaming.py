@@ -24,8 +24,13 @@ class _Done:
 
 
 class BatchedStream(Generic[T]):
-    def __init__(self, events: Iterator[T], interval_s: float, on_abandon: Callable[[], None]) -> None:
+    def __init__(
+        self, events: Iterator[T], interval_s: float, on_abandon: Callable[[], None], eager_events: int = 2
+    ) -> None:
+        """``eager_events``: how many leading events are each sent the moment they arrive. For a chat turn, 2
+        covers the turn header and the first token, so batching never adds to time to first token."""
         self._events = events
+        self._eager_events = eager_events
         self._interval_s = interval_s
         self._on_abandon = on_abandon
         self._queue: queue.SimpleQueue[T | _Done] = queue.SimpleQueue()
@@ -41,14 +46,14 @@ class BatchedStream(Generic[T]):
         self._queue.put(_Done())
 
     def batches(self) -> Iterator[list[T]]:
-        """Lists of events; the first list holds only the first event and comes as soon as it does."""
+        """Lists of events: the leading (eager) events one by one, then whatever arrived in each interval."""
         self._thread.start()
         finished = False
-        first = True
+        sent = 0
         try:
             while not finished:
-                batch, finished, error = self._collect(first)
-                first = False
+                batch, finished, error = self._collect(eager=sent < self._eager_events)
+                sent += len(batch)
                 if batch:
                     yield batch
                 if error is not None:
@@ -59,7 +64,7 @@ class BatchedStream(Generic[T]):
                 self._on_abandon()
                 self._thread.join(timeout=5)
 
-    def _collect(self, first: bool) -> tuple[list[T], bool, BaseException | None]:
+    def _collect(self, eager: bool) -> tuple[list[T], bool, BaseException | None]:
         batch: list[T] = []
         item = self._queue.get()
         deadline = time.monotonic() + self._interval_s
@@ -68,7 +73,7 @@ class BatchedStream(Generic[T]):
                 return batch, True, item.error
             batch.append(item)
             remaining = deadline - time.monotonic()
-            if first or remaining <= 0:
+            if eager or remaining <= 0:
                 return batch, False, None
             try:
                 item = self._queue.get(timeout=remaining)

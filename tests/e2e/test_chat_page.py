@@ -113,6 +113,17 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     page.click("#new-chat")
     page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 0")
 
+    # Deleting asks for a second click; "Keep it" keeps it.
+    page.locator("#conversation-list label", has_text="Say hello.").click()
+    page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 1")
+    page.click("#delete")
+    page.click("#cancel-delete")
+    page.click("#delete")
+    page.click("#confirm-delete")
+    page.locator("#conversation-list label", has_text="Say hello.").wait_for(state="detached", timeout=10_000)
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
+
 
 def test_empty_message_gets_a_hint(
     start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
@@ -135,4 +146,18 @@ def test_a_broken_model_is_explained_and_the_app_keeps_running(
     send(page, "Hello?")
     page.get_by_text("Download the model again").first.wait_for(timeout=15_000)
     assert page.input_value("#message textarea") == "Hello?"  # the typed message is not lost
+    assert app.process.poll() is None
+
+
+def test_a_message_longer_than_the_context_is_refused_and_kept_in_the_box(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+) -> None:
+    app = start_app("--context", "512")
+    page = open_page(app)
+    page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
+    too_long = "lighthouse " * 1200
+    send(page, too_long)
+    page.get_by_text("Shorten the message").first.wait_for(timeout=15_000)
+    assert page.input_value("#message textarea") == too_long
+    assert not (app.home / "conversations.db").exists() or assistant_rows(app) == []
     assert app.process.poll() is None

@@ -1,0 +1,141 @@
+"""Time-to-first-token and decode speed through the running web app, beside raw llama-cpp-python, in one run.
+
+Starts `hearth ui` on a free port with a throwaway data folder, asks it questions over its HTTP API (the same
+streaming endpoint the page uses) and asks raw llama-cpp-python the same questions in this process, alternating.
+Both are timed from outside: submit -> first answer text, and answer tokens (counted with the model's own
+tokenizer) per second after that. Greedy decoding, no repeat penalty on either side.
+
+    .venv/bin/python bench/chat_http.py --runs 5 --max-tokens 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+QUESTIONS = (
+    "Explain in a few sentences why the sky is blue.",
+    "Give me three tips for writing clear emails.",
+    "What is the difference between a list and a tuple in Python?",
+    "Describe how a bicycle gear system works.",
+    "Summarise the water cycle for a ten-year-old.",
+)
+SYSTEM = "You are a helpful assistant."
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answer_text(chat: list[dict[str, Any]]) -> str:
+    if not chat or chat[-1]["role"] != "assistant":
+        return ""
+    content = chat[-1]["content"]
+    parts = content if isinstance(content, list) else [{"text": content}]
+    text = "".join(str(part.get("text", "")) for part in parts if isinstance(part, dict))
+    text = text.split("\n\n*")[0]  # drop the stats line the page adds at the end
+    return "" if text == "…" else text
+
+
+def via_app(client: Any, question: str, max_tokens: int) -> tuple[float, float, str]:
+    started = time.perf_counter()
+    first: float | None = None
+    job = client.submit(question, SYSTEM, 0.0, max_tokens, api_name="/send")
+    for update in job:
+        if first is None and answer_text(update[0]):
+            first = time.perf_counter()
+    ended = time.perf_counter()
+    final = answer_text(job.outputs()[-1][0])
+    return (first or ended) - started, ended - (first or ended), final
+
+
+def via_raw(llm: Any, question: str, max_tokens: int) -> tuple[float, float, str]:
+    started = time.perf_counter()
+    first: float | None = None
+    pieces = []
+    for chunk in llm.create_chat_completion(
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        max_tokens=max_tokens,
+        temperature=0.0,
+        stream=True,
+    ):
+        piece = chunk["choices"][0]["delta"].get("content") or ""
+        if piece and first is None:
+            first = time.perf_counter()
+        pieces.append(piece)
+    ended = time.perf_counter()
+    return (first or ended) - started, ended - (first or ended), "".join(pieces)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    args = parser.parse_args()
+
+    from gradio_client import Client
+    from llama_cpp import Llama
+
+    from backends.hardware import probe
+    from models.embedded import embedded_chat_model
+
+    threads = probe().physical_cores
+    model = embedded_chat_model()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="hearth-bench-") as home:
+        env = os.environ | {
+            "HEARTH_HOME": home,
+            "HEARTH_GENERATION__REPEAT_PENALTY": "1.0",
+            "HEARTH_BACKEND__THREADS": str(threads),
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app", "ui", "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        try:
+            assert server.stdout is not None
+            for line in server.stdout:
+                if "Hearth is running at" in line:
+                    break
+            client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+            raw = Llama(model_path=str(model), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+            via_app(client, "Hello", 16)
+            via_raw(raw, "Hello", 16)
+            rows: dict[str, list[tuple[float, float]]] = {"raw": [], "app": []}
+            for index in range(args.runs):
+                question = QUESTIONS[index % len(QUESTIONS)]
+                for side, run in (("raw", lambda q=question: via_raw(raw, q, args.max_tokens)),
+                                  ("app", lambda q=question: via_app(client, q, args.max_tokens))):
+                    ttft, decode_s, text = run()
+                    tokens = len(raw.tokenize(text.encode(), add_bos=False, special=False))
+                    rows[side].append((ttft * 1000, (tokens - 1) / decode_s if decode_s > 0 else 0.0))
+            raw.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+
+    print(f"SmolLM2-135M-Instruct Q4_1, {threads} threads, greedy, up to {args.max_tokens} tokens, {args.runs} runs")
+    print(f"{'median':<26}{'llama-cpp-python':>18}{'Hearth web app':>16}{'app/raw':>10}")
+    for column, label in ((0, "time to first token (ms)"), (1, "decode tokens/s")):
+        raw_value = statistics.median(r[column] for r in rows["raw"])
+        app_value = statistics.median(r[column] for r in rows["app"])
+        print(f"{label:<26}{raw_value:>18.1f}{app_value:>16.1f}{app_value / raw_value:>10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
