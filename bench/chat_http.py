@@ -118,8 +118,10 @@ def main() -> int:
             rows: dict[str, list[tuple[float, float]]] = {"raw": [], "app": []}
             for index in range(args.runs):
                 question = QUESTIONS[index % len(QUESTIONS)]
-                for side, run in (("raw", lambda q=question: via_raw(raw, q, args.max_tokens)),
-                                  ("app", lambda q=question: via_app(client, q, args.max_tokens))):
+                for side, run in (
+                    ("raw", lambda q=question: via_raw(raw, q, args.max_tokens)),
+                    ("app", lambda q=question: via_app(client, q, args.max_tokens)),
+                ):
                     ttft, decode_s, text = run()
                     tokens = len(raw.tokenize(text.encode(), add_bos=False, special=False))
                     rows[side].append((ttft * 1000, (tokens - 1) / decode_s if decode_s > 0 else 0.0))
