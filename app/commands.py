@@ -30,8 +30,9 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
     from app.cli import is_loopback
     from app.ui.app import launch
 
-    services = build_services(settings)
     host, port = settings.server.host, settings.server.port
+    ensure_port_free(host, port)
+    services = build_services(settings)
     if not is_loopback(host):
         _err(
             f"WARNING: binding to {host} makes Hearth reachable from other machines. Anyone who can reach "
@@ -53,6 +54,23 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
     finally:
         services.close()
     return EXIT_OK
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe_socket:
+        # Same option the web server sets, so a port left in TIME_WAIT by a previous run counts as free.
+        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe_socket.bind((host, port))
+        except OSError as exc:
+            raise HearthError(
+                f"Cannot listen on {host}:{port}: {exc.strerror or exc}.",
+                f"Another program (maybe another Hearth) is using port {port}; stop it or pass --port "
+                f"{port + 1 if port < 65535 else 7860}.",
+            ) from None
 
 
 def run_chat(settings: Settings, question: str) -> int:

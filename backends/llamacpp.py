@@ -7,9 +7,7 @@ the model's own tokenizer, and generated token by token so cancellation, token c
 from __future__ import annotations
 
 import codecs
-import contextlib
 import ctypes
-import io
 import logging
 import threading
 import time
@@ -48,11 +46,19 @@ _log_callback: Any = None
 
 
 def route_llama_logs() -> None:
-    """Send llama.cpp's C-level log lines to Python logging (once per process)."""
+    """Send llama.cpp's C-level log lines and llama-cpp-python's own prints to Python logging (once per
+    process). Its prints are redirected through its module's ``print`` name only, so no other thread's output
+    is touched."""
     global _log_callback
     if _log_callback is not None:
         return
     import llama_cpp
+    import llama_cpp.llama
+
+    def print_to_log(*values: object, **_ignored: object) -> None:
+        log.debug("%s", " ".join(str(value) for value in values))
+
+    llama_cpp.llama.print = print_to_log  # type: ignore[attr-defined]
 
     previous = [logging.DEBUG]
 
@@ -125,18 +131,18 @@ class LlamaCppBackend(Backend):
         try:
             # verbose=False would make llama-cpp-python point the process's stdout/stderr file descriptors at
             # /dev/null while it loads, swallowing whatever other threads print meanwhile (such as the URL of
-            # the web UI). Stay verbose, send llama.cpp's own log to `logging`, and drop the Python-side chatter.
-            with contextlib.redirect_stderr(io.StringIO()):
-                llm = Llama(
-                    model_path=str(model.path),
-                    n_ctx=options.context_length,
-                    n_threads=options.threads,
-                    n_threads_batch=options.threads,
-                    n_gpu_layers=options.gpu_layers,
-                    seed=options.seed,
-                    use_mmap=True,
-                    verbose=True,
-                )
+            # the web UI or an error message). Stay verbose while loading; route_llama_logs() sends all of it
+            # to `logging`.
+            llm = Llama(
+                model_path=str(model.path),
+                n_ctx=options.context_length,
+                n_threads=options.threads,
+                n_threads_batch=options.threads,
+                n_gpu_layers=options.gpu_layers,
+                seed=options.seed,
+                use_mmap=True,
+                verbose=True,
+            )
             llm.verbose = False
             self._install_abort_callback(llm)
         except (ValueError, RuntimeError, OSError) as exc:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM, require
+from tests.helpers import require
 
 
 @pytest.fixture(autouse=True)
@@ -41,16 +40,6 @@ def llama_cpp_installed() -> None:
         import llama_cpp  # noqa: F401
     except ImportError:
         require(False, "llama-cpp-python", "run `make setup`")
-
-
-@pytest.fixture
-def chromium() -> Path:
-    require(
-        CHROMIUM.exists() and shutil.which("chromedriver") is not None,
-        "Debian's chromium and chromium-driver",
-        "apt-get install -y chromium chromium-driver",
-    )
-    return CHROMIUM
 
 
 @pytest.fixture

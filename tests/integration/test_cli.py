@@ -99,3 +99,16 @@ def test_killing_the_app_mid_answer_loses_no_saved_conversation(isolated_home: P
         ).fetchall()
     assert rows[:2] == [("Remember the word lantern.", "user"), ("Remember the word lantern.", "assistant")]
     assert rows[2] == ("Write a very long story about the sea.", "user")
+
+
+def test_ui_on_a_busy_port_says_so(isolated_home: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = hearth("ui", "--port", str(port), home=isolated_home, timeout=60)
+    assert result.returncode == 1
+    assert f"Cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "--port" in result.stderr
