@@ -208,8 +208,12 @@ def build_ui(services: Services) -> gr.Blocks:
         )
         stop_button.click(page.stop, queue=False)
         conversations.input(page.open_conversation, [conversations], [chatbot, conversation_id, system_prompt, notice])
+        new_chat_outputs = [chatbot, conversation_id, conversations, system_prompt, notice]
         for button in (new_button, clear_button):
-            button.click(page.new_chat, outputs=[chatbot, conversation_id, conversations, system_prompt, notice])
+            button.click(page.new_chat, outputs=new_chat_outputs)
+        # The chat box's own trash icon empties the view; make it start a new chat too (the old one stays saved),
+        # so the next message never lands in a conversation the user can no longer see.
+        chatbot.clear(page.new_chat, outputs=new_chat_outputs)
         # Deleting cannot be undone, so it takes a second, explicit click.
         delete_button.click(lambda: gr.update(visible=True), outputs=[confirm_row], queue=False)
         cancel_delete.click(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)

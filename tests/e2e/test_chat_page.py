@@ -113,6 +113,16 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     page.click("#new-chat")
     page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 0")
 
+    # The chat box's trash icon also starts a new conversation instead of continuing the hidden one.
+    page.locator("#conversation-list label", has_text="Say hello.").click()
+    page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 1")
+    page.locator("#chat button[aria-label='Clear']").click()
+    send(page, "Another topic.")
+    watch_answer(page, lambda text: "tokens/s" in text)
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (2,)
+    page.click("#new-chat")
+
     # Deleting asks for a second click; "Keep it" keeps it.
     page.locator("#conversation-list label", has_text="Say hello.").click()
     page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 1")
@@ -122,7 +132,7 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     page.click("#confirm-delete")
     page.locator("#conversation-list label", has_text="Say hello.").wait_for(state="detached", timeout=10_000)
     with sqlite3.connect(app.home / "conversations.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
+        assert db.execute("SELECT title FROM conversations").fetchall() == [("Another topic.",)]
 
 
 def test_empty_message_gets_a_hint(
