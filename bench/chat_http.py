@@ -125,6 +125,11 @@ def main() -> int:
                     ttft, decode_s, text = run()
                     tokens = len(raw.tokenize(text.encode(), add_bos=False, special=False))
                     rows[side].append((ttft * 1000, (tokens - 1) / decode_s if decode_s > 0 else 0.0))
+            round_trips = []
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                client.predict(api_name="/on_tick")
+                round_trips.append((time.perf_counter() - started) * 1000)
             raw.close()
         finally:
             server.terminate()
@@ -136,6 +141,7 @@ def main() -> int:
         raw_value = statistics.median(r[column] for r in rows["raw"])
         app_value = statistics.median(r[column] for r in rows["app"])
         print(f"{label:<26}{raw_value:>18.1f}{app_value:>16.1f}{app_value / raw_value:>10.2f}")
+    print(f"for scale: one Gradio request with no model work takes {statistics.median(round_trips):.0f} ms here")
     return 0
 
 
