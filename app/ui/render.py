@@ -107,4 +107,8 @@ class AnswerView:
         return self.render()
 
     def render(self) -> list[dict[str, str]]:
-        return [*self.history, {"role": "assistant", "content": assistant_text(self.text, self.saved_stats)}]
+        if self.finished and not self.text:
+            content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
+        else:
+            content = assistant_text(self.text, self.saved_stats)
+        return [*self.history, {"role": "assistant", "content": content}]

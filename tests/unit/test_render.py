@@ -36,6 +36,13 @@ def test_events_accumulate_into_cumulative_text() -> None:
     assert saved[-1]["content"].startswith("Hello there\n\n*0.25 s to first token")
 
 
+def test_an_answer_stopped_before_it_began_says_so() -> None:
+    view = AnswerView([])
+    assert view.apply(TurnStarted("c1", 0, 5))[-1]["content"] == "…"
+    view.apply(Usage(5, 0, 0.0, 10.0))
+    assert view.apply(Finished("cancelled"))[-1]["content"] == "*Stopped before the answer began.*"
+
+
 def test_dropped_history_becomes_a_visible_notice() -> None:
     view = AnswerView([])
     view.apply(TurnStarted("c1", dropped_messages=4, prompt_tokens=900))
