@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sqlite3
@@ -44,6 +45,19 @@ def send(page: Any, text: str, accepted: bool = True) -> None:
         page.wait_for_function(f"{count} > {before}", timeout=30_000)
 
 
+RECORD_ANSWER_CHANGES = """() => {
+    window.hearthSnapshots = [];
+    const chat = document.querySelector('#chat');
+    new MutationObserver(() => {
+        const bubbles = chat.querySelectorAll('[data-testid="bot"]');
+        if (!bubbles.length) return;
+        const text = bubbles[bubbles.length - 1].innerText;
+        const seen = window.hearthSnapshots;
+        if (text && text.trim() !== '…' && seen[seen.length - 1] !== text) seen.push(text);
+    }).observe(chat, {subtree: true, childList: true, characterData: true});
+}"""
+
+
 def watch_answer(page: Any, until: Callable[[str], bool], timeout_s: float = 90) -> list[str]:
     """Snapshots of the answer as it grows, until ``until(text)`` holds."""
     snapshots: list[str] = []
@@ -64,10 +78,12 @@ def test_a_question_streams_an_answer_that_survives_a_reload(
     app = start_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
-    send(page, "In three sentences, what does a lighthouse keeper do?")
-    snapshots = watch_answer(page, lambda text: "tokens/s" in text)
-    final = snapshots[-1]
+    page.evaluate(RECORD_ANSWER_CHANGES)  # every state the answer goes through, as the browser renders it
+    send(page, "In a short paragraph, what does a lighthouse keeper do?")
+    final = watch_answer(page, lambda text: "tokens/s" in text)[-1]
+    snapshots = page.evaluate("window.hearthSnapshots")
     assert len(snapshots) >= 3, f"the answer arrived in one piece, not streamed: {snapshots!r}"
+    assert all(later.startswith(earlier.rstrip()) for earlier, later in itertools.pairwise(snapshots[:-1]))
     assert len(final.split("to first token")[0].strip()) > 20
     assert page.input_value("#message textarea") == ""
     page.screenshot(path=str(artifacts_dir / "chat.png"))
