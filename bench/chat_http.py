@@ -1,9 +1,9 @@
 """Time-to-first-token and decode speed through the running web app, beside raw llama-cpp-python, in one run.
 
-Starts `hearth ui` on a free port with a throwaway data folder, asks it questions over its HTTP API (the same
-streaming endpoint the page uses) and asks raw llama-cpp-python the same questions in this process, alternating.
-Both are timed from outside: submit -> first answer text, and answer tokens (counted with the model's own
-tokenizer) per second after that. Greedy decoding, no repeat penalty on either side.
+Starts `hearth ui` on a free port with a throwaway data folder and asks it questions over Gradio's plain HTTP
+API (the same streaming handler the page uses, read as server-sent events); asks raw llama-cpp-python the same
+questions in this process, alternating. Both are timed from outside: submit -> first answer text, and answer
+tokens (counted with the model's own tokenizer) per second after that. Greedy decoding, no repeat penalty.
 
     .venv/bin/python bench/chat_http.py --runs 5 --max-tokens 128
 """
@@ -11,6 +11,7 @@ tokenizer) per second after that. Greedy decoding, no repeat penalty on either s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +49,25 @@ def answer_text(chat: list[dict[str, Any]]) -> str:
     return "" if text == "…" else text
 
 
+def call(client: Any, api: str, data: list[Any]) -> Iterator[Any]:
+    """Gradio's plain HTTP API: POST the inputs, then read the server-sent events of the result."""
+    event_id = client.post(f"/gradio_api/call/{api}", json={"data": data}).json()["event_id"]
+    with client.stream("GET", f"/gradio_api/call/{api}/{event_id}") as events:
+        for line in events.iter_lines():
+            if line.startswith("data:") and line[5:].strip() not in ("", "null"):
+                yield json.loads(line[5:])
+
+
 def via_app(client: Any, question: str, max_tokens: int) -> tuple[float, float, str]:
     started = time.perf_counter()
     first: float | None = None
-    job = client.submit(question, SYSTEM, 0.0, max_tokens, api_name="/send")
-    for update in job:
-        if first is None and answer_text(update[0]):
-            first = time.perf_counter()
+    final = ""
+    for update in call(client, "send", [question, SYSTEM, 0.0, max_tokens]):
+        text = answer_text(update[0])
+        if text:
+            final = text
+            first = first or time.perf_counter()
     ended = time.perf_counter()
-    final = answer_text(job.outputs()[-1][0])
     return (first or ended) - started, ended - (first or ended), final
 
 
@@ -83,7 +95,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     args = parser.parse_args()
 
-    from gradio_client import Client
+    import httpx
     from llama_cpp import Llama
 
     from backends.hardware import probe
@@ -111,7 +123,7 @@ def main() -> int:
             for line in server.stdout:
                 if "Hearth is running at" in line:
                     break
-            client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+            client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
             raw = Llama(model_path=str(model), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
             via_app(client, "Hello", 16)
             via_raw(raw, "Hello", 16)
@@ -128,7 +140,7 @@ def main() -> int:
             round_trips = []
             for _ in range(args.runs):
                 started = time.perf_counter()
-                client.predict(api_name="/on_tick")
+                list(call(client, "on_tick", []))
                 round_trips.append((time.perf_counter() - started) * 1000)
             raw.close()
         finally:
