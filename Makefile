@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
+.PHONY: setup run test test-unit test-integration test-e2e lint fmt typecheck check bench clean
 
 setup:
 	@bash packaging/bootstrap.sh
@@ -22,10 +22,6 @@ test-integration: setup
 
 test-e2e: setup
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
-
-# GPU/NPU tests: run on a machine that has the device; skipped (with the reason) elsewhere.
-test-hardware: setup
-	$(PY) -m pytest tests/hardware -m "gpu or npu or multi_gpu" $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
