@@ -46,6 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(doctor)
     doctor.add_argument("--json", action="store_true", help="print machine-readable JSON (for bug reports)")
 
+    ingest = commands.add_parser("ingest", help="add files or folders to a collection (only what changed)")
+    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
+    ingest.add_argument("--collection", "-c", required=True, help="collection name (created if new)")
+
+    collections = commands.add_parser("collections", help="list collections, or show/delete one")
+    collections.add_argument("name", nargs="?", help="a collection to show")
+    collections.add_argument("--delete", action="store_true", help="delete the collection (not your files)")
+    collections.add_argument("--remove-file", type=Path, metavar="PATH", help="remove one file from the collection")
+
     bench = commands.add_parser("bench", help="measure Hearth against the raw engine in the same run")
     bench_kinds = bench.add_subparsers(dest="bench_kind", required=True, metavar="KIND")
     bench_chat = bench_kinds.add_parser("chat", help="time-to-first-token and tokens/s, Hearth vs llama-cpp-python")
@@ -92,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # Damaged files are reported per file by Hearth itself; the parsers' own warnings only add noise.
+        for noisy in ("pypdf", "httpx"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         return _dispatch(args)
     except HearthError as exc:
@@ -117,4 +130,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.run_chat(settings, args.question)
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
+    if args.command in ("ingest", "collections"):
+        from app import commands_documents
+
+        if args.command == "ingest":
+            return commands_documents.run_ingest(settings, args.paths, args.collection)
+        if (args.delete or args.remove_file) and not args.name:
+            raise HearthError("Which collection?", "Name it: hearth collections NAME --delete")
+        return commands_documents.run_collections(settings, args.name, args.delete, args.remove_file)
     raise AssertionError(f"unhandled command {args.command}")

@@ -17,6 +17,14 @@ class DataPaths:
         return self.root / "conversations.db"
 
     @property
+    def index_db(self) -> Path:
+        return self.root / "index.db"
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.root / "vectors"
+
+    @property
     def models_dir(self) -> Path:
         return self.root / "models"
 

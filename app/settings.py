@@ -49,6 +49,10 @@ class GenerationSettings(BaseModel):
     )
 
 
+class RagSettings(BaseModel):
+    max_file_mb: int = Field(default=100, ge=1, le=100_000, description="Files larger than this are skipped.")
+
+
 class ServerSettings(BaseModel):
     host: str = Field(default="127.0.0.1", description="Address the web UI binds to. Anything but loopback exposes it.")
     port: int = Field(default=7860, ge=1, le=65535, description="Port of the web UI.")
@@ -64,6 +68,7 @@ class Settings(BaseSettings):
     backend: BackendSettings = Field(default_factory=BackendSettings, description="Where the model runs.")
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Answer defaults.")
     server: ServerSettings = Field(default_factory=ServerSettings, description="The local web UI.")
+    rag: RagSettings = Field(default_factory=RagSettings, description="Documents and retrieval.")
 
 
 def load_settings(**overrides: Any) -> Settings:

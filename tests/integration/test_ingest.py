@@ -1,0 +1,179 @@
+"""Ingestion with the real loaders, the real MiniLM embedder and a real Chroma store in a temp folder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.paths import resolve_data_paths
+from app.services.documents import DocumentServices, build_documents
+from app.settings import load_settings
+from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.ingest import FileOutcome, IngestEvent
+from rag.manifest import CollectionError
+from tests.helpers import write_docx, write_pdf
+
+pytestmark = pytest.mark.integration
+
+LONG_PARAGRAPH = (
+    "The keeper climbed the spiral stairs every evening to light the lamp. "
+    "Ships far out at sea watched for its flash, counted the seconds between beams, and knew where they were. "
+) * 30
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    return default_embedder()
+
+
+@pytest.fixture
+def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+    settings = load_settings(rag={"max_file_mb": 1})
+    paths = resolve_data_paths(settings.home)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    services = build_documents(settings, paths, embedder)
+    yield services
+    services.close()
+
+
+def outcomes(events: Iterator[IngestEvent]) -> dict[str, FileOutcome]:
+    return {Path(e.path).name: e for e in events if isinstance(e, FileOutcome)}
+
+
+def corpus(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_pdf(folder / "lighthouses.pdf", ["Lighthouses guide ships at night.", "Fresnel lenses focus the beam."])
+    write_docx(folder / "harbour.docx", ["The harbour master keeps the tide tables.", "Boats pay a mooring fee."])
+    (folder / "tides.md").write_text(
+        "# Tides\n\nThe moon pulls the sea.\n\n## Spring tides\n\nThey follow full moons.\n"
+    )
+    (folder / "owls.html").write_text(
+        "<html><head><title>Owls</title></head><body><h1>Owls</h1><p>Owls hunt at night.</p></body></html>"
+    )
+    (folder / "fleet.csv").write_text("boat,length\nAurora,12 m\nBreeze,9 m\n")
+    (folder / "menu.txt").write_bytes("Crème brûlée à la carte, très bon. Le café est à côté.".encode("cp1252"))
+    (folder / "keeper.txt").write_text(LONG_PARAGRAPH)
+    return folder
+
+
+def test_every_supported_type_is_indexed_with_its_place(documents: DocumentServices, tmp_path: Path) -> None:
+    folder = corpus(tmp_path / "docs")
+    result = outcomes(documents.ingestor.ingest([folder], "Harbour notes"))
+    assert {name: o.outcome for name, o in result.items()} == {
+        "fleet.csv": "indexed",
+        "harbour.docx": "indexed",
+        "keeper.txt": "indexed",
+        "lighthouses.pdf": "indexed",
+        "menu.txt": "indexed",
+        "owls.html": "indexed",
+        "tides.md": "indexed",
+    }
+    info = documents.manifest.get("Harbour notes")
+
+    def chunks(name: str) -> list:  # type: ignore[type-arg]
+        return documents.store.chunks_of(info.store_name, info.embedder, str((folder / name).resolve()))
+
+    assert [(c.page, c.text) for c in chunks("lighthouses.pdf")] == [
+        (1, "Lighthouses guide ships at night."),
+        (2, "Fresnel lenses focus the beam."),
+    ]
+    assert [c.section for c in chunks("tides.md")] == ["Tides", "Tides › Spring tides"]
+    assert [c.section for c in chunks("fleet.csv")] == ["row 1", "row 2"]
+    assert "boat: Aurora" in chunks("fleet.csv")[0].text
+    assert chunks("owls.html")[0].section == "Owls"
+    assert "Owls hunt at night." in chunks("owls.html")[0].text
+    assert "Crème brûlée à la carte" in chunks("menu.txt")[0].text
+    assert "harbour master" in chunks("harbour.docx")[0].text
+    long = chunks("keeper.txt")
+    assert len(long) > 3
+    assert all(documents.embedder.count_tokens(c.text) <= documents.embedder.max_tokens for c in long)
+    assert documents.store.count(info.store_name, info.embedder) == sum(
+        f.chunks for f in documents.files("Harbour notes")
+    )
+
+
+def test_bad_files_are_skipped_with_reasons_and_the_rest_continue(documents: DocumentServices, tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    write_pdf(folder / "good.pdf", ["A fine page about boats."])
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4\n" + b"garbage " * 200)
+    from pypdf import PdfWriter
+
+    locked = PdfWriter(clone_from=str(write_pdf(tmp_path / "plain.pdf", ["secret plans"])))
+    locked.encrypt("pw")
+    locked.write(str(folder / "locked.pdf"))
+    (folder / "empty.txt").write_text("")
+    (folder / "blob.txt").write_bytes(os.urandom(4000))
+    (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(100))
+    (folder / "huge.txt").write_text("word " * 300_000)  # 1.5 MB, over the 1 MB limit of this test
+    (folder / "copy.pdf").write_bytes((folder / "good.pdf").read_bytes())
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private")
+    (folder / "escape.txt").symlink_to(secret)
+    result = outcomes(documents.ingestor.ingest([folder], "Mixed bag"))
+    reasons = {name: o.reason for name, o in result.items() if o.outcome == "skipped"}
+    assert result["good.pdf"].outcome == "indexed" or result["copy.pdf"].outcome == "indexed"
+    duplicate = "good.pdf" if result["copy.pdf"].outcome == "indexed" else "copy.pdf"
+    assert "same content as" in reasons[duplicate]
+    assert "damaged" in reasons["broken.pdf"]
+    assert "encrypted" in reasons["locked.pdf"]
+    assert "empty" in reasons["empty.txt"]
+    assert "binary" in reasons["blob.txt"]
+    assert ".png is not supported" in reasons["photo.png"]
+    assert "larger than the 1 MB limit" in reasons["huge.txt"]
+    assert "links outside" in reasons["escape.txt"]
+    summary = documents.summaries()[0]
+    assert (summary.indexed_files, summary.skipped_files) == (1, 8)
+
+
+def test_rerunning_only_touches_what_changed(documents: DocumentServices, tmp_path: Path) -> None:
+    folder = corpus(tmp_path / "docs")
+    first = outcomes(documents.ingestor.ingest([folder], "kb"))
+    assert all(o.outcome == "indexed" for o in first.values())
+    again = outcomes(documents.ingestor.ingest([folder], "kb"))
+    assert {o.outcome for o in again.values()} == {"unchanged"}
+
+    (folder / "tides.md").write_text("# Tides\n\nNeap tides come with half moons.\n")
+    (folder / "owls.html").unlink()
+    (folder / "new.txt").write_text("A new note about buoys.")
+    os.utime(folder / "fleet.csv")  # touched, same content
+    third = outcomes(documents.ingestor.ingest([folder], "kb"))
+    assert third["tides.md"].outcome == "indexed" and third["tides.md"].chunks == 1
+    assert third["owls.html"].outcome == "removed"
+    assert third["new.txt"].outcome == "indexed"
+    assert third["fleet.csv"].outcome == "unchanged"
+    assert third["keeper.txt"].outcome == "unchanged"
+
+    info = documents.manifest.get("kb")
+    files = documents.files("kb")
+    assert documents.store.count(info.store_name, info.embedder) == sum(f.chunks for f in files)
+    assert not any(f.path.endswith("owls.html") for f in files)
+    tides = documents.store.chunks_of(info.store_name, info.embedder, str((folder / "tides.md").resolve()))
+    assert len(tides) == 1
+    assert "Neap tides come with half moons." in tides[0].text
+
+
+def test_removing_a_file_and_deleting_a_collection(documents: DocumentServices, tmp_path: Path) -> None:
+    folder = corpus(tmp_path / "docs")
+    list(documents.ingestor.ingest([folder], "kb"))
+    info = documents.manifest.get("kb")
+    before = documents.store.count(info.store_name, info.embedder)
+    documents.ingestor.remove_file("kb", str((folder / "keeper.txt").resolve()))
+    assert documents.store.count(info.store_name, info.embedder) < before
+    assert (folder / "keeper.txt").exists()
+    documents.ingestor.delete_collection("kb")
+    assert documents.summaries() == []
+    with pytest.raises(CollectionError, match="no collection called"):
+        documents.manifest.get("kb")
+    assert (folder / "tides.md").exists()
+
+
+def test_a_collection_built_by_another_embedder_is_not_mixed(
+    documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    documents.manifest.create("old", "some-other-model")
+    with pytest.raises(CollectionError, match="cannot be mixed"):
+        list(documents.ingestor.ingest([corpus(tmp_path / "docs")], "old"))
