@@ -50,6 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
     ingest.add_argument("--collection", "-c", required=True, help="collection name (created if new)")
 
+    ask = commands.add_parser("ask", help="answer a question from a collection, citing its sources")
+    ask.add_argument("question", help="what to ask")
+    ask.add_argument("--collection", "-c", required=True, help="collection to answer from")
+    ask.add_argument("--top-k", type=int, default=5, help="passages to retrieve (default 5)")
+    _add_model_flags(ask)
+    ask.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
+    ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
+    ask.add_argument("--seed", type=int, help="sampling seed")
+
     collections = commands.add_parser("collections", help="list collections, or show/delete one")
     collections.add_argument("name", nargs="?", help="a collection to show")
     collections.add_argument("--delete", action="store_true", help="delete the collection (not your files)")
@@ -130,9 +139,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.run_chat(settings, args.question)
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
-    if args.command in ("ingest", "collections"):
+    if args.command in ("ingest", "collections", "ask"):
         from app import commands_documents
 
+        if args.command == "ask":
+            return commands_documents.run_ask(settings, args.question, args.collection, args.top_k)
         if args.command == "ingest":
             return commands_documents.run_ingest(settings, args.paths, args.collection)
         if (args.delete or args.remove_file) and not args.name:

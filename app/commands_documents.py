@@ -102,3 +102,49 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
         return EXIT_OK
     finally:
         documents.close()
+
+
+def excerpt(text: str, limit: int = 240) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> int:
+    from app.services.ask import AskStarted, ask
+    from app.services.container import build_services
+    from backends.base import TextDelta, Usage
+
+    services = build_services(settings)
+    documents = build_documents(settings, services.paths)
+    try:
+        documents.manifest.get(collection)  # a clear error before the model loads
+        for progress in services.runtime.load(services.model_choice()):
+            print(f"[{progress.fraction:4.0%}] {progress.message}", file=sys.stderr, flush=True)
+        print("[embedding model] loading", file=sys.stderr, flush=True)
+        _ = documents.embedder.dimension  # load it now, so the timings below are the question's own
+        started: AskStarted | None = None
+        usage: Usage | None = None
+        for event in ask(documents, services.runtime, collection, question, services.generation_params(), top_k):
+            if isinstance(event, AskStarted):
+                started = event
+            elif isinstance(event, TextDelta):
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, Usage):
+                usage = event
+        print()
+        if started is not None:
+            print("\nSources:" if started.sources else "\nNo passage in the collection matched the question.")
+            for source in started.sources:
+                print(f"[{source.number}] {source.label}\n    {excerpt(source.text)}")
+        if started is not None and usage is not None:
+            print(
+                f"[embed {started.embed_ms:.0f} ms · retrieve {started.retrieve_ms:.0f} ms · "
+                f"prompt {usage.prompt_tokens} tokens, first token after {usage.time_to_first_token_ms:.0f} ms · "
+                f"{usage.decode_tokens_per_s:.1f} tokens/s]",
+                file=sys.stderr,
+            )
+    finally:
+        documents.close()
+        services.close()
+    return EXIT_OK

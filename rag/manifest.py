@@ -178,6 +178,14 @@ class Manifest:
         with self._transaction() as db:
             db.execute("DELETE FROM files WHERE collection = ? AND path = ?", (collection, path))
 
+    def version(self, collection: str) -> tuple[int, float]:
+        """Changes whenever the collection's files change; caches built from the collection key on it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM files WHERE collection = ?", (collection,)
+            ).fetchone()
+        return int(row[0]), float(row[1])
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

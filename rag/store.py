@@ -77,6 +77,35 @@ class VectorStore:
         ]
         return sorted(chunks, key=lambda c: c.index)
 
+    def all_chunks(self, store_name: str, embedder: str) -> list[StoredChunk]:
+        """Every chunk of a collection (for the keyword index), read in pages."""
+        collection = self._collection(store_name, embedder)
+        chunks: list[StoredChunk] = []
+        page = 5000
+        for offset in range(0, int(collection.count()), page):
+            result = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
+            chunks.extend(
+                _stored(chunk_id, text, meta)
+                for chunk_id, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
+            )
+        return chunks
+
+    def nearest(self, store_name: str, embedder: str, vector: np.ndarray, limit: int) -> list[StoredChunk]:
+        """The ``limit`` chunks closest to ``vector`` (cosine), closest first."""
+        collection = self._collection(store_name, embedder)
+        available = int(collection.count())
+        if available == 0:
+            return []
+        result = collection.query(
+            query_embeddings=vector.reshape(1, -1), n_results=min(limit, available), include=["documents", "metadatas"]
+        )
+        return [
+            _stored(chunk_id, text, meta)
+            for chunk_id, text, meta in zip(
+                result["ids"][0], result["documents"][0], result["metadatas"][0], strict=True
+            )
+        ]
+
     def drop(self, store_name: str) -> None:
         with self._lock, contextlib.suppress(ValueError, LookupError):  # already gone is fine
             self._client.delete_collection(store_name)

@@ -10,6 +10,7 @@ from app.settings import Settings
 from rag.embeddings import Embedder, default_embedder
 from rag.ingest import Ingestor
 from rag.manifest import CollectionInfo, FileRecord, Manifest
+from rag.retriever import Retriever
 from rag.store import VectorStore
 
 
@@ -27,6 +28,7 @@ class DocumentServices:
     store: VectorStore
     embedder: Embedder
     ingestor: Ingestor
+    retriever: Retriever
 
     def summaries(self) -> list[CollectionSummary]:
         return [self.summary(info) for info in self.manifest.collections()]
@@ -53,4 +55,4 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
     store = VectorStore(paths.vectors_dir)
     embedder = embedder or default_embedder()
     ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20)
-    return DocumentServices(manifest, store, embedder, ingestor)
+    return DocumentServices(manifest, store, embedder, ingestor, Retriever(manifest, store, embedder))

@@ -139,3 +139,21 @@ def test_ingest_and_collections_from_the_terminal(isolated_home: Path, tmp_path:
     assert deleted.returncode == 0
     assert "No collections yet" in hearth("collections", home=isolated_home).stdout
     assert (folder / "tides.md").exists()
+
+
+def test_ask_answers_with_numbered_sources(isolated_home: Path, tmp_path: Path, embedded_model: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "keepers.md").write_text("# Keepers\n\nMorag Innes was the last keeper of Skerry; she left in 1998.\n")
+    assert hearth("ingest", str(folder), "-c", "Skerry", home=isolated_home).returncode == 0
+    result = hearth(
+        "ask", "Who was the last keeper of Skerry?", "-c", "Skerry", "--temperature", "0", home=isolated_home
+    )
+    assert result.returncode == 0, result.stderr
+    answer, _, sources = result.stdout.partition("\nSources:\n")
+    assert "Morag" in answer
+    assert sources.startswith("[1] keepers.md, Keepers\n")
+    assert "retrieve" in result.stderr and "first token after" in result.stderr
+    unknown = hearth("ask", "anything", "-c", "Nowhere", home=isolated_home)
+    assert unknown.returncode == 1
+    assert "no collection called 'Nowhere'" in unknown.stderr

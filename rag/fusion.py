@@ -1,0 +1,50 @@
+"""Pure pieces of hybrid retrieval: reciprocal rank fusion and near-duplicate removal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from rag.bm25 import tokenize
+
+RRF_K = 60
+NEAR_DUPLICATE_JACCARD = 0.85
+
+T = TypeVar("T")
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Each ranking lists ids best first; an id scores sum(1 / (k + rank)) over the rankings it appears in."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def _shingles(text: str) -> frozenset[tuple[str, ...]]:
+    words = tokenize(text)
+    if len(words) < 3:
+        return frozenset({tuple(words)})
+    return frozenset(tuple(words[i : i + 3]) for i in range(len(words) - 2))
+
+
+def jaccard(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def drop_near_duplicates(
+    items: Sequence[T], text_of: Callable[[T], str], threshold: float = NEAR_DUPLICATE_JACCARD
+) -> list[T]:
+    """Keep items in order, skipping any whose word 3-shingles overlap a kept one by ``threshold`` or more."""
+    kept: list[T] = []
+    kept_shingles: list[frozenset[tuple[str, ...]]] = []
+    for item in items:
+        shingles = _shingles(text_of(item))
+        if any(jaccard(shingles, other) >= threshold for other in kept_shingles):
+            continue
+        kept.append(item)
+        kept_shingles.append(shingles)
+    return kept

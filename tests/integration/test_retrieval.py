@@ -1,0 +1,124 @@
+"""Hybrid retrieval and cited answers on a real collection (MiniLM, Chroma, llama.cpp)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.paths import resolve_data_paths
+from app.services.ask import AskStarted, ask
+from app.services.container import Services, build_services
+from app.services.documents import DocumentServices, build_documents
+from app.settings import load_settings
+from backends.base import GenerationParams, TextDelta, Usage
+from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from tests.helpers import write_pdf
+
+pytestmark = pytest.mark.integration
+
+FACTS = {
+    "lighthouse.pdf": [
+        "The Skerry lighthouse was built in 1852 by the engineer Alan Brody.",
+        "Its lamp is visible for 22 nautical miles and flashes white every 10 seconds.",
+    ],
+    "keepers.md": "# Keepers\n\nMorag Innes was the last keeper; she left in 1998 when the light was automated.\n",
+    "garden.txt": "Tomatoes need six hours of sun a day and should be watered at the roots, not the leaves.",
+    "bikes.txt": "Replacement chain part XR-7742 fits all eleven-speed road bikes sold after 2019.",
+    "bread.txt": "Sourdough starter should be fed with equal weights of flour and water every twelve hours.",
+}
+QUESTIONS = [
+    ("Who built the Skerry lighthouse?", "lighthouse.pdf"),
+    ("How far away can the lamp be seen?", "lighthouse.pdf"),
+    ("When did the last keeper leave?", "keepers.md"),
+    ("How much sun do tomato plants need?", "garden.txt"),
+    ("XR-7742", "bikes.txt"),
+    ("How often do I feed a sourdough starter?", "bread.txt"),
+]
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    return default_embedder()
+
+
+@pytest.fixture
+def documents(isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, content in FACTS.items():
+        if name.endswith(".pdf"):
+            write_pdf(folder / name, list(content))
+        else:
+            (folder / name).write_text(str(content))
+    settings = load_settings()
+    paths = resolve_data_paths(settings.home)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    services = build_documents(settings, paths, embedder)
+    list(services.ingestor.ingest([folder], "facts"))
+    yield services
+    services.close()
+
+
+def test_hybrid_retrieval_finds_the_right_file(documents: DocumentServices) -> None:
+    ranks = []
+    for question, gold in QUESTIONS:
+        passages = documents.retriever.search("facts", question, top_k=3).passages
+        names = [Path(p.chunk.path).name for p in passages]
+        assert gold in names, f"{question!r} -> {names}"
+        ranks.append(names.index(gold))
+    assert sum(rank == 0 for rank in ranks) >= len(QUESTIONS) - 1
+
+
+def test_an_exact_code_is_found_by_keywords(documents: DocumentServices) -> None:
+    top = documents.retriever.search("facts", "XR-7742", top_k=1).passages[0]
+    assert top.keyword_rank == 1
+    assert Path(top.chunk.path).name == "bikes.txt"
+
+
+def test_new_files_are_searchable_right_after_ingestion(documents: DocumentServices, tmp_path: Path) -> None:
+    documents.retriever.search("facts", "warm the keyword index", top_k=1)
+    extra = tmp_path / "more"
+    extra.mkdir()
+    (extra / "kites.txt").write_text("Stunt kites need a steady wind of 10 to 25 km/h.")
+    list(documents.ingestor.ingest([extra], "facts"))
+    top = documents.retriever.search("facts", "stunt kites wind", top_k=1).passages[0]
+    assert Path(top.chunk.path).name == "kites.txt"
+    assert top.keyword_rank == 1
+
+
+@pytest.fixture
+def chat(isolated_home: Path, embedded_model: Path) -> Iterator[Services]:
+    services = build_services(load_settings(model={"context_length": 1024}))
+    list(services.runtime.load(services.model_choice()))
+    yield services
+    services.close()
+
+
+def test_a_cited_answer_from_the_collection(documents: DocumentServices, chat: Services) -> None:
+    events = list(ask(documents, chat.runtime, "facts", "Who built the Skerry lighthouse?", GenerationParams(0.0, 64)))
+    started = events[0]
+    assert isinstance(started, AskStarted)
+    assert [s.number for s in started.sources] == list(range(1, len(started.sources) + 1))
+    assert Path(started.sources[0].path).name == "lighthouse.pdf"
+    assert started.sources[0].page == 1
+    assert started.sources[0].label == "lighthouse.pdf, page 1"
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert "Brody" in answer
+    usage = next(e for e in events if isinstance(e, Usage))
+    assert usage.prompt_tokens == started.prompt_tokens <= 1024 - 64
+
+
+def test_passages_are_cut_to_fit_a_small_context(documents: DocumentServices, isolated_home: Path) -> None:
+    small = build_services(load_settings(model={"context_length": 256}))
+    try:
+        list(small.runtime.load(small.model_choice()))
+        events = ask(documents, small.runtime, "facts", "Tell me about the lighthouse.", GenerationParams(0.0, 16))
+        started = next(events)
+        assert isinstance(started, AskStarted)
+        assert 0 < len(started.sources) < 5
+        assert started.prompt_tokens <= 256 - 16
+        list(events)
+    finally:
+        small.close()
