@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from app.errors import HearthError, StorageError
+from app.database import Database
+from app.errors import HearthError
 
 FileStatus = Literal["indexed", "skipped"]
+SCHEMA_VERSION = 1
 MAX_NAME_CHARS = 100
 
 _SCHEMA = """
@@ -86,43 +84,17 @@ def store_name_for(name: str) -> str:
 
 class Manifest:
     def __init__(self, db_path: Path) -> None:
-        self._path = db_path
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(
-                f"The index database {db_path} cannot be opened ({exc}). Hearth has not changed it.",
-                f"Move it aside (for example to {db_path.name}.broken) and add your documents again.",
-            ) from exc
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        self._database = Database(db_path, _SCHEMA, SCHEMA_VERSION, "index database", "and add your documents again")
+        self._transaction = self._database.transaction
+        self._rows = self._database.rows
 
     def collections(self) -> list[CollectionInfo]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT name, store_name, embedder, created_at FROM collections ORDER BY name COLLATE NOCASE"
-            ).fetchall()
+        rows = self._rows("SELECT name, store_name, embedder, created_at FROM collections ORDER BY name COLLATE NOCASE")
         return [CollectionInfo(*row) for row in rows]
 
     def find(self, name: str) -> CollectionInfo | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT name, store_name, embedder, created_at FROM collections WHERE name = ?", (name,)
-            ).fetchone()
-        return CollectionInfo(*row) if row else None
+        rows = self._rows("SELECT name, store_name, embedder, created_at FROM collections WHERE name = ?", (name,))
+        return CollectionInfo(*rows[0]) if rows else None
 
     def get(self, name: str) -> CollectionInfo:
         info = self.find(normalize_name(name))
@@ -148,12 +120,10 @@ class Manifest:
             db.execute("DELETE FROM collections WHERE name = ?", (name,))
 
     def files(self, collection: str) -> dict[str, FileRecord]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT path, sha256, size, mtime_ns, status, chunks, reason FROM files WHERE collection = ? "
-                "ORDER BY path",
-                (collection,),
-            ).fetchall()
+        rows = self._rows(
+            "SELECT path, sha256, size, mtime_ns, status, chunks, reason FROM files WHERE collection = ? ORDER BY path",
+            (collection,),
+        )
         return {row[0]: FileRecord(*row) for row in rows}
 
     def record(self, collection: str, record: FileRecord) -> None:
@@ -180,12 +150,10 @@ class Manifest:
 
     def version(self, collection: str) -> tuple[int, float]:
         """Changes whenever the collection's files change; caches built from the collection key on it."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM files WHERE collection = ?", (collection,)
-            ).fetchone()
-        return int(row[0]), float(row[1])
+        ((count, latest),) = self._rows(
+            "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM files WHERE collection = ?", (collection,)
+        )
+        return int(count), float(latest)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._database.close()

@@ -8,16 +8,13 @@ A database that cannot be opened is never deleted or rewritten; the error says h
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.errors import ConversationNotFound, StorageError
+from app.database import Database
+from app.errors import ConversationNotFound
 from backends.base import Role
 
 SCHEMA_VERSION = 1
@@ -83,43 +80,10 @@ class ConversationSummary:
 
 class ConversationStore:
     def __init__(self, db_path: Path) -> None:
-        self._path = db_path
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StorageError(
-                    f"{db_path} was written by a newer Hearth (schema {version}).",
-                    "Upgrade Hearth, or set HEARTH_HOME to another folder.",
-                )
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(
-                f"The conversation database {db_path} cannot be opened ({exc}). Hearth has not changed it.",
-                f"Move it aside (for example to {db_path.name}.broken) to start fresh, or restore a backup.",
-            ) from exc
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                raise StorageError(
-                    f"Could not write to {self._path}: {exc}.",
-                    "Check free disk space and folder permissions.",
-                ) from exc
+        self._database = Database(
+            db_path, _SCHEMA, SCHEMA_VERSION, "conversation database", "to start with no conversations"
+        )
+        self._transaction = self._database.transaction
 
     def create(self, system_prompt: str, title: str = "New chat") -> Conversation:
         now = time.time()
@@ -132,17 +96,16 @@ class ConversationStore:
         return Conversation(conversation_id, title, system_prompt, now, now, ())
 
     def list(self) -> list[ConversationSummary]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT c.id, c.title, c.updated_at, COUNT(m.id) FROM conversations c "
-                "LEFT JOIN messages m ON m.conversation_id = c.id "
-                "GROUP BY c.id ORDER BY c.updated_at DESC, c.rowid DESC"
-            ).fetchall()
+        rows = self._database.rows(
+            "SELECT c.id, c.title, c.updated_at, COUNT(m.id) FROM conversations c "
+            "LEFT JOIN messages m ON m.conversation_id = c.id "
+            "GROUP BY c.id ORDER BY c.updated_at DESC, c.rowid DESC"
+        )
         return [ConversationSummary(r[0], r[1], r[2], r[3]) for r in rows]
 
     def get(self, conversation_id: str) -> Conversation:
-        with self._lock:
-            row = self._db.execute(
+        with self._transaction() as db:  # both reads see the same state
+            row = db.execute(
                 "SELECT id, title, system_prompt, created_at, updated_at FROM conversations WHERE id = ?",
                 (conversation_id,),
             ).fetchone()
@@ -151,7 +114,7 @@ class ConversationStore:
                     "That conversation no longer exists.",
                     "Pick another one from the list or start a new chat.",
                 )
-            messages = self._db.execute(
+            messages = db.execute(
                 "SELECT id, role, content, stats FROM messages WHERE conversation_id = ? ORDER BY id",
                 (conversation_id,),
             ).fetchall()
@@ -203,8 +166,7 @@ class ConversationStore:
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._database.close()
 
 
 def make_title(first_message: str) -> str:
