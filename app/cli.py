@@ -59,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
     ask.add_argument("--seed", type=int, help="sampling seed")
 
+    evaluate = commands.add_parser("eval", help="measure retrieval quality on a question set")
+    eval_kinds = evaluate.add_subparsers(dest="eval_kind", required=True, metavar="KIND")
+    eval_retrieval = eval_kinds.add_parser("retrieval", help="hit@1, hit@k and MRR over a JSONL question set")
+    eval_retrieval.add_argument("questions", type=Path, help='JSON Lines: {"question", "gold_file", "gold_page"?}')
+    eval_retrieval.add_argument("--collection", "-c", required=True, help="collection to search")
+    eval_retrieval.add_argument("--top-k", type=int, default=5, help="passages per question (default 5)")
+
     collections = commands.add_parser("collections", help="list collections, or show/delete one")
     collections.add_argument("name", nargs="?", help="a collection to show")
     collections.add_argument("--delete", action="store_true", help="delete the collection (not your files)")
@@ -139,9 +146,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.run_chat(settings, args.question)
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
-    if args.command in ("ingest", "collections", "ask"):
+    if args.command in ("ingest", "collections", "ask", "eval"):
         from app import commands_documents
 
+        if args.command == "eval":
+            return commands_documents.run_eval_retrieval(settings, args.questions, args.collection, args.top_k)
         if args.command == "ask":
             return commands_documents.run_ask(settings, args.question, args.collection, args.top_k)
         if args.command == "ingest":

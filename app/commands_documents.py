@@ -148,3 +148,28 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
         documents.close()
         services.close()
     return EXIT_OK
+
+
+def run_eval_retrieval(settings: Settings, questions_path: Path, collection: str, top_k: int) -> int:
+    from rag.evaluation import Retrieved, evaluate, read_questions
+
+    questions = read_questions(questions_path)
+    documents = _documents(settings)
+    try:
+        documents.manifest.get(collection)
+
+        def search(question: str) -> list[Retrieved]:
+            found = documents.retriever.search(collection, question, top_k=top_k)
+            return [Retrieved(Path(p.chunk.path).name, p.chunk.page) for p in found.passages]
+
+        report = evaluate(questions, search, top_k)
+    finally:
+        documents.close()
+    for result in report.results:
+        if result.rank != 1:
+            got = ", ".join(f"{r.file_name}" + (f" p{r.page}" if r.page else "") for r in result.retrieved[:3])
+            where = f"rank {result.rank}" if result.rank else f"not in top {top_k}"
+            print(f"miss ({where}): {result.question.question!r} -> {got}")
+    print(f"{len(report.results)} questions, collection {collection!r}, top {top_k}")
+    print(f"hit@1 {report.hit_at_1:.3f}   hit@{top_k} {report.hit_at_k:.3f}   MRR {report.mrr:.3f}")
+    return EXIT_OK

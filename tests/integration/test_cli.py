@@ -157,3 +157,18 @@ def test_ask_answers_with_numbered_sources(isolated_home: Path, tmp_path: Path, 
     unknown = hearth("ask", "anything", "-c", "Nowhere", home=isolated_home)
     assert unknown.returncode == 1
     assert "no collection called 'Nowhere'" in unknown.stderr
+
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def test_retrieval_quality_on_the_shipped_question_set(isolated_home: Path) -> None:
+    """The score CI keeps: hybrid retrieval over tests/data/corpus (PDF, DOCX, HTML, Markdown, text, CSV)."""
+    assert hearth("ingest", str(DATA / "corpus"), "-c", "eval", home=isolated_home).returncode == 0
+    result = hearth("eval", "retrieval", str(DATA / "retrieval-qa.jsonl"), "-c", "eval", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    metrics = result.stdout.strip().splitlines()[-1].split()
+    values = dict(zip(metrics[0::2], map(float, metrics[1::2]), strict=True))
+    assert values["hit@5"] == 1.0, result.stdout
+    assert values["hit@1"] >= 0.9, result.stdout
+    assert values["MRR"] >= 0.9, result.stdout
