@@ -36,12 +36,18 @@ def jaccard(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> flo
 
 
 def drop_near_duplicates(
-    items: Sequence[T], text_of: Callable[[T], str], threshold: float = NEAR_DUPLICATE_JACCARD
+    items: Sequence[T],
+    text_of: Callable[[T], str],
+    threshold: float = NEAR_DUPLICATE_JACCARD,
+    limit: int | None = None,
 ) -> list[T]:
-    """Keep items in order, skipping any whose word 3-shingles overlap a kept one by ``threshold`` or more."""
+    """Keep items in order, skipping any whose word 3-shingles overlap a kept one by ``threshold`` or more;
+    stop once ``limit`` are kept (the rest would be cut anyway, and each check costs more as the list grows)."""
     kept: list[T] = []
     kept_shingles: list[frozenset[tuple[str, ...]]] = []
     for item in items:
+        if limit is not None and len(kept) >= limit:
+            break
         shingles = _shingles(text_of(item))
         if any(jaccard(shingles, other) >= threshold for other in kept_shingles):
             continue

@@ -13,12 +13,12 @@ import hashlib
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from backends.base import CancelToken
-from rag.chunking import chunk_sections
+from rag.chunking import Chunk, chunk_sections
 from rag.embeddings import Embedder
 from rag.loaders import Skipped, load_file
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest
@@ -54,6 +54,33 @@ class Candidate:
 
 
 IngestEvent = FileOutcome | IngestProgress
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    key: str
+    digest: str
+    stat: os.stat_result
+    chunks: list[Chunk]
+
+
+@dataclass
+class _Meter:
+    """Counts for progress reports; the ETA comes from bytes read so far."""
+
+    total_files: int
+    total_bytes: int
+    files_done: int = 0
+    bytes_done: int = 0
+    chunks_done: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def progress(self, current: str, finished: bool = False) -> IngestProgress:
+        elapsed = time.perf_counter() - self.started
+        rate = self.bytes_done / elapsed if elapsed > 0 and self.bytes_done else 0.0
+        eta = 0.0 if finished else ((self.total_bytes - self.bytes_done) / rate if rate else None)
+        chunk_rate = self.chunks_done / elapsed if elapsed > 0 else 0.0
+        return IngestProgress(self.files_done, self.total_files, current, self.chunks_done, chunk_rate, eta)
 
 
 def discover(paths: Sequence[Path]) -> tuple[list[Candidate], list[Path]]:
@@ -121,49 +148,47 @@ class Ingestor:
     def ingest(
         self, paths: Sequence[Path], collection: str, cancel: CancelToken | None = None
     ) -> Iterator[IngestEvent]:
+        """Index ``paths`` into ``collection``, yielding progress and one outcome per file.
+
+        Chunks from several small files are embedded together (the model is several times faster on full
+        batches); each file is still stored and recorded on its own, so a crash never leaves a half-recorded file.
+        """
         cancel = cancel or CancelToken()
         info = self.open_collection(collection, create=True)
         candidates, roots = discover(paths)
-        known = self._manifest.files(info.name)
+        known = dict(self._manifest.files(info.name))
         seen: set[str] = set()
-        total = len(candidates)
-        started = time.perf_counter()
-        chunks_done = 0
-        bytes_total = sum(_size(c.path) for c in candidates if c.problem is None)
-        bytes_done = 0
-        for number, candidate in enumerate(candidates):
+        pending: list[_Prepared] = []
+        meter = _Meter(total_files=len(candidates), total_bytes=sum(_size(c.path) for c in candidates if not c.problem))
+        for candidate in candidates:
             if cancel.cancelled:
                 return
             key = str(candidate.path)
             seen.add(key)
-            elapsed = time.perf_counter() - started
-            rate = bytes_done / elapsed if elapsed > 0 and bytes_done else 0.0
-            yield IngestProgress(
-                number,
-                total,
-                candidate.path.name,
-                chunks_done,
-                chunks_done / elapsed if elapsed > 0 else 0.0,
-                (bytes_total - bytes_done) / rate if rate else None,
-            )
-            outcome = self._one(info, candidate, known, cancel)
-            if outcome.outcome == "indexed":
-                chunks_done += outcome.chunks
-                known = self._manifest.files(info.name)
-            bytes_done += _size(candidate.path) if candidate.problem is None else 0
-            yield outcome
+            yield meter.progress(candidate.path.name)
+            prepared = self._prepare(info, candidate, known, pending)
+            meter.bytes_done += _size(candidate.path) if candidate.problem is None else 0
+            if isinstance(prepared, FileOutcome):
+                meter.files_done += 1
+                yield prepared
+                continue
+            pending.append(prepared)
+            if sum(len(p.chunks) for p in pending) >= EMBED_BATCH:
+                yield from self._flush(info, pending, known, meter, cancel)
+                pending = []
+        yield from self._flush(info, pending, known, meter, cancel)
         yield from self._remove_vanished(info, roots, known, seen)
-        elapsed = time.perf_counter() - started
-        yield IngestProgress(total, total, "", chunks_done, chunks_done / elapsed if elapsed > 0 else 0.0, 0.0)
+        yield meter.progress("", finished=True)
 
-    def _one(
-        self, info: CollectionInfo, candidate: Candidate, known: dict[str, FileRecord], cancel: CancelToken
-    ) -> FileOutcome:
+    def _prepare(
+        self, info: CollectionInfo, candidate: Candidate, known: dict[str, FileRecord], pending: Sequence[_Prepared]
+    ) -> FileOutcome | _Prepared:
+        """Everything short of embedding: change detection, reading and chunking."""
         key = str(candidate.path)
         if candidate.problem:
             if candidate.root is None:  # a path the user typed that does not exist: nothing to record
                 return FileOutcome(key, "skipped", reason=candidate.problem)
-            return self._skip(info, key, "", candidate.path.lstat(), candidate.problem)
+            return self._skip(info, key, "", candidate.path.lstat(), candidate.problem, known)
         try:
             stat = candidate.path.stat()
         except OSError as exc:
@@ -173,43 +198,75 @@ class Ingestor:
             return _as_before(previous)
         if stat.st_size > self._max_file_bytes:
             limit_mb = self._max_file_bytes // (1 << 20)
-            return self._skip(
-                info, key, "", stat, f"it is larger than the {limit_mb} MB limit (HEARTH_RAG__MAX_FILE_MB)"
-            )
+            reason = f"it is larger than the {limit_mb} MB limit (HEARTH_RAG__MAX_FILE_MB)"
+            return self._skip(info, key, "", stat, reason, known)
         try:
             digest = sha256_file(candidate.path)
         except OSError as exc:
             return FileOutcome(key, "skipped", reason=f"cannot be read ({exc.strerror})")
         if previous and previous.sha256 == digest:
-            self._manifest.record(info.name, _replace_stat(previous, stat))
+            known[key] = _replace_stat(previous, stat)
+            self._manifest.record(info.name, known[key])
             return _as_before(previous)
-        twin = next(
+        twin = next((p.key for p in pending if p.digest == digest), None) or next(
             (r.path for r in known.values() if r.sha256 == digest and r.path != key and r.status == "indexed"), None
         )
         if twin and Path(twin).exists():
-            return self._skip(info, key, digest, stat, f"same content as {Path(twin).name}, already in this collection")
+            reason = f"same content as {Path(twin).name}, already in this collection"
+            return self._skip(info, key, digest, stat, reason, known)
         try:
             sections = load_file(candidate.path)
         except Skipped as skipped:
-            return self._skip(info, key, digest, stat, skipped.reason)
+            return self._skip(info, key, digest, stat, skipped.reason, known)
         chunks = chunk_sections(sections, self._embedder.tokenizer(), digest, self._embedder.max_tokens)
-        vectors = []
-        for start in range(0, len(chunks), EMBED_BATCH):
-            if cancel.cancelled:
-                return FileOutcome(key, "skipped", reason="cancelled")
-            vectors.append(self._embedder.embed([c.text for c in chunks[start : start + EMBED_BATCH]]))
-        import numpy as np
+        return _Prepared(key, digest, stat, chunks)
 
-        self._store.replace_file(info.store_name, info.embedder, key, chunks, np.concatenate(vectors))
-        self._manifest.record(
-            info.name, FileRecord(key, digest, stat.st_size, stat.st_mtime_ns, "indexed", len(chunks), "")
-        )
-        return FileOutcome(key, "indexed", len(chunks))
+    def _flush(
+        self,
+        info: CollectionInfo,
+        pending: Sequence[_Prepared],
+        known: dict[str, FileRecord],
+        meter: _Meter,
+        cancel: CancelToken,
+    ) -> Iterator[FileOutcome]:
+        if not pending:
+            return
+        if cancel.cancelled:
+            for prepared in pending:
+                yield FileOutcome(prepared.key, "skipped", reason="cancelled before it was indexed")
+            return
+        texts = [chunk.text for prepared in pending for chunk in prepared.chunks]
+        vectors = self._embedder.embed(texts)
+        offset = 0
+        for prepared in pending:
+            count = len(prepared.chunks)
+            self._store.replace_file(
+                info.store_name, info.embedder, prepared.key, prepared.chunks, vectors[offset : offset + count]
+            )
+            offset += count
+            record = FileRecord(
+                prepared.key, prepared.digest, prepared.stat.st_size, prepared.stat.st_mtime_ns, "indexed", count, ""
+            )
+            self._manifest.record(info.name, record)
+            known[prepared.key] = record
+            meter.files_done += 1
+            meter.chunks_done += count
+            yield FileOutcome(prepared.key, "indexed", count)
 
-    def _skip(self, info: CollectionInfo, key: str, digest: str, stat: os.stat_result, reason: str) -> FileOutcome:
+    def _skip(
+        self,
+        info: CollectionInfo,
+        key: str,
+        digest: str,
+        stat: os.stat_result,
+        reason: str,
+        known: dict[str, FileRecord],
+    ) -> FileOutcome:
         # A file that used to be indexed and is now unreadable keeps nothing stale in the store.
         self._store.remove_file(info.store_name, info.embedder, key)
-        self._manifest.record(info.name, FileRecord(key, digest, stat.st_size, stat.st_mtime_ns, "skipped", 0, reason))
+        record = FileRecord(key, digest, stat.st_size, stat.st_mtime_ns, "skipped", 0, reason)
+        self._manifest.record(info.name, record)
+        known[key] = record
         return FileOutcome(key, "skipped", reason=reason)
 
     def _remove_vanished(

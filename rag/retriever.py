@@ -82,7 +82,8 @@ class Retriever:
             Passage(by_id[chunk_id], score, keyword_rank.get(chunk_id), vector_rank.get(chunk_id))
             for chunk_id, score in fused
         ]
-        passages = drop_near_duplicates(passages, lambda p: p.chunk.text)
+        wanted = top_k * 3 if self._reranker is not None else top_k
+        passages = drop_near_duplicates(passages, lambda p: p.chunk.text, limit=wanted)
         if self._reranker is not None:
             passages = self._reranker.rerank(query, passages[: top_k * 3])
         done = time.perf_counter()

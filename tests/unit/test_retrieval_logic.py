@@ -37,6 +37,7 @@ def test_near_duplicates_are_dropped_in_rank_order() -> None:
         "Keepers wound the clockwork every four hours.",
     ]
     assert drop_near_duplicates(texts, lambda t: t) == [texts[0], texts[2]]
+    assert drop_near_duplicates(texts, lambda t: t, limit=1) == [texts[0]]
 
 
 def passage(text: str, page: int | None = None) -> Passage:
