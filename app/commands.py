@@ -21,7 +21,8 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _load(services: Services) -> None:
+def load_model(services: Services) -> None:
+    """Load the configured model, printing progress to stderr."""
     for progress in services.runtime.load(services.model_choice()):
         _err(f"[{progress.fraction:4.0%}] {progress.message}")
 
@@ -76,7 +77,7 @@ def ensure_port_free(host: str, port: int) -> None:
 def run_chat(settings: Settings, question: str) -> int:
     services = build_services(settings)
     try:
-        _load(services)
+        load_model(services)
         usage: Usage | None = None
         events = services.chat.send(None, question, services.generation_params(), settings.generation.system_prompt)
         for event in events:

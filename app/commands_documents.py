@@ -10,9 +10,11 @@ from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
 from app.services.documents import DocumentServices, build_documents
 from app.settings import Settings
+from app.wording import plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
+EXCERPT_CHARS = 240
 
 
 def _documents(settings: Settings) -> DocumentServices:
@@ -59,10 +61,6 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
     return EXIT_OK
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def describe_outcome(event: FileOutcome) -> str:
     name = Path(event.path).name
     if event.outcome == "indexed":
@@ -104,12 +102,8 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
         documents.close()
 
 
-def excerpt(text: str, limit: int = 240) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
-
-
 def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> int:
+    from app.commands import load_model
     from app.services.ask import AskStarted, ask
     from app.services.container import build_services
     from backends.base import TextDelta, Usage
@@ -118,8 +112,7 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
     documents = build_documents(settings, services.paths)
     try:
         documents.manifest.get(collection)  # a clear error before the model loads
-        for progress in services.runtime.load(services.model_choice()):
-            print(f"[{progress.fraction:4.0%}] {progress.message}", file=sys.stderr, flush=True)
+        load_model(services)
         print("[embedding model] loading", file=sys.stderr, flush=True)
         _ = documents.embedder.dimension  # load it now, so the timings below are the question's own
         started: AskStarted | None = None
@@ -136,7 +129,7 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
         if started is not None:
             print("\nSources:" if started.sources else "\nNo passage in the collection matched the question.")
             for source in started.sources:
-                print(f"[{source.number}] {source.label}\n    {excerpt(source.text)}")
+                print(f"[{source.number}] {source.label}\n    {shorten(source.text, EXCERPT_CHARS)}")
         if started is not None and usage is not None:
             print(
                 f"[embed {started.embed_ms:.0f} ms · retrieve {started.retrieve_ms:.0f} ms · "

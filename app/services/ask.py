@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.services.documents import DocumentServices
-from app.services.history import answer_reserve
+from app.services.history import prompt_budget
 from app.services.runtime import ModelRuntime
 from backends.base import CancelToken, ChatEvent, GenerationParams
 from rag.prompt import Source, pack_sources, rag_messages
@@ -42,7 +42,7 @@ def ask(
     backend = runtime.backend()
     found = documents.retriever.search(collection, question, top_k=top_k)
     fixed = backend.count_chat_tokens(rag_messages(question, []))
-    budget = backend.context_length - answer_reserve(backend.context_length, params.max_new_tokens) - fixed
+    budget = prompt_budget(backend.context_length, params.max_new_tokens) - fixed
     sources = pack_sources(found.passages, budget - TEMPLATE_SLACK, backend.count_tokens)
     messages = rag_messages(question, sources)
     prompt_tokens = backend.count_chat_tokens(messages)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from app.errors import EmptyMessage, HearthError
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
-from app.services.history import answer_reserve, fit_history
+from app.services.history import fit_history, prompt_budget
 from app.services.runtime import ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
 
@@ -77,7 +77,7 @@ class ChatService:
 
     def _fit(self, history: list[ChatMessage], params: GenerationParams) -> tuple[list[ChatMessage], int, int]:
         backend = self._runtime.backend()
-        budget = backend.context_length - answer_reserve(backend.context_length, params.max_new_tokens)
+        budget = prompt_budget(backend.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, backend.count_chat_tokens)
         return list(fitted.messages), fitted.dropped, fitted.prompt_tokens
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.database import Database
 from app.errors import ConversationNotFound
+from app.wording import shorten
 from backends.base import Role
 
 SCHEMA_VERSION = 1
@@ -170,10 +171,7 @@ class ConversationStore:
 
 
 def make_title(first_message: str) -> str:
-    words = " ".join(first_message.split())
-    if len(words) <= TITLE_CHARS:
-        return words or "New chat"
-    return words[: TITLE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return shorten(first_message, TITLE_CHARS) or "New chat"
 
 
 def _message(row: tuple[int, str, str, str | None]) -> StoredMessage:

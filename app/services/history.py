@@ -24,6 +24,11 @@ def answer_reserve(context_length: int, max_new_tokens: int) -> int:
     return max(1, min(max_new_tokens, context_length // 4))
 
 
+def prompt_budget(context_length: int, max_new_tokens: int) -> int:
+    """Tokens the prompt may take: the window less the answer's reserve."""
+    return context_length - answer_reserve(context_length, max_new_tokens)
+
+
 def fit_history(messages: Sequence[ChatMessage], budget_tokens: int, count: TokenCounter) -> FittedHistory:
     """Drop the oldest turns until the rendered prompt fits ``budget_tokens``.
 

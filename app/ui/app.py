@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterator
@@ -39,13 +40,9 @@ class ChatPage:
         self.services = services
 
     def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
-        defaults = self.services.generation_params()
-        return GenerationParams(
-            temperature=float(temperature),
-            max_new_tokens=int(max_new_tokens),
-            top_p=defaults.top_p,
-            seed=defaults.seed,
-            repeat_penalty=defaults.repeat_penalty,
+        """The configured defaults with the page's two sliders applied."""
+        return dataclasses.replace(
+            self.services.generation_params(), temperature=float(temperature), max_new_tokens=int(max_new_tokens)
         )
 
     def sidebar(self, selected: str | None) -> Any:

@@ -1,0 +1,15 @@
+"""Small rules for text shown to people: one line, a length limit, and plurals."""
+
+from __future__ import annotations
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line with runs of whitespace collapsed, cut at a word boundary with "…" if too long."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
