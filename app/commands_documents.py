@@ -37,7 +37,7 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
     chunks = 0
     started = time.perf_counter()
     try:
-        info = documents.ingestor.open_collection(collection, create=True)
+        info = documents.ingestor.open_collection(collection)
         print(f"Adding to collection {info.name!r}", file=sys.stderr)
         for event in documents.ingestor.ingest(paths, info.name):
             if isinstance(event, IngestProgress):

@@ -9,7 +9,7 @@ Every file gets an outcome; one bad file never stops the others.
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Literal
 
 from backends.base import CancelToken
+from models.gguf import sha256_of
 from rag.chunking import Chunk, chunk_sections
 from rag.embeddings import Embedder
 from rag.loaders import Skipped, load_file
-from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest
+from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
 from rag.store import VectorStore
 
 Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
-EMBED_BATCH = 64
+# Chunks gathered across files before one call to the embedder (which then batches them itself).
+FLUSH_CHUNKS = 64
 
 
 @dataclass(frozen=True)
@@ -114,14 +116,6 @@ def _walk(root: Path) -> Iterator[Candidate]:
                 yield Candidate(entry, root)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class Ingestor:
     def __init__(self, manifest: Manifest, store: VectorStore, embedder: Embedder, max_file_bytes: int) -> None:
         self._manifest = manifest
@@ -129,14 +123,9 @@ class Ingestor:
         self._embedder = embedder
         self._max_file_bytes = max_file_bytes
 
-    def open_collection(self, name: str, create: bool) -> CollectionInfo:
-        from rag.manifest import normalize_name
-
-        info = self._manifest.find(normalize_name(name))
-        if info is None:
-            if not create:
-                return self._manifest.get(name)  # raises with the list of collections
-            info = self._manifest.create(name, self._embedder.name)
+    def open_collection(self, name: str) -> CollectionInfo:
+        """The collection called ``name``, created if new; refused if another embedder built it."""
+        info = self._manifest.find(normalize_name(name)) or self._manifest.create(name, self._embedder.name)
         if info.embedder != self._embedder.name:
             raise CollectionError(
                 f"Collection {info.name!r} was built with the embedder {info.embedder}; Hearth now embeds with "
@@ -154,7 +143,7 @@ class Ingestor:
         batches); each file is still stored and recorded on its own, so a crash never leaves a half-recorded file.
         """
         cancel = cancel or CancelToken()
-        info = self.open_collection(collection, create=True)
+        info = self.open_collection(collection)
         candidates, roots = discover(paths)
         known = dict(self._manifest.files(info.name))
         seen: set[str] = set()
@@ -173,7 +162,7 @@ class Ingestor:
                 yield prepared
                 continue
             pending.append(prepared)
-            if sum(len(p.chunks) for p in pending) >= EMBED_BATCH:
+            if sum(len(p.chunks) for p in pending) >= FLUSH_CHUNKS:
                 yield from self._flush(info, pending, known, meter, cancel)
                 pending = []
         yield from self._flush(info, pending, known, meter, cancel)
@@ -201,11 +190,11 @@ class Ingestor:
             reason = f"it is larger than the {limit_mb} MB limit (HEARTH_RAG__MAX_FILE_MB)"
             return self._skip(info, key, "", stat, reason, known)
         try:
-            digest = sha256_file(candidate.path)
+            digest = sha256_of(candidate.path)
         except OSError as exc:
             return FileOutcome(key, "skipped", reason=f"cannot be read ({exc.strerror})")
         if previous and previous.sha256 == digest:
-            known[key] = _replace_stat(previous, stat)
+            known[key] = dataclasses.replace(previous, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
             self._manifest.record(info.name, known[key])
             return _as_before(previous)
         twin = next((p.key for p in pending if p.digest == digest), None) or next(
@@ -303,9 +292,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _replace_stat(record: FileRecord, stat: os.stat_result) -> FileRecord:
-    return FileRecord(
-        record.path, record.sha256, stat.st_size, stat.st_mtime_ns, record.status, record.chunks, record.reason
-    )

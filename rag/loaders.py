@@ -19,7 +19,6 @@ from rag.encodings import guess_legacy_encoding
 log = logging.getLogger(__name__)
 
 SUPPORTED_SUFFIXES = (".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt", ".text", ".csv")
-TEXT_SUFFIXES = (".html", ".htm", ".md", ".markdown", ".txt", ".text", ".csv")
 # Share of control characters above which a "text" file is really binary.
 BINARY_CONTROL_SHARE = 0.05
 
@@ -50,9 +49,8 @@ def load_file(path: Path) -> list[Section]:
         sections = [s for s in loader(path) if s.text.strip()]
     except Skipped:
         raise
-    except (
-        Exception
-    ) as exc:  # third-party parsers fail in arbitrary ways on malformed files; one file never stops the rest
+    # Third-party parsers fail in arbitrary ways on malformed files; one file never stops the rest.
+    except Exception as exc:
         log.warning("could not read %s", path, exc_info=True)
         raise Skipped(f"the file could not be read ({type(exc).__name__}: {exc})") from exc
     if not sections:

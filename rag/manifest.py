@@ -107,7 +107,8 @@ class Manifest:
         return info
 
     def create(self, name: str, embedder: str) -> CollectionInfo:
-        info = CollectionInfo(normalize_name(name), store_name_for(normalize_name(name)), embedder, time.time())
+        name = normalize_name(name)
+        info = CollectionInfo(name, store_name_for(name), embedder, time.time())
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO collections (name, store_name, embedder, created_at) VALUES (?,?,?,?)",

@@ -39,6 +39,8 @@ class VectorStore:
         self._lock = threading.Lock()
 
     def _collection(self, store_name: str, embedder: str) -> Any:
+        # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI
+        # beside the UI) deleted and re-created the collection.
         return self._client.get_or_create_collection(
             store_name,
             embedding_function=None,
@@ -71,11 +73,7 @@ class VectorStore:
 
     def chunks_of(self, store_name: str, embedder: str, path: str) -> list[StoredChunk]:
         result = self._collection(store_name, embedder).get(where={"path": path}, include=["documents", "metadatas"])
-        chunks = [
-            _stored(chunk_id, text, meta)
-            for chunk_id, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
-        ]
-        return sorted(chunks, key=lambda c: c.index)
+        return sorted(_stored(result["ids"], result["documents"], result["metadatas"]), key=lambda c: c.index)
 
     def all_chunks(self, store_name: str, embedder: str) -> list[StoredChunk]:
         """Every chunk of a collection (for the keyword index), read in pages."""
@@ -84,10 +82,7 @@ class VectorStore:
         page = 5000
         for offset in range(0, int(collection.count()), page):
             result = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
-            chunks.extend(
-                _stored(chunk_id, text, meta)
-                for chunk_id, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
-            )
+            chunks.extend(_stored(result["ids"], result["documents"], result["metadatas"]))
         return chunks
 
     def nearest(self, store_name: str, embedder: str, vector: np.ndarray, limit: int) -> list[StoredChunk]:
@@ -99,12 +94,7 @@ class VectorStore:
         result = collection.query(
             query_embeddings=vector.reshape(1, -1), n_results=min(limit, available), include=["documents", "metadatas"]
         )
-        return [
-            _stored(chunk_id, text, meta)
-            for chunk_id, text, meta in zip(
-                result["ids"][0], result["documents"][0], result["metadatas"][0], strict=True
-            )
-        ]
+        return _stored(result["ids"][0], result["documents"][0], result["metadatas"][0])
 
     def drop(self, store_name: str) -> None:
         with self._lock, contextlib.suppress(ValueError, LookupError):  # already gone is fine
@@ -120,14 +110,19 @@ def _metadata(path: str, chunk: Chunk) -> dict[str, str | int]:
     return meta
 
 
-def _stored(chunk_id: str, text: str, meta: Any) -> StoredChunk:
-    page = meta.get("page")
-    section = meta.get("section")
-    return StoredChunk(
-        chunk_id,
-        text,
-        str(meta["path"]),
-        int(page) if page is not None else None,
-        str(section) if section else None,
-        int(meta["index"]),
-    )
+def _stored(ids: Sequence[str], texts: Sequence[str], metas: Sequence[Any]) -> list[StoredChunk]:
+    """Chroma's parallel result lists as chunks."""
+    chunks = []
+    for chunk_id, text, meta in zip(ids, texts, metas, strict=True):
+        page, section = meta.get("page"), meta.get("section")
+        chunks.append(
+            StoredChunk(
+                chunk_id,
+                text,
+                str(meta["path"]),
+                int(page) if page is not None else None,
+                str(section) if section else None,
+                int(meta["index"]),
+            )
+        )
+    return chunks
