@@ -81,7 +81,8 @@ def main() -> int:
     from app.services.container import enforce_offline
     from app.services.documents import build_documents
     from app.settings import load_settings
-    from rag.ingest import EMBED_BATCH, FileOutcome
+    from rag.embeddings import SentenceTransformerEmbedder
+    from rag.ingest import FileOutcome
 
     enforce_offline()
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch:
@@ -99,9 +100,12 @@ def main() -> int:
         chunks = sum(o.chunks for o in outcomes)
         info = documents.manifest.get("bench")
         texts = [c.text for c in documents.store.all_chunks(info.store_name, info.embedder)]
-        model = documents.embedder._load()  # type: ignore[attr-defined]
+        embedder = documents.embedder
+        assert isinstance(embedder, SentenceTransformerEmbedder)
         started = time.perf_counter()
-        model.encode(texts, batch_size=EMBED_BATCH, normalize_embeddings=True, show_progress_bar=False)
+        embedder.model().encode(
+            texts, batch_size=embedder.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
         raw_s = time.perf_counter() - started
         documents.close()
     hearth_rate, raw_rate = chunks / hearth_s, len(texts) / raw_s

@@ -46,11 +46,12 @@ class SentenceTransformerEmbedder:
     def __init__(self, model_dir: Path, name: str, batch_size: int = 32) -> None:
         self._dir = model_dir
         self._name = name
-        self._batch_size = batch_size
+        self.batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Any:
+    def model(self) -> Any:
+        """The underlying SentenceTransformer, loaded on first use."""
         with self._lock:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
@@ -67,21 +68,21 @@ class SentenceTransformerEmbedder:
 
     @property
     def dimension(self) -> int:
-        return int(self._load().get_embedding_dimension())
+        return int(self.model().get_embedding_dimension())
 
     @property
     def max_tokens(self) -> int:
-        return int(self._load().max_seq_length)
+        return int(self.model().max_seq_length)
 
     def tokenizer(self) -> Any:
-        return self._load().tokenizer
+        return self.model().tokenizer
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer()(text, add_special_tokens=True, truncation=False)["input_ids"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self._load().encode(
-            list(texts), batch_size=self._batch_size, normalize_embeddings=True, show_progress_bar=False
+        vectors = self.model().encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
         return np.asarray(vectors, dtype=np.float32)
 

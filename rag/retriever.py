@@ -33,6 +33,8 @@ class Reranker(Protocol):
 
 @dataclass(frozen=True)
 class SearchResult:
+    """The passages and where the time went; ``search_ms`` includes building the keyword index on first use."""
+
     passages: list[Passage]
     embed_ms: float
     search_ms: float
@@ -68,10 +70,10 @@ class Retriever:
 
     def search(self, collection: str, query: str, top_k: int = 5) -> SearchResult:
         info = self._manifest.get(collection)
-        keyword = self.keyword_index(info)
         started = time.perf_counter()
         vector = self._embedder.embed([query])[0]
         embedded = time.perf_counter()
+        keyword = self.keyword_index(info)  # built on first use: that cost is part of this search's time
         keyword_hits = [keyword.chunks[i] for i, _ in keyword.index.search(query, CANDIDATES_PER_RANKING)]
         vector_hits = self._store.nearest(info.store_name, info.embedder, vector, CANDIDATES_PER_RANKING)
         by_id = {c.id: c for c in (*keyword_hits, *vector_hits)}
@@ -85,6 +87,6 @@ class Retriever:
         wanted = top_k * 3 if self._reranker is not None else top_k
         passages = drop_near_duplicates(passages, lambda p: p.chunk.text, limit=wanted)
         if self._reranker is not None:
-            passages = self._reranker.rerank(query, passages[: top_k * 3])
+            passages = self._reranker.rerank(query, passages)
         done = time.perf_counter()
         return SearchResult(passages[:top_k], (embedded - started) * 1000, (done - embedded) * 1000)
