@@ -55,7 +55,7 @@ def time_stream(side: str, pieces: Iterable[str]) -> Sample:
     return Sample(side, ttft, count, rate)
 
 
-def _raw_pieces(llm: object, question: str, max_tokens: int) -> Iterator[str]:
+def raw_pieces(llm: object, question: str, max_tokens: int) -> Iterator[str]:
     stream = llm.create_chat_completion(  # type: ignore[attr-defined]
         messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
         max_tokens=max_tokens,
@@ -97,11 +97,11 @@ def run_chat_bench(args: argparse.Namespace) -> int:
             params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
             samples: list[Sample] = []
             # One warm-up answer per side, not counted.
-            list(_raw_pieces(raw, "Hello", 8))
+            list(raw_pieces(raw, "Hello", 8))
             list(services.chat.send(None, "Hello", GenerationParams(0.0, 8), SYSTEM))
             for index in range(args.runs):
                 question = QUESTIONS[index % len(QUESTIONS)]
-                samples.append(time_stream("raw", _raw_pieces(raw, question, args.max_tokens)))
+                samples.append(time_stream("raw", raw_pieces(raw, question, args.max_tokens)))
                 events = services.chat.send(None, question, params, SYSTEM)
                 samples.append(time_stream("hearth", (e.text for e in events if isinstance(e, TextDelta))))
             raw.close()

@@ -54,9 +54,15 @@ class Database:
                     f"Could not write to {self.path}: {exc}.", "Check free disk space and folder permissions."
                 ) from exc
 
-    def rows(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reads; no write from this process lands between reads made inside one ``with``."""
         with self._lock:
-            return self._db.execute(sql, parameters).fetchall()
+            yield self._db
+
+    def rows(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+        with self.reading() as db:
+            return db.execute(sql, parameters).fetchall()
 
     def close(self) -> None:
         with self._lock:

@@ -23,14 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-QUESTIONS = (
-    "Explain in a few sentences why the sky is blue.",
-    "Give me three tips for writing clear emails.",
-    "What is the difference between a list and a tuple in Python?",
-    "Describe how a bicycle gear system works.",
-    "Summarise the water cycle for a ten-year-old.",
-)
-SYSTEM = "You are a helpful assistant."
+from app.bench import QUESTIONS, SYSTEM, raw_pieces
 
 
 def free_port() -> int:
@@ -75,13 +68,7 @@ def via_raw(llm: Any, question: str, max_tokens: int) -> tuple[float, float, str
     started = time.perf_counter()
     first: float | None = None
     pieces = []
-    for chunk in llm.create_chat_completion(
-        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
-        max_tokens=max_tokens,
-        temperature=0.0,
-        stream=True,
-    ):
-        piece = chunk["choices"][0]["delta"].get("content") or ""
+    for piece in raw_pieces(llm, question, max_tokens):
         if piece and first is None:
             first = time.perf_counter()
         pieces.append(piece)

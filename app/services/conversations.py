@@ -105,7 +105,7 @@ class ConversationStore:
         return [ConversationSummary(r[0], r[1], r[2], r[3]) for r in rows]
 
     def get(self, conversation_id: str) -> Conversation:
-        with self._transaction() as db:  # both reads see the same state
+        with self._database.reading() as db:  # both reads see the same state
             row = db.execute(
                 "SELECT id, title, system_prompt, created_at, updated_at FROM conversations WHERE id = ?",
                 (conversation_id,),
