@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask = commands.add_parser("ask", help="answer a question from a collection, citing its sources")
     ask.add_argument("question", help="what to ask")
     ask.add_argument("--collection", "-c", required=True, help="collection to answer from")
-    ask.add_argument("--top-k", type=int, default=5, help="passages to retrieve (default 5)")
+    ask.add_argument("--top-k", type=int, default=None, help="passages to retrieve (default HEARTH_RAG__TOP_K, 5)")
     _add_model_flags(ask)
     ask.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
     ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
@@ -152,7 +152,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "eval":
             return commands_documents.run_eval_retrieval(settings, args.questions, args.collection, args.top_k)
         if args.command == "ask":
-            return commands_documents.run_ask(settings, args.question, args.collection, args.top_k)
+            return commands_documents.run_ask(
+                settings, args.question, args.collection, args.top_k or settings.rag.top_k
+            )
         if args.command == "ingest":
             return commands_documents.run_ingest(settings, args.paths, args.collection)
         if (args.delete or args.remove_file) and not args.name:

@@ -10,7 +10,7 @@ from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
 from app.services.documents import DocumentServices, build_documents
 from app.settings import Settings
-from app.wording import plural, shorten
+from app.wording import format_eta, plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
@@ -20,14 +20,6 @@ EXCERPT_CHARS = 240
 def _documents(settings: Settings) -> DocumentServices:
     enforce_offline()
     return build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
-
-
-def format_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "estimating…"
-    if seconds < 60:
-        return f"{seconds:.0f} s left"
-    return f"{seconds / 60:.0f} min left"
 
 
 def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
@@ -109,7 +101,7 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
     from backends.base import TextDelta, Usage
 
     services = build_services(settings)
-    documents = build_documents(settings, services.paths)
+    documents = services.documents.get()
     try:
         documents.manifest.get(collection)  # a clear error before the model loads
         load_model(services)
@@ -127,18 +119,17 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
                 usage = event
         print()
         if started is not None:
-            print("\nSources:" if started.sources else "\nNo passage in the collection matched the question.")
-            for source in started.sources:
+            print("\nSources:" if started.found.sources else "\nNo passage in the collection matched the question.")
+            for source in started.found.sources:
                 print(f"[{source.number}] {source.label}\n    {shorten(source.text, EXCERPT_CHARS)}")
         if started is not None and usage is not None:
             print(
-                f"[embed {started.embed_ms:.0f} ms · retrieve {started.retrieve_ms:.0f} ms · "
+                f"[embed {started.found.embed_ms:.0f} ms · retrieve {started.found.retrieve_ms:.0f} ms · "
                 f"prompt {usage.prompt_tokens} tokens, first token after {usage.time_to_first_token_ms:.0f} ms · "
                 f"{usage.decode_tokens_per_s:.1f} tokens/s]",
                 file=sys.stderr,
             )
     finally:
-        documents.close()
         services.close()
     return EXIT_OK
 

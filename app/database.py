@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,9 +14,19 @@ from app.errors import StorageError
 
 
 class Database:
-    def __init__(self, path: Path, schema: str, schema_version: int, what: str, fresh_start: str) -> None:
-        """``what`` names the database in messages ("conversation database"); ``fresh_start`` says what the user
-        loses by moving a damaged one aside."""
+    def __init__(
+        self,
+        path: Path,
+        schema: str,
+        schema_version: int,
+        what: str,
+        fresh_start: str,
+        migrations: Mapping[int, str] | None = None,
+    ) -> None:
+        """``schema`` creates the first version's tables; ``migrations`` maps each later version to the SQL that
+        brings the previous one up to it, so new and old databases end up with the same tables. ``what`` names
+        the database in messages ("conversation database"); ``fresh_start`` says what the user loses by moving a
+        damaged one aside."""
         self.path = path
         self._lock = threading.Lock()
         try:
@@ -31,6 +41,9 @@ class Database:
                     "Upgrade Hearth, or set HEARTH_HOME to another folder.",
                 )
             self._db.executescript(schema)
+            for target in sorted(v for v in (migrations or {}) if version < v <= schema_version):
+                # One transaction per step: a crash mid-upgrade leaves the previous version, which upgrades again.
+                self._db.executescript(f"BEGIN; {(migrations or {})[target]}; PRAGMA user_version={target}; COMMIT;")
             self._db.execute(f"PRAGMA user_version={schema_version}")
         except sqlite3.DatabaseError as exc:
             raise StorageError(

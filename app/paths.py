@@ -25,6 +25,11 @@ class DataPaths:
         return self.root / "vectors"
 
     @property
+    def uploads_dir(self) -> Path:
+        """Copies of files added through the web page, a folder per collection (Hearth owns these copies)."""
+        return self.root / "documents"
+
+    @property
     def models_dir(self) -> Path:
         return self.root / "models"
 

@@ -13,3 +13,11 @@ def shorten(text: str, limit: int) -> str:
 
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating…"
+    if seconds < 60:
+        return f"{seconds:.0f} s left"
+    return f"{seconds / 60:.0f} min left"

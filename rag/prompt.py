@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backends.base import ChatMessage
-from rag.retriever import Passage
+
+if TYPE_CHECKING:  # the retriever pulls in numpy; conversations only need Source
+    from rag.retriever import Passage
 
 RAG_SYSTEM_PROMPT = (
     "You are Hearth, an assistant that answers from the user's own documents. Use only the numbered passages "
@@ -19,6 +22,8 @@ RAG_SYSTEM_PROMPT = (
 
 @dataclass(frozen=True)
 class Source:
+    """A passage an answer was given to cite, numbered as the answer cites it."""
+
     number: int
     path: str
     page: int | None
@@ -33,7 +38,8 @@ class Source:
 
 
 def source_block(source: Source) -> str:
-    return f"[{source.number}] ({source.label})\n{source.text.strip()}"
+    # Just the number and the text: with the file and section inline, small models tend to recite the labels.
+    return f"[{source.number}] {' '.join(source.text.split())}"
 
 
 def pack_sources(passages: Sequence[Passage], budget_tokens: int, count_tokens: Callable[[str], int]) -> list[Source]:
@@ -52,10 +58,21 @@ def pack_sources(passages: Sequence[Passage], budget_tokens: int, count_tokens: 
     return sources
 
 
+def rag_system_prompt(extra: str = "") -> str:
+    """The document rules, followed by the user's own system prompt if there is one."""
+    return f"{RAG_SYSTEM_PROMPT}\n\n{extra.strip()}" if extra.strip() else RAG_SYSTEM_PROMPT
+
+
+def rag_question(question: str, sources: Sequence[Source]) -> str:
+    """The user's turn as the model sees it: the numbered passages, then the question."""
+    if not sources:
+        return f"No passages were found in the documents for this question.\n\nQuestion: {question}"
+    passages = "\n\n".join(source_block(s) for s in sources)
+    return (
+        "Read these passages and answer the question, citing the passage number like [1].\n\n"
+        f"{passages}\n\nQuestion: {question}"
+    )
+
+
 def rag_messages(question: str, sources: Sequence[Source], system_prompt: str = RAG_SYSTEM_PROMPT) -> list[ChatMessage]:
-    if sources:
-        passages = "\n\n".join(source_block(s) for s in sources)
-        user = f"Passages:\n\n{passages}\n\nQuestion: {question}"
-    else:
-        user = f"No passages were found in the documents for this question.\n\nQuestion: {question}"
-    return [ChatMessage("system", system_prompt), ChatMessage("user", user)]
+    return [ChatMessage("system", system_prompt), ChatMessage("user", rag_question(question, sources))]

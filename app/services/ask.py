@@ -1,6 +1,6 @@
-"""Answer a question from a collection: retrieve, pack the passages under the token budget, stream the answer.
+"""Answer from a collection: retrieve, pack the passages under the token budget, stream the answer.
 
-Yields :class:`AskStarted` (the numbered sources and how long retrieval took) and then the backend's events.
+:func:`find_sources` is shared with the chat service; :func:`ask` is the one-shot question of ``hearth ask``.
 """
 
 from __future__ import annotations
@@ -8,22 +8,50 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from app.errors import EmptyMessage
 from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
 from app.services.runtime import ModelRuntime
-from backends.base import CancelToken, ChatEvent, GenerationParams
-from rag.prompt import Source, pack_sources, rag_messages
+from backends.base import Backend, CancelToken, ChatEvent, ChatMessage, GenerationParams
+from rag.prompt import Source, pack_sources, rag_messages, rag_question
 
 # Tokens kept free for the chat template's framing around the passages.
 TEMPLATE_SLACK = 16
 
 
 @dataclass(frozen=True)
-class AskStarted:
-    sources: list[Source]
+class FoundSources:
+    sources: tuple[Source, ...]
     embed_ms: float
-    retrieve_ms: float
+    retrieve_ms: float  # keyword + vector search and fusion, after the question was embedded
+
+    @property
+    def total_ms(self) -> float:
+        return self.embed_ms + self.retrieve_ms
+
+
+@dataclass(frozen=True)
+class AskStarted:
+    found: FoundSources
     prompt_tokens: int
+
+
+def find_sources(
+    documents: DocumentServices,
+    backend: Backend,
+    collection: str,
+    question: str,
+    system_prompt: str,
+    params: GenerationParams,
+    top_k: int,
+) -> FoundSources:
+    """The best passages for ``question``, as many as fit beside the system prompt, the question and the answer's
+    reserve. Passages come before older conversation turns: the caller fits the history into what is left."""
+    found = documents.retriever.search(collection, question, top_k=top_k)
+    frame = [ChatMessage("system", system_prompt), ChatMessage("user", rag_question(question, []))]
+    budget = prompt_budget(backend.context_length, params.max_new_tokens) - backend.count_chat_tokens(frame)
+    sources = pack_sources(found.passages, budget - TEMPLATE_SLACK, backend.count_tokens)
+    return FoundSources(tuple(sources), found.embed_ms, found.search_ms)
 
 
 def ask(
@@ -35,16 +63,11 @@ def ask(
     top_k: int = 5,
     cancel: CancelToken | None = None,
 ) -> Iterator[AskStarted | ChatEvent]:
-    from app.errors import EmptyMessage
-
     if not question.strip():
         raise EmptyMessage("There is nothing to ask.", "Type a question first.")
     backend = runtime.backend()
-    found = documents.retriever.search(collection, question, top_k=top_k)
-    fixed = backend.count_chat_tokens(rag_messages(question, []))
-    budget = prompt_budget(backend.context_length, params.max_new_tokens) - fixed
-    sources = pack_sources(found.passages, budget - TEMPLATE_SLACK, backend.count_tokens)
-    messages = rag_messages(question, sources)
-    prompt_tokens = backend.count_chat_tokens(messages)
-    yield AskStarted(sources, found.embed_ms, found.search_ms, prompt_tokens)
+    messages = rag_messages(question, [])
+    found = find_sources(documents, backend, collection, question, messages[0].content, params, top_k)
+    messages = rag_messages(question, found.sources)
+    yield AskStarted(found, backend.count_chat_tokens(messages))
     yield from backend.stream_chat(messages, params, cancel or CancelToken())

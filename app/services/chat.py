@@ -7,14 +7,22 @@ them into text on a screen is the caller's job (``app/ui`` accumulates them for 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.errors import EmptyMessage, HearthError
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
+from rag.prompt import Source, rag_question, rag_system_prompt
+
+if TYPE_CHECKING:
+    from app.services.ask import FoundSources
+    from app.services.documents import DocumentServices
+
+DEFAULT_TOP_K = 5
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,8 @@ class TurnStarted:
     conversation_id: str
     dropped_messages: int
     prompt_tokens: int
+    sources: tuple[Source, ...] = ()
+    retrieve_ms: float = 0.0  # embedding the question plus searching, when answering from a collection
 
 
 @dataclass(frozen=True)
@@ -32,10 +42,27 @@ class TurnSaved:
 TurnEvent = TurnStarted | ChatEvent | TurnSaved
 
 
+@dataclass(frozen=True)
+class _Prompt:
+    messages: list[ChatMessage]
+    dropped: int
+    tokens: int
+    found: FoundSources | None = None
+
+
 class ChatService:
-    def __init__(self, store: ConversationStore, runtime: ModelRuntime) -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        runtime: ModelRuntime,
+        documents: Callable[[], DocumentServices] | None = None,
+        top_k: int = DEFAULT_TOP_K,
+    ) -> None:
+        """``documents`` builds (once) what answering from a collection needs; plain chat never calls it."""
         self._store = store
         self._runtime = runtime
+        self._documents = documents
+        self._top_k = top_k
         self._cancel = CancelToken()
         self._cancel_lock = threading.Lock()
 
@@ -45,23 +72,32 @@ class ChatService:
             self._cancel.cancel()
 
     def send(
-        self, conversation_id: str | None, text: str, params: GenerationParams, system_prompt: str
+        self,
+        conversation_id: str | None,
+        text: str,
+        params: GenerationParams,
+        system_prompt: str,
+        collection: str | None = None,
     ) -> Iterator[TurnEvent]:
+        """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number."""
         if not text.strip():
             raise EmptyMessage("There is nothing to send.", "Type a question first.")
         self._runtime.backend()
         conversation = self._store.get(conversation_id) if conversation_id else None
-        earlier = _as_messages(system_prompt, conversation.messages if conversation else ())
-        # Fit before storing: a question too long for the model must not land in the conversation.
-        prompt = self._fit([*earlier, ChatMessage("user", text)], params)
+        # Retrieve and fit before storing: a question that cannot be answered must not land in the conversation.
+        prompt = self._prompt(conversation.messages if conversation else (), text, params, system_prompt, collection)
         if conversation is None:
-            conversation = self._store.create(system_prompt)
-        elif conversation.system_prompt != system_prompt:
-            self._store.set_system_prompt(conversation.id, system_prompt)
+            conversation = self._store.create(system_prompt, collection=collection)
+        else:
+            self._remember_settings(
+                conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
+            )
         self._store.append(conversation.id, "user", text)
         yield from self._answer(conversation.id, prompt, params)
 
-    def regenerate(self, conversation_id: str, params: GenerationParams, system_prompt: str) -> Iterator[TurnEvent]:
+    def regenerate(
+        self, conversation_id: str, params: GenerationParams, system_prompt: str, collection: str | None = None
+    ) -> Iterator[TurnEvent]:
         self._runtime.backend()
         conversation = self._store.get(conversation_id)
         stored = list(conversation.messages)
@@ -69,31 +105,59 @@ class ChatService:
             stored.pop()
         if not stored:
             raise EmptyMessage("There is no question to answer again.", "Send a message first.")
-        prompt = self._fit(_as_messages(system_prompt, stored), params)
-        if conversation.system_prompt != system_prompt:
-            self._store.set_system_prompt(conversation.id, system_prompt)
+        question = stored.pop()
+        prompt = self._prompt(stored, question.content, params, system_prompt, collection)
+        self._remember_settings(
+            conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
+        )
         self._store.delete_trailing_assistant(conversation.id)
         yield from self._answer(conversation.id, prompt, params)
 
-    def _fit(self, history: list[ChatMessage], params: GenerationParams) -> tuple[list[ChatMessage], int, int]:
+    def _remember_settings(
+        self, conversation_id: str, old_prompt: str, old_collection: str | None, prompt: str, collection: str | None
+    ) -> None:
+        if old_prompt != prompt:
+            self._store.set_system_prompt(conversation_id, prompt)
+        if old_collection != collection:
+            self._store.set_collection(conversation_id, collection)
+
+    def _prompt(
+        self,
+        earlier: Sequence[StoredMessage],
+        question: str,
+        params: GenerationParams,
+        system_prompt: str,
+        collection: str | None,
+    ) -> _Prompt:
+        found = None
+        if collection:
+            from app.services.ask import find_sources
+
+            if self._documents is None:
+                raise RuntimeError("this chat service was built without documents")
+            system_prompt = rag_system_prompt(system_prompt)
+            found = find_sources(
+                self._documents(), self._runtime.backend(), collection, question, system_prompt, params, self._top_k
+            )
+            question = rag_question(question, found.sources)
+        history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         backend = self._runtime.backend()
         budget = prompt_budget(backend.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, backend.count_chat_tokens)
-        return list(fitted.messages), fitted.dropped, fitted.prompt_tokens
+        return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found)
 
-    def _answer(
-        self, conversation_id: str, prompt: tuple[list[ChatMessage], int, int], params: GenerationParams
-    ) -> Iterator[TurnEvent]:
-        messages, dropped, prompt_tokens = prompt
+    def _answer(self, conversation_id: str, prompt: _Prompt, params: GenerationParams) -> Iterator[TurnEvent]:
         cancel = CancelToken()
         with self._cancel_lock:
             self._cancel = cancel
-        yield TurnStarted(conversation_id, dropped, prompt_tokens)
+        sources = prompt.found.sources if prompt.found else ()
+        retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
+        yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms)
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
         try:
-            for event in self._runtime.backend().stream_chat(messages, params, cancel):
+            for event in self._runtime.backend().stream_chat(prompt.messages, params, cancel):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
                 elif isinstance(event, Usage):
@@ -105,12 +169,19 @@ class ChatService:
             reason = "error"
             raise
         finally:
-            saved = self._save(conversation_id, "".join(parts), usage, reason, dropped)
+            saved = self._save(conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms)
         if saved is not None:
             yield TurnSaved(saved)
 
     def _save(
-        self, conversation_id: str, text: str, usage: Usage | None, reason: str, dropped: int
+        self,
+        conversation_id: str,
+        text: str,
+        usage: Usage | None,
+        reason: str,
+        dropped: int,
+        sources: tuple[Source, ...],
+        retrieve_ms: float,
     ) -> StoredMessage | None:
         if not text and reason != "stop":
             return None
@@ -121,8 +192,9 @@ class ChatService:
             decode_tokens_per_s=usage.decode_tokens_per_s if usage else 0.0,
             finish_reason=reason,
             dropped_messages=dropped,
+            retrieve_ms=retrieve_ms,
         )
-        return self._store.append(conversation_id, "assistant", text, stats)
+        return self._store.append(conversation_id, "assistant", text, stats, sources)
 
 
 def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:

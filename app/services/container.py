@@ -9,6 +9,7 @@ from pathlib import Path
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.chat import ChatService
 from app.services.conversations import ConversationStore
+from app.services.documents import LazyDocuments, build_documents
 from app.services.runtime import ModelChoice, ModelRuntime
 from app.settings import Settings
 from backends import registry
@@ -26,6 +27,7 @@ class Services:
     store: ConversationStore
     runtime: ModelRuntime
     chat: ChatService
+    documents: LazyDocuments
 
     def model_choice(self) -> ModelChoice:
         return model_choice(self.settings)
@@ -36,6 +38,7 @@ class Services:
     def close(self) -> None:
         self.runtime.close()
         self.store.close()
+        self.documents.close()
 
 
 def enforce_offline() -> None:
@@ -82,4 +85,6 @@ def build_services(settings: Settings, inventory: HardwareInventory | None = Non
     inventory = inventory or probe()
     store = ConversationStore(paths.conversations_db)
     runtime = ModelRuntime(inventory, make_backend, registry.AUTOMATIC, registry.ALL)
-    return Services(settings, paths, inventory, store, runtime, ChatService(store, runtime))
+    documents = LazyDocuments(lambda: build_documents(settings, paths))
+    chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)
+    return Services(settings, paths, inventory, store, runtime, chat, documents)

@@ -17,8 +17,9 @@ from app.database import Database
 from app.errors import ConversationNotFound
 from app.wording import shorten
 from backends.base import Role
+from rag.prompt import Source
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TITLE_CHARS = 60
 
 _SCHEMA = """
@@ -40,6 +41,11 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 """
 
+_MIGRATIONS = {
+    # Document chat: the collection a conversation answers from, and the passages each answer cited.
+    2: "ALTER TABLE conversations ADD COLUMN collection TEXT; ALTER TABLE messages ADD COLUMN sources TEXT",
+}
+
 
 @dataclass(frozen=True)
 class AnswerStats:
@@ -51,6 +57,7 @@ class AnswerStats:
     decode_tokens_per_s: float
     finish_reason: str
     dropped_messages: int = 0
+    retrieve_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class StoredMessage:
     role: Role
     content: str
     stats: AnswerStats | None
+    sources: tuple[Source, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class Conversation:
     created_at: float
     updated_at: float
     messages: tuple[StoredMessage, ...]
+    collection: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,19 +91,20 @@ class ConversationSummary:
 class ConversationStore:
     def __init__(self, db_path: Path) -> None:
         self._database = Database(
-            db_path, _SCHEMA, SCHEMA_VERSION, "conversation database", "to start with no conversations"
+            db_path, _SCHEMA, SCHEMA_VERSION, "conversation database", "to start with no conversations", _MIGRATIONS
         )
         self._transaction = self._database.transaction
 
-    def create(self, system_prompt: str, title: str = "New chat") -> Conversation:
+    def create(self, system_prompt: str, title: str = "New chat", collection: str | None = None) -> Conversation:
         now = time.time()
         conversation_id = uuid.uuid4().hex
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO conversations (id, title, system_prompt, created_at, updated_at) VALUES (?,?,?,?,?)",
-                (conversation_id, title, system_prompt, now, now),
+                "INSERT INTO conversations (id, title, system_prompt, created_at, updated_at, collection) "
+                "VALUES (?,?,?,?,?,?)",
+                (conversation_id, title, system_prompt, now, now, collection),
             )
-        return Conversation(conversation_id, title, system_prompt, now, now, ())
+        return Conversation(conversation_id, title, system_prompt, now, now, (), collection)
 
     def list(self) -> list[ConversationSummary]:
         rows = self._database.rows(
@@ -107,7 +117,7 @@ class ConversationStore:
     def get(self, conversation_id: str) -> Conversation:
         with self._database.reading() as db:  # both reads see the same state
             row = db.execute(
-                "SELECT id, title, system_prompt, created_at, updated_at FROM conversations WHERE id = ?",
+                "SELECT id, title, system_prompt, created_at, updated_at, collection FROM conversations WHERE id = ?",
                 (conversation_id,),
             ).fetchone()
             if row is None:
@@ -116,7 +126,7 @@ class ConversationStore:
                     "Pick another one from the list or start a new chat.",
                 )
             messages = db.execute(
-                "SELECT id, role, content, stats FROM messages WHERE conversation_id = ? ORDER BY id",
+                "SELECT id, role, content, stats, sources FROM messages WHERE conversation_id = ? ORDER BY id",
                 (conversation_id,),
             ).fetchall()
         return Conversation(
@@ -126,18 +136,28 @@ class ConversationStore:
             created_at=row[3],
             updated_at=row[4],
             messages=tuple(_message(m) for m in messages),
+            collection=row[5],
         )
 
-    def append(self, conversation_id: str, role: Role, content: str, stats: AnswerStats | None = None) -> StoredMessage:
+    def append(
+        self,
+        conversation_id: str,
+        role: Role,
+        content: str,
+        stats: AnswerStats | None = None,
+        sources: tuple[Source, ...] = (),
+    ) -> StoredMessage:
         now = time.time()
         stats_json = json.dumps(asdict(stats)) if stats else None
+        sources_json = json.dumps([asdict(s) for s in sources]) if sources else None
         with self._transaction() as db:
             row = db.execute("SELECT title FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
             if row is None:
                 raise ConversationNotFound("That conversation was deleted.", "Start a new chat to keep talking.")
             cursor = db.execute(
-                "INSERT INTO messages (conversation_id, role, content, stats, created_at) VALUES (?,?,?,?,?)",
-                (conversation_id, role, content, stats_json, now),
+                "INSERT INTO messages (conversation_id, role, content, stats, sources, created_at) "
+                "VALUES (?,?,?,?,?,?)",
+                (conversation_id, role, content, stats_json, sources_json, now),
             )
             title = row[0]
             if role == "user" and title == "New chat":
@@ -147,7 +167,7 @@ class ConversationStore:
                 (now, title, conversation_id),
             )
             message_id = int(cursor.lastrowid or 0)
-        return StoredMessage(message_id, role, content, stats)
+        return StoredMessage(message_id, role, content, stats, sources)
 
     def delete_trailing_assistant(self, conversation_id: str) -> None:
         """Remove the last message if it is an answer (to regenerate it)."""
@@ -162,6 +182,10 @@ class ConversationStore:
         with self._transaction() as db:
             db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
 
+    def set_collection(self, conversation_id: str, collection: str | None) -> None:
+        with self._transaction() as db:
+            db.execute("UPDATE conversations SET collection = ? WHERE id = ?", (collection, conversation_id))
+
     def delete(self, conversation_id: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
@@ -174,7 +198,8 @@ def make_title(first_message: str) -> str:
     return shorten(first_message, TITLE_CHARS) or "New chat"
 
 
-def _message(row: tuple[int, str, str, str | None]) -> StoredMessage:
+def _message(row: tuple[int, str, str, str | None, str | None]) -> StoredMessage:
     stats = AnswerStats(**json.loads(row[3])) if row[3] else None
+    sources = tuple(Source(**s) for s in json.loads(row[4])) if row[4] else ()
     role: Role = "user" if row[1] == "user" else "assistant"
-    return StoredMessage(row[0], role, row[2], stats)
+    return StoredMessage(row[0], role, row[2], stats, sources)

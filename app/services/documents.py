@@ -3,6 +3,8 @@ take seconds to load and plain chat does not need them."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.paths import DataPaths
@@ -48,6 +50,28 @@ class DocumentServices:
 
     def close(self) -> None:
         self.manifest.close()
+
+
+class LazyDocuments:
+    """Builds the document services on first use, once, from any thread (the page warms it up in the background
+    so the first question about a collection does not wait for Chroma and the embedding model)."""
+
+    def __init__(self, build: Callable[[], DocumentServices]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self._value: DocumentServices | None = None
+
+    def get(self) -> DocumentServices:
+        with self._lock:
+            if self._value is None:
+                self._value = self._build()
+            return self._value
+
+    def close(self) -> None:
+        with self._lock:
+            if self._value is not None:
+                self._value.close()
+                self._value = None
 
 
 def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | None = None) -> DocumentServices:

@@ -13,7 +13,9 @@ import gradio as gr
 from app.errors import HearthError
 from app.services.chat import TurnEvent
 from app.services.container import Services
-from app.ui.render import AnswerView, chat_history, conversation_choices, status_markdown
+from app.ui.document_text import TABLE_HEADERS
+from app.ui.documents import NO_COLLECTION, DocumentsPanel, as_gradio_error
+from app.ui.render import AnswerView, chat_history, conversation_choices, neutralize_remote_media, status_markdown
 from app.ui.streaming import BatchedStream
 from backends.base import GenerationParams
 
@@ -29,15 +31,12 @@ footer { display: none !important; }
 """
 
 
-def _as_gradio_error(exc: HearthError) -> gr.Error:
-    return gr.Error(f"{exc.message} {exc.remedy}", title="Hearth", print_exception=False)
-
-
 class ChatPage:
     """Event handlers for one Gradio page, bound to the app's services."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, documents: DocumentsPanel) -> None:
         self.services = services
+        self.documents = documents
 
     def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
         """The configured defaults with the page's two sliders applied."""
@@ -50,7 +49,12 @@ class ChatPage:
 
     def on_load(self) -> tuple[Any, ...]:
         status = self.services.runtime.status
-        return self.sidebar(None), status_markdown(status), gr.update(active=status.state == "loading")
+        return (
+            self.sidebar(None),
+            status_markdown(status),
+            gr.update(active=status.state == "loading"),
+            *self.documents.refresh(None, NO_COLLECTION),
+        )
 
     def on_tick(self) -> tuple[Any, ...]:
         status = self.services.runtime.status
@@ -58,12 +62,14 @@ class ChatPage:
 
     def open_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
         if not conversation_id:
-            return gr.update(), gr.update(), gr.update(), ""
+            return gr.update(), gr.update(), gr.update(), "", gr.update()
         try:
             conversation = self.services.store.get(conversation_id)
         except HearthError as exc:
-            raise _as_gradio_error(exc) from exc
-        return chat_history(conversation), conversation.id, conversation.system_prompt, ""
+            raise as_gradio_error(exc) from exc
+        known = {value for _, value in self.documents.chat_choices()}
+        collection = conversation.collection if conversation.collection in known else NO_COLLECTION
+        return chat_history(conversation), conversation.id, conversation.system_prompt, "", collection
 
     def new_chat(self) -> tuple[Any, ...]:
         return [], None, self.sidebar(None), self.services.settings.generation.system_prompt, ""
@@ -83,17 +89,24 @@ class ChatPage:
         system_prompt: str,
         temperature: float,
         max_new_tokens: float,
+        collection: str | None,
     ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             gr.Warning("Type a question first.")
             return
         history = self._history(conversation_id)
-        history.append({"role": "user", "content": text})
-        events = self.services.chat.send(conversation_id, text, self.params(temperature, max_new_tokens), system_prompt)
+        history.append({"role": "user", "content": neutralize_remote_media(text)})
+        params = self.params(temperature, max_new_tokens)
+        events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None)
         yield from self._stream(events, history, clear_box=True)
 
     def regenerate(
-        self, conversation_id: str | None, system_prompt: str, temperature: float, max_new_tokens: float
+        self,
+        conversation_id: str | None,
+        system_prompt: str,
+        temperature: float,
+        max_new_tokens: float,
+        collection: str | None,
     ) -> Iterator[tuple[Any, ...]]:
         if not conversation_id:
             gr.Warning("There is nothing to regenerate yet.")
@@ -101,7 +114,8 @@ class ChatPage:
         history = self._history(conversation_id)
         if history and history[-1]["role"] == "assistant":
             history.pop()
-        events = self.services.chat.regenerate(conversation_id, self.params(temperature, max_new_tokens), system_prompt)
+        params = self.params(temperature, max_new_tokens)
+        events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None)
         yield from self._stream(events, history, clear_box=False)
 
     def _history(self, conversation_id: str | None) -> list[dict[str, str]]:
@@ -110,7 +124,7 @@ class ChatPage:
         try:
             return chat_history(self.services.store.get(conversation_id))
         except HearthError as exc:
-            raise _as_gradio_error(exc) from exc
+            raise as_gradio_error(exc) from exc
 
     def _stream(
         self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool
@@ -134,7 +148,7 @@ class ChatPage:
                     view.apply(event)
                 yield view.render(), gr.update(), gr.update(), gr.update(), gr.update()
         except HearthError as exc:
-            raise _as_gradio_error(exc) from exc
+            raise as_gradio_error(exc) from exc
         yield view.render(), gr.update(), view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
 
 
@@ -143,9 +157,10 @@ def _notice(view: AnswerView) -> str:
 
 
 def build_ui(services: Services) -> gr.Blocks:
-    page = ChatPage(services)
+    documents = DocumentsPanel(services)
+    page = ChatPage(services, documents)
     settings = services.settings.generation
-    with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True) as demo:
+    with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
         conversation_id = gr.State(None)
         with gr.Sidebar(label="Conversations", open=True):
             gr.Markdown("## Hearth\nYour private, offline assistant")
@@ -156,55 +171,124 @@ def build_ui(services: Services) -> gr.Blocks:
                 confirm_delete = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete")
                 cancel_delete = gr.Button("Keep it", size="sm", elem_id="cancel-delete")
         status = gr.Markdown("Starting…", elem_id="status-line")
-        chatbot = gr.Chatbot(
-            elem_id="chat",
-            label="Chat",
-            show_label=False,
-            scale=1,
-            height="60vh",
-            buttons=["copy"],
-            feedback_options=None,
-            sanitize_html=True,
-            placeholder="Ask anything. Your words and the model's answers never leave this computer.",
-        )
-        notice = gr.Markdown("", elem_id="notice")
-        with gr.Row(equal_height=True):
-            message = gr.Textbox(
-                placeholder="Type a message (Enter sends, Shift+Enter for a new line)",
-                show_label=False,
-                lines=1,
-                max_lines=8,
-                scale=8,
-                elem_id="message",
-                autofocus=True,
-            )
-            send_button = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
-            stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-        with gr.Row():
-            regenerate_button = gr.Button("Regenerate", size="sm", elem_id="regenerate")
-            clear_button = gr.Button("Clear (new chat)", size="sm", elem_id="clear")
-        with gr.Accordion("Answer settings", open=False, elem_id="answer-settings"):
-            system_prompt = gr.Textbox(label="System prompt", value=settings.system_prompt, lines=3)
-            temperature = gr.Slider(0.0, 2.0, value=settings.temperature, step=0.05, label="Temperature")
-            max_new_tokens = gr.Slider(
-                16, 4096, value=min(settings.max_new_tokens, 4096), step=16, label="Max new tokens"
-            )
+        with gr.Tabs(elem_id="tabs"):
+            with gr.Tab("Chat", id="chat-tab", elem_id="chat-tab"):
+                chatbot = gr.Chatbot(
+                    elem_id="chat",
+                    label="Chat",
+                    show_label=False,
+                    scale=1,
+                    height="60vh",
+                    buttons=["copy"],
+                    feedback_options=None,
+                    sanitize_html=True,
+                    placeholder="Ask anything. Your words and the model's answers never leave this computer.",
+                )
+                notice = gr.Markdown("", elem_id="notice")
+                with gr.Row(equal_height=True):
+                    message = gr.Textbox(
+                        placeholder="Type a message (Enter sends, Shift+Enter for a new line)",
+                        show_label=False,
+                        lines=1,
+                        max_lines=8,
+                        scale=8,
+                        elem_id="message",
+                        autofocus=True,
+                    )
+                    send_button = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
+                    stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
+                with gr.Row():
+                    chat_collection = gr.Dropdown(
+                        choices=[("None (plain chat)", NO_COLLECTION)],
+                        value=NO_COLLECTION,
+                        label="Answer from documents",
+                        info="Pick a collection to answer from its files, with numbered sources.",
+                        scale=3,
+                        elem_id="chat-collection",
+                        interactive=True,
+                    )
+                    with gr.Column(scale=1, min_width=160):
+                        regenerate_button = gr.Button("Regenerate", size="sm", elem_id="regenerate")
+                        clear_button = gr.Button("Clear (new chat)", size="sm", elem_id="clear")
+                with gr.Accordion("Answer settings", open=False, elem_id="answer-settings"):
+                    system_prompt = gr.Textbox(label="System prompt", value=settings.system_prompt, lines=3)
+                    temperature = gr.Slider(0.0, 2.0, value=settings.temperature, step=0.05, label="Temperature")
+                    max_new_tokens = gr.Slider(
+                        16, 4096, value=min(settings.max_new_tokens, 4096), step=16, label="Max new tokens"
+                    )
+            with gr.Tab("Documents", id="documents-tab", elem_id="documents-tab"):
+                gr.Markdown(
+                    "A **collection** is a set of your files that Hearth can answer from. Files are read, split "
+                    "into passages and indexed on this computer; pick the collection under the chat box to ask "
+                    "about them."
+                )
+                with gr.Row(equal_height=True):
+                    collection = gr.Dropdown(
+                        choices=[], label="Collection", scale=3, elem_id="collection", interactive=True
+                    )
+                    new_name = gr.Textbox(
+                        label="New collection", placeholder="for example: work notes", scale=3, elem_id="new-name"
+                    )
+                    create_button = gr.Button("Create", scale=1, elem_id="create-collection")
+                summary = gr.Markdown("", elem_id="collection-summary")
+                with gr.Row(equal_height=True):
+                    upload = gr.File(
+                        label="Add files (PDF, Word, HTML, Markdown, text, CSV)",
+                        file_count="multiple",
+                        type="filepath",
+                        scale=4,
+                        elem_id="upload",
+                        height=140,
+                    )
+                    folder_upload = gr.UploadButton(
+                        "Add a folder", file_count="directory", scale=1, elem_id="upload-folder", size="md"
+                    )
+                with gr.Row(equal_height=True):
+                    progress = gr.Markdown("", elem_id="ingest-progress")
+                    cancel_button = gr.Button("Cancel", variant="stop", size="sm", visible=False, elem_id="cancel")
+                table = gr.Dataframe(
+                    headers=TABLE_HEADERS,
+                    datatype=["str", "str", "number", "str"],
+                    interactive=False,
+                    wrap=True,
+                    elem_id="files",
+                    label="Files",
+                )
+                with gr.Row(equal_height=True):
+                    file_picker = gr.Dropdown(
+                        choices=[], label="File", scale=3, elem_id="file-picker", interactive=True
+                    )
+                    remove_button = gr.Button("Remove from collection", size="sm", scale=1, elem_id="remove-file")
+                delete_collection_button = gr.Button(
+                    "Delete this collection", size="sm", variant="secondary", elem_id="delete-collection"
+                )
+                with gr.Row(visible=False) as confirm_collection_row:
+                    gr.Markdown("Delete the collection and its index? Files you added by path stay on disk.")
+                    confirm_collection = gr.Button(
+                        "Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection"
+                    )
+                    keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
         timer = gr.Timer(1.0, active=True)
 
-        demo.load(page.on_load, outputs=[conversations, status, timer])
+        collection_view = [collection, table, file_picker, summary]
+        demo.load(page.on_load, outputs=[conversations, status, timer, *collection_view, chat_collection])
         timer.tick(page.on_tick, outputs=[status, timer], show_progress="hidden")
         stream_outputs = [chatbot, message, conversation_id, conversations, notice]
-        send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens]
+        send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens, chat_collection]
         message.submit(page.send, send_inputs, stream_outputs, concurrency_id="generate")
         send_button.click(page.send, send_inputs, stream_outputs, concurrency_id="generate")
         regenerate_button.click(
             page.regenerate,
-            [conversation_id, system_prompt, temperature, max_new_tokens],
+            [conversation_id, system_prompt, temperature, max_new_tokens, chat_collection],
             stream_outputs,
             concurrency_id="generate",
         )
         stop_button.click(page.stop, queue=False)
-        conversations.input(page.open_conversation, [conversations], [chatbot, conversation_id, system_prompt, notice])
+        conversations.input(
+            page.open_conversation,
+            [conversations],
+            [chatbot, conversation_id, system_prompt, notice, chat_collection],
+        )
         new_chat_outputs = [chatbot, conversation_id, conversations, system_prompt, notice]
         for button in (new_button, clear_button):
             button.click(page.new_chat, outputs=new_chat_outputs)
@@ -217,6 +301,26 @@ def build_ui(services: Services) -> gr.Blocks:
         confirm_delete.click(
             page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
         ).then(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
+
+        # Documents. Ingestion has its own queue, so chat keeps answering while files are indexed.
+        collection.input(documents.view, [collection], collection_view)
+        create_button.click(
+            documents.create, [new_name, chat_collection], [*collection_view, chat_collection, new_name]
+        )
+        new_name.submit(documents.create, [new_name, chat_collection], [*collection_view, chat_collection, new_name])
+        ingest_outputs = [progress, table, file_picker, summary, cancel_button, upload]
+        upload.upload(documents.add_files, [collection, upload], ingest_outputs, concurrency_id="ingest")
+        folder_upload.upload(documents.add_files, [collection, folder_upload], ingest_outputs, concurrency_id="ingest")
+        cancel_button.click(documents.cancel, queue=False)
+        remove_button.click(documents.remove_file, [collection, file_picker], collection_view, concurrency_id="ingest")
+        delete_collection_button.click(lambda: gr.update(visible=True), outputs=[confirm_collection_row], queue=False)
+        keep_collection.click(lambda: gr.update(visible=False), outputs=[confirm_collection_row], queue=False)
+        confirm_collection.click(
+            documents.delete,
+            [collection, chat_collection],
+            [*collection_view, chat_collection],
+            concurrency_id="ingest",
+        ).then(lambda: gr.update(visible=False), outputs=[confirm_collection_row], queue=False)
     return demo  # type: ignore[no-any-return]
 
 
@@ -232,6 +336,11 @@ def load_model_in_background(services: Services) -> threading.Thread:
                 log.info("load %.0f%%: %s", progress.fraction * 100, progress.message)
         except HearthError:
             pass  # the runtime keeps the error; the status line and every chat attempt show it
+        try:
+            # Warm up documents, so the first question about a collection does not wait for the embedding model.
+            _ = services.documents.get().embedder.dimension
+        except HearthError as exc:
+            log.warning("documents are not available: %s %s", exc.message, exc.remedy)
 
     thread = threading.Thread(target=run, name="hearth-model-load", daemon=True)
     thread.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,16 +10,41 @@ from dataclasses import dataclass, field
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, ConversationSummary
 from app.services.runtime import RuntimeStatus
+from app.wording import shorten
 from backends.base import Finished, TextDelta
+from rag.prompt import Source
 
 # A markdown image whose target is not local would make the browser fetch it; show it as text instead.
 _REMOTE_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?((?:https?:)?//[^)\s>]*)>?[^)]*\)", re.IGNORECASE)
-_HTML_IMG = re.compile(r"<\s*img\b[^>]*>", re.IGNORECASE)
+# Fenced code blocks and inline code spans, where markdown shows "<" as typed and nothing renders as HTML.
+_CODE = re.compile(r"(```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`)", re.DOTALL)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
+PASSAGE_CHARS = 600
 
 
 def neutralize_remote_media(text: str) -> str:
+    """Text from the model or from documents, made safe to render: remote markdown images become plain text,
+    and raw HTML is shown as text instead of rendered (outside code, where it is shown as typed anyway)."""
     text = _REMOTE_IMAGE.sub(lambda m: f"[image: {m.group(1) or 'untitled'}] ({m.group(2)})", text)
-    return _HTML_IMG.sub("[image removed]", text)
+    parts = _CODE.split(text)
+    return "".join(part if i % 2 else part.replace("<", "&lt;") for i, part in enumerate(parts))
+
+
+def escape_markdown(text: str) -> str:
+    """Show ``text`` exactly as written: no markdown, no HTML, one line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(" ".join(text.split()), quote=False))
+
+
+def sources_markdown(sources: Sequence[Source]) -> str:
+    """The passages an answer was given, numbered as it cites them: file, page or section, and the text."""
+    if not sources:
+        return ""
+    items = [
+        f"<details><summary>[{s.number}] {html.escape(s.label)}</summary>\n\n"
+        f"{escape_markdown(shorten(s.text, PASSAGE_CHARS))}\n\n</details>"
+        for s in sources
+    ]
+    return "**Sources**\n\n" + "\n\n".join(items)
 
 
 def format_stats(stats: AnswerStats) -> str:
@@ -33,16 +59,20 @@ def format_stats(stats: AnswerStats) -> str:
         parts.append("cut at the token limit")
     elif stats.finish_reason == "error":
         parts.append("interrupted by an error")
+    if stats.retrieve_ms:
+        parts.insert(0, f"{stats.retrieve_ms:.0f} ms to find sources")
     if stats.dropped_messages:
         parts.append(f"{stats.dropped_messages} earlier messages left out to fit the context")
     return " · ".join(parts)
 
 
-def assistant_text(content: str, stats: AnswerStats | None) -> str:
-    body = neutralize_remote_media(content) if content else "…"
-    if stats is None:
-        return body
-    return f"{body}\n\n*{format_stats(stats)}*"
+def assistant_text(content: str, stats: AnswerStats | None, sources: Sequence[Source] = ()) -> str:
+    parts = [neutralize_remote_media(content) if content else "…"]
+    if stats is not None:
+        parts.append(f"*{format_stats(stats)}*")
+    if sources:
+        parts.append(sources_markdown(sources))
+    return "\n\n".join(parts)
 
 
 def chat_history(conversation: Conversation | None) -> list[dict[str, str]]:
@@ -51,7 +81,7 @@ def chat_history(conversation: Conversation | None) -> list[dict[str, str]]:
     return [
         {"role": "user", "content": neutralize_remote_media(m.content)}
         if m.role == "user"
-        else {"role": "assistant", "content": assistant_text(m.content, m.stats)}
+        else {"role": "assistant", "content": assistant_text(m.content, m.stats, m.sources)}
         for m in conversation.messages
     ]
 
@@ -87,12 +117,14 @@ class AnswerView:
     dropped: int = 0
     finished: str | None = None
     saved_stats: AnswerStats | None = None
+    sources: tuple[Source, ...] = ()
     notices: list[str] = field(default_factory=list)
 
     def apply(self, event: TurnEvent) -> list[dict[str, str]]:
         if isinstance(event, TurnStarted):
             self.conversation_id = event.conversation_id
             self.dropped = event.dropped_messages
+            self.sources = event.sources
             if event.dropped_messages:
                 self.notices.append(
                     f"{event.dropped_messages} earlier messages were left out so the conversation fits the "
@@ -110,5 +142,5 @@ class AnswerView:
         if self.finished and not self.text:
             content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
         else:
-            content = assistant_text(self.text, self.saved_stats)
+            content = assistant_text(self.text, self.saved_stats, self.sources)
         return [*self.history, {"role": "assistant", "content": content}]

@@ -9,11 +9,13 @@ import pytest
 
 from app.paths import resolve_data_paths
 from app.services.ask import AskStarted, ask
+from app.services.chat import ChatService, TurnSaved, TurnStarted
 from app.services.container import Services, build_services
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta, Usage
 from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.manifest import CollectionError
 from tests.helpers import write_pdf
 
 pytestmark = pytest.mark.integration
@@ -100,10 +102,10 @@ def test_a_cited_answer_from_the_collection(documents: DocumentServices, chat: S
     events = list(ask(documents, chat.runtime, "facts", "Who built the Skerry lighthouse?", GenerationParams(0.0, 64)))
     started = events[0]
     assert isinstance(started, AskStarted)
-    assert [s.number for s in started.sources] == list(range(1, len(started.sources) + 1))
-    assert Path(started.sources[0].path).name == "lighthouse.pdf"
-    assert started.sources[0].page == 1
-    assert started.sources[0].label == "lighthouse.pdf, page 1"
+    assert [s.number for s in started.found.sources] == list(range(1, len(started.found.sources) + 1))
+    assert Path(started.found.sources[0].path).name == "lighthouse.pdf"
+    assert started.found.sources[0].page == 1
+    assert started.found.sources[0].label == "lighthouse.pdf, page 1"
     answer = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert "Brody" in answer
     usage = next(e for e in events if isinstance(e, Usage))
@@ -117,8 +119,42 @@ def test_passages_are_cut_to_fit_a_small_context(documents: DocumentServices, is
         events = ask(documents, small.runtime, "facts", "Tell me about the lighthouse.", GenerationParams(0.0, 16))
         started = next(events)
         assert isinstance(started, AskStarted)
-        assert 0 < len(started.sources) < 5
+        assert 0 < len(started.found.sources) < 5
         assert started.prompt_tokens <= 256 - 16
         list(events)
     finally:
         small.close()
+
+
+def test_a_chat_turn_answers_from_a_collection_and_keeps_its_sources(
+    documents: DocumentServices, chat: Services
+) -> None:
+    service = ChatService(chat.store, chat.runtime, lambda: documents)
+    params = GenerationParams(0.0, 48)
+    events = list(service.send(None, "Who built the Skerry lighthouse?", params, "Be brief.", collection="facts"))
+    started, saved = events[0], events[-1]
+    assert isinstance(started, TurnStarted) and isinstance(saved, TurnSaved)
+    assert Path(started.sources[0].path).name == "lighthouse.pdf"
+    assert started.retrieve_ms > 0
+    assert saved.message.sources == started.sources
+    assert saved.message.stats is not None and saved.message.stats.retrieve_ms == started.retrieve_ms
+    conversation = chat.store.get(started.conversation_id)
+    assert conversation.collection == "facts"
+    assert conversation.messages[0].content == "Who built the Skerry lighthouse?"  # stored without the passages
+    assert conversation.messages[1].sources == started.sources
+
+    again = list(service.regenerate(conversation.id, params, "Be brief.", collection="facts"))
+    assert isinstance(again[0], TurnStarted) and again[0].sources == started.sources
+
+    plain = list(service.send(conversation.id, "Thanks!", params, "Be brief."))
+    assert isinstance(plain[0], TurnStarted) and plain[0].sources == ()
+    assert chat.store.get(conversation.id).collection is None
+    assert len(chat.store.get(conversation.id).messages) == 4
+
+
+def test_a_question_about_a_missing_collection_stores_nothing(documents: DocumentServices, chat: Services) -> None:
+    service = ChatService(chat.store, chat.runtime, lambda: documents)
+    with pytest.raises(CollectionError) as caught:
+        list(service.send(None, "Anything?", GenerationParams(0.0, 8), "", collection="no such thing"))
+    assert "facts" in caught.value.message  # names the collections that do exist
+    assert chat.store.list() == []

@@ -5,6 +5,7 @@ import pytest
 
 from app.errors import ConversationNotFound, StorageError
 from app.services.conversations import AnswerStats, ConversationStore, make_title
+from rag.prompt import Source
 
 
 @pytest.fixture
@@ -91,3 +92,39 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 )
 def test_titles(text: str, title: str) -> None:
     assert make_title(text) == title
+
+
+def test_answers_keep_their_sources_and_conversations_their_collection(store: ConversationStore) -> None:
+    conversation = store.create("s", collection="Work notes")
+    store.append(conversation.id, "user", "When was it built?")
+    sources = (Source(1, "/d/a.pdf", 3, None, "Built in 1852."), Source(2, "/d/b.md", None, "Intro", "Hello."))
+    store.append(conversation.id, "assistant", "In 1852 [1].", AnswerStats(1, 2, 3.0, 4.0, "stop"), sources)
+    loaded = store.get(conversation.id)
+    assert loaded.collection == "Work notes"
+    assert loaded.messages[1].sources == sources
+    assert loaded.messages[0].sources == ()
+    store.set_collection(conversation.id, None)
+    assert store.get(conversation.id).collection is None
+
+
+def test_a_version_1_database_is_upgraded_in_place_with_nothing_lost(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE conversations (id TEXT PRIMARY KEY, title TEXT NOT NULL, system_prompt TEXT NOT NULL, "
+            "created_at REAL NOT NULL, updated_at REAL NOT NULL);"
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL "
+            "REFERENCES conversations(id) ON DELETE CASCADE, role TEXT NOT NULL, content TEXT NOT NULL, stats TEXT, "
+            "created_at REAL NOT NULL);"
+            "INSERT INTO conversations VALUES ('c1', 'Old chat', 'sys', 1.0, 2.0);"
+            "INSERT INTO messages (conversation_id, role, content, stats, created_at) VALUES ('c1','user','hi',NULL,1);"
+            "PRAGMA user_version=1;"
+        )
+    store = ConversationStore(path)
+    loaded = store.get("c1")
+    assert (loaded.title, loaded.collection, [m.content for m in loaded.messages]) == ("Old chat", None, ["hi"])
+    store.append("c1", "assistant", "hello", sources=(Source(1, "/x.txt", None, None, "x"),))
+    assert store.get("c1").messages[1].sources[0].path == "/x.txt"
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2

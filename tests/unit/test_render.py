@@ -1,8 +1,9 @@
 from app.services.chat import TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, StoredMessage
 from app.services.runtime import RuntimeStatus
-from app.ui.render import AnswerView, format_stats, neutralize_remote_media, status_markdown
+from app.ui.render import AnswerView, format_stats, neutralize_remote_media, sources_markdown, status_markdown
 from backends.base import Finished, TextDelta, Usage
+from rag.prompt import Source
 
 STATS = AnswerStats(
     prompt_tokens=20,
@@ -67,3 +68,41 @@ def test_remote_images_are_never_fetched() -> None:
 def test_status_line_for_each_state() -> None:
     assert "Model not loaded" in status_markdown(RuntimeStatus("error", "x.gguf", "File missing. Pick one."))
     assert "Loading" in status_markdown(RuntimeStatus("loading", "x", "Loading on CPU…"))
+
+
+def test_raw_html_from_the_model_is_shown_as_text_but_code_is_left_as_typed() -> None:
+    text = 'Try <iframe src="http://x"></iframe> or `a < b` and\n```html\n<b>bold</b>\n```\nend <video src=y>'
+    safe = neutralize_remote_media(text)
+    assert "<iframe" not in safe
+    assert "&lt;iframe" in safe
+    assert "&lt;video" in safe
+    assert "`a < b`" in safe
+    assert "```html\n<b>bold</b>\n```" in safe
+
+
+def test_sources_show_file_place_and_passage_as_plain_text() -> None:
+    sources = [
+        Source(1, "/docs/guide.pdf", 3, None, "Tides ![x](http://evil/p.png) <script>alert(1)</script> *rise*"),
+        Source(2, "/docs/notes.md", None, "Moon › Phases", "Full moon."),
+    ]
+    block = sources_markdown(sources)
+    assert block.startswith("**Sources**")
+    assert "<summary>[1] guide.pdf, page 3</summary>" in block
+    assert "<summary>[2] notes.md, Moon › Phases</summary>" in block
+    assert "![x]" not in block
+    assert "<script>" not in block
+    assert "\\*rise\\*" in block
+    assert sources_markdown([]) == ""
+
+
+def test_an_answer_from_documents_lists_its_sources_under_the_stats() -> None:
+    source = Source(1, "/docs/guide.pdf", 3, None, "Built in 1852.")
+    view = AnswerView([])
+    view.apply(TurnStarted("c1", 0, 50, sources=(source,), retrieve_ms=42.0))
+    view.apply(TextDelta("In 1852 [1]."))
+    stats = AnswerStats(50, 5, 300.0, 80.0, "stop", retrieve_ms=42.0)
+    content = view.apply(TurnSaved(StoredMessage(2, "assistant", "In 1852 [1].", stats, (source,))))[-1]["content"]
+    body, stats_line, listed = content.split("\n\n", 2)
+    assert body == "In 1852 [1]."
+    assert stats_line.startswith("*42 ms to find sources · 0.30 s to first token")
+    assert listed.startswith("**Sources**") and "guide.pdf, page 3" in listed

@@ -1,0 +1,70 @@
+"""Pure functions that turn ingestion results and file records into what the Documents tab shows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.wording import format_eta, plural
+from rag.ingest import FileOutcome, IngestProgress
+from rag.manifest import FileRecord
+
+TABLE_HEADERS = ["File", "Status", "Chunks", "Where"]
+
+
+def progress_line(progress: IngestProgress) -> str:
+    if not progress.current:
+        return f"Indexed {progress.files_done} of {plural(progress.files_total, 'file')}."
+    return (
+        f"Indexing {progress.files_done + 1} of {progress.files_total}: **{progress.current}** · "
+        f"{progress.chunks_per_s:.0f} chunks/s · {format_eta(progress.eta_s)}"
+    )
+
+
+def upload_report(outcomes: Sequence[FileOutcome], total: int, cancelled: bool) -> str:
+    indexed = [o for o in outcomes if o.outcome == "indexed"]
+    unchanged = [o for o in outcomes if o.outcome == "unchanged"]
+    skipped = [o for o in outcomes if o.outcome == "skipped"]
+    parts = []
+    if indexed:
+        chunks = sum(o.chunks for o in indexed)
+        parts.append(f"Added {plural(len(indexed), 'file')} ({plural(chunks, 'chunk')}).")
+    if unchanged:
+        names = ", ".join(Path(o.path).name for o in unchanged)
+        parts.append(f"Already in this collection, unchanged: {names}.")
+    lines = [" ".join(parts)] if parts else []
+    lines += [f"- Skipped **{escape_name(Path(o.path).name)}**: {o.reason}" for o in skipped]
+    if cancelled:
+        done = len(indexed) + len(unchanged)
+        lines.append(
+            f"Cancelled after {done} of {plural(total, 'file')}. "
+            "What was indexed is kept; add the rest again to finish."
+        )
+    return "\n".join(lines) or "Nothing to add."
+
+
+def escape_name(name: str) -> str:
+    return "".join(f"\\{ch}" if ch in "\\`*_[]<>#|" else ch for ch in name)
+
+
+def file_status(record: FileRecord) -> str:
+    return "indexed" if record.status == "indexed" else f"skipped: {record.reason}"
+
+
+def file_rows(records: Sequence[FileRecord], owned: Path | None) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for record in records:
+        path = Path(record.path)
+        where = "uploaded" if owned is not None and path.is_relative_to(owned) else str(path.parent)
+        rows.append([path.name, file_status(record), record.chunks, where])
+    return rows
+
+
+def collection_summary(collection: str | None, records: Sequence[FileRecord]) -> str:
+    if collection is None:
+        return "No collections yet. Create one, then add files to it."
+    indexed = [r for r in records if r.status == "indexed"]
+    skipped = len(records) - len(indexed)
+    line = f"**{collection}**: {plural(len(indexed), 'file')}, {plural(sum(r.chunks for r in indexed), 'chunk')}"
+    return line + (f", {skipped} skipped" if skipped else "") + "."

@@ -1,0 +1,154 @@
+"""The Documents tab: collections, uploads with progress and cancel, each file's status. Wiring only; the work
+is the ingestor's and the text is built by the pure helpers at the bottom."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from app.errors import HearthError
+from app.services.container import Services
+from app.services.documents import DocumentServices
+from app.services.uploads import discard_copy, keep_uploads
+from app.ui.document_text import collection_summary, file_rows, progress_line, upload_report
+from backends.base import CancelToken
+from rag.ingest import FileOutcome
+from rag.manifest import CollectionInfo
+
+# How often the progress line is redrawn during an ingestion.
+PROGRESS_INTERVAL_S = 0.3
+NO_COLLECTION = ""
+
+
+def as_gradio_error(exc: HearthError) -> gr.Error:
+    return gr.Error(f"{exc.message} {exc.remedy}", title="Hearth", print_exception=False)
+
+
+class DocumentsPanel:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._cancel = CancelToken()
+        self._cancel_lock = threading.Lock()
+
+    def docs(self) -> DocumentServices:
+        try:
+            return self.services.documents.get()
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+
+    def uploads_folder(self, info: CollectionInfo) -> Path:
+        return self.services.paths.uploads_dir / info.store_name
+
+    # --- what the tab shows -------------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return [info.name for info in self.docs().manifest.collections()]
+
+    def chat_choices(self) -> list[tuple[str, str]]:
+        return [("None (plain chat)", NO_COLLECTION), *((name, name) for name in self.names())]
+
+    def view(self, collection: str | None) -> tuple[Any, ...]:
+        """Collection picker, file table, the remove-file picker and the summary line, for ``collection``."""
+        names = self.names()
+        selected = collection if collection in names else (names[0] if names else None)
+        records = self.docs().files(selected) if selected else []
+        owned = self.uploads_folder(self.docs().manifest.get(selected)) if selected else None
+        return (
+            gr.update(choices=names, value=selected),
+            file_rows(records, owned),
+            gr.update(choices=[(Path(r.path).name, r.path) for r in records], value=None),
+            collection_summary(selected, records),
+        )
+
+    def refresh(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:
+        choices = self.chat_choices()
+        keep = chat_collection if chat_collection in {value for _, value in choices} else NO_COLLECTION
+        return (*self.view(collection), gr.update(choices=choices, value=keep))
+
+    # --- changes ------------------------------------------------------------------------------------------------
+
+    def create(self, name: str, chat_collection: str | None) -> tuple[Any, ...]:
+        try:
+            info = self.docs().ingestor.open_collection(name)
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        gr.Info(f"Collection {info.name!r} is ready. Add files to it below.")
+        return (*self.refresh(info.name, chat_collection), "")
+
+    def delete(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:
+        if not collection:
+            raise gr.Error("Pick a collection to delete first.", title="Hearth", print_exception=False)
+        docs = self.docs()
+        try:
+            info = docs.manifest.get(collection)
+            docs.ingestor.delete_collection(info.name)
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        shutil.rmtree(self.uploads_folder(info), ignore_errors=True)
+        gr.Info(f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.")
+        return self.refresh(None, chat_collection)
+
+    def remove_file(self, collection: str | None, path: str | None) -> tuple[Any, ...]:
+        if not collection or not path:
+            raise gr.Error("Pick a file to remove first.", title="Hearth", print_exception=False)
+        docs = self.docs()
+        try:
+            info = docs.manifest.get(collection)
+            docs.ingestor.remove_file(info.name, path)
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        discard_copy(Path(path), self.uploads_folder(info))
+        gr.Info(f"Removed {Path(path).name} from {info.name!r}.")
+        return self.view(info.name)
+
+    def cancel(self) -> None:
+        with self._cancel_lock:
+            self._cancel.cancel()
+
+    def add_files(self, collection: str | None, uploaded: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
+        """Copy the uploads into the data directory and index them, yielding the progress line as it goes.
+
+        Outputs: progress line, file table, remove-file picker, summary line, cancel button, the upload box."""
+        if not uploaded:
+            return
+        if not collection:
+            raise gr.Error(
+                "Pick or create a collection first, then add files to it.", title="Hearth", print_exception=False
+            )
+        cancel = CancelToken()
+        with self._cancel_lock:
+            self._cancel = cancel
+        idle = (gr.update(), gr.update(), gr.update())
+        yield "Preparing the embedding model…", *idle, gr.update(visible=True), gr.update()
+        docs = self.docs()
+        try:
+            info = docs.ingestor.open_collection(collection)
+            folder = self.uploads_folder(info)
+            copies = keep_uploads([Path(p) for p in uploaded], folder)
+            outcomes: list[FileOutcome] = []
+            last = 0.0
+            for event in docs.ingestor.ingest(copies, info.name, cancel):
+                if isinstance(event, FileOutcome):
+                    outcomes.append(event)
+                    if event.outcome == "skipped":
+                        discard_copy(Path(event.path), folder)  # the reason stays in the table
+                elif time.monotonic() - last >= PROGRESS_INTERVAL_S:
+                    last = time.monotonic()
+                    yield progress_line(event), *idle, gr.update(), gr.update()
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        except OSError as exc:
+            raise gr.Error(
+                f"Could not keep a copy of the upload: {exc.strerror}. Check free disk space.",
+                title="Hearth",
+                print_exception=False,
+            ) from exc
+        _, table, picker, summary = self.view(info.name)
+        report = upload_report(outcomes, len(copies), cancelled=cancel.cancelled)
+        yield report, table, picker, summary, gr.update(visible=False), None

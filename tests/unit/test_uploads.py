@@ -1,0 +1,57 @@
+"""Keeping copies of uploaded files: names from the browser, repeats, and new versions."""
+
+from pathlib import Path
+
+from app.services.uploads import discard_copy, keep_uploads, safe_file_name, unique_names
+
+
+def test_browser_names_become_plain_visible_file_names() -> None:
+    assert safe_file_name("report.pdf") == "report.pdf"
+    assert safe_file_name("../../etc/passwd") == "passwd"
+    assert safe_file_name("C:\\Users\\me\\notes.md") == "notes.md"
+    assert safe_file_name(".bashrc") == "bashrc"
+    assert safe_file_name("...") == "upload"
+    assert safe_file_name("bad\x00name\n.txt") == "badname.txt"
+    long = safe_file_name("x" * 500 + ".pdf")
+    assert len(long) == 200
+    assert long.endswith(".pdf")
+
+
+def test_two_files_with_one_name_in_a_batch_are_both_kept() -> None:
+    assert unique_names(["a.md", "b.md", "A.md", "a.md", "README"]) == [
+        "a.md",
+        "b.md",
+        "A (2).md",
+        "a (3).md",
+        "README",
+    ]
+    assert unique_names(["README", "README"]) == ["README", "README (2)"]
+
+
+def test_uploading_the_same_file_twice_keeps_one_untouched_copy(tmp_path: Path) -> None:
+    upload = tmp_path / "tmp" / "notes.md"
+    upload.parent.mkdir()
+    upload.write_text("tides")
+    folder = tmp_path / "kept"
+    (first,) = keep_uploads([upload], folder)
+    before = first.stat().st_mtime_ns
+    (second,) = keep_uploads([upload], folder)
+    assert first == second == folder / "notes.md"
+    assert second.stat().st_mtime_ns == before  # unchanged, so the index sees nothing to redo
+    upload.write_text("tides, revised")
+    (third,) = keep_uploads([upload], folder)
+    assert third.read_text() == "tides, revised"
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.md"]  # no partial file left behind
+
+
+def test_only_hearths_own_copies_are_ever_deleted(tmp_path: Path) -> None:
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    mine = folder / "a.txt"
+    mine.write_text("x")
+    theirs = tmp_path / "b.txt"
+    theirs.write_text("y")
+    discard_copy(theirs, folder)
+    discard_copy(mine, folder)
+    assert theirs.exists()
+    assert not mine.exists()
