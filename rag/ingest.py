@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -135,12 +135,17 @@ class Ingestor:
         return info
 
     def ingest(
-        self, paths: Sequence[Path], collection: str, cancel: CancelToken | None = None
+        self,
+        paths: Sequence[Path],
+        collection: str,
+        cancel: CancelToken | None = None,
+        before_batch: Callable[[], object] | None = None,
     ) -> Iterator[IngestEvent]:
         """Index ``paths`` into ``collection``, yielding progress and one outcome per file.
 
         Chunks from several small files are embedded together (the model is several times faster on full
         batches); each file is still stored and recorded on its own, so a crash never leaves a half-recorded file.
+        ``before_batch`` runs before each embedding batch (the app uses it to let a chat answer go first).
         """
         cancel = cancel or CancelToken()
         info = self.open_collection(collection)
@@ -163,9 +168,9 @@ class Ingestor:
                 continue
             pending.append(prepared)
             if sum(len(p.chunks) for p in pending) >= FLUSH_CHUNKS:
-                yield from self._flush(info, pending, known, meter, cancel)
+                yield from self._flush(info, pending, known, meter, cancel, before_batch)
                 pending = []
-        yield from self._flush(info, pending, known, meter, cancel)
+        yield from self._flush(info, pending, known, meter, cancel, before_batch)
         yield from self._remove_vanished(info, roots, known, seen)
         yield meter.progress("", finished=True)
 
@@ -217,6 +222,7 @@ class Ingestor:
         known: dict[str, FileRecord],
         meter: _Meter,
         cancel: CancelToken,
+        before_batch: Callable[[], object] | None,
     ) -> Iterator[FileOutcome]:
         if not pending:
             return
@@ -224,6 +230,8 @@ class Ingestor:
             for prepared in pending:
                 yield FileOutcome(prepared.key, "skipped", reason="cancelled before it was indexed")
             return
+        if before_batch is not None:
+            before_batch()
         texts = [chunk.text for prepared in pending for chunk in prepared.chunks]
         vectors = self._embedder.embed(texts)
         offset = 0

@@ -65,11 +65,18 @@ class ChatService:
         self._top_k = top_k
         self._cancel = CancelToken()
         self._cancel_lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
 
     def stop(self) -> None:
         """Stop the answer being generated, if any; what was written so far is kept."""
         with self._cancel_lock:
             self._cancel.cancel()
+
+    def wait_until_idle(self, timeout_s: float) -> bool:
+        """Block while an answer is being generated (at most ``timeout_s``); True if none is. Background work
+        such as indexing calls this between batches, so a question never waits on the CPU behind it."""
+        return self._idle.wait(timeout_s)
 
     def send(
         self,
@@ -152,11 +159,12 @@ class ChatService:
             self._cancel = cancel
         sources = prompt.found.sources if prompt.found else ()
         retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
-        yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms)
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
+        self._idle.clear()
         try:
+            yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms)
             for event in self._runtime.backend().stream_chat(prompt.messages, params, cancel):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
@@ -169,6 +177,7 @@ class ChatService:
             reason = "error"
             raise
         finally:
+            self._idle.set()
             saved = self._save(conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms)
         if saved is not None:
             yield TurnSaved(saved)

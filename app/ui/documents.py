@@ -24,6 +24,7 @@ from rag.manifest import CollectionInfo
 # How often the progress line is redrawn during an ingestion.
 PROGRESS_INTERVAL_S = 0.3
 NO_COLLECTION = ""
+CHAT_CHECK_S = 0.2
 
 
 def as_gradio_error(exc: HearthError) -> gr.Error:
@@ -107,6 +108,11 @@ class DocumentsPanel:
         gr.Info(f"Removed {Path(path).name} from {info.name!r}.")
         return self.view(info.name)
 
+    def _let_chat_go_first(self, cancel: CancelToken) -> None:
+        """Both the embedder and the chat model want every core; an answer being written goes first."""
+        while not cancel.cancelled and not self.services.chat.wait_until_idle(CHAT_CHECK_S):
+            pass
+
     def cancel(self) -> None:
         with self._cancel_lock:
             self._cancel.cancel()
@@ -133,7 +139,7 @@ class DocumentsPanel:
             copies = keep_uploads([Path(p) for p in uploaded], folder)
             outcomes: list[FileOutcome] = []
             last = 0.0
-            for event in docs.ingestor.ingest(copies, info.name, cancel):
+            for event in docs.ingestor.ingest(copies, info.name, cancel, lambda: self._let_chat_go_first(cancel)):
                 if isinstance(event, FileOutcome):
                     outcomes.append(event)
                     if event.outcome == "skipped":

@@ -159,3 +159,16 @@ def test_a_bad_model_file_is_reported_on_every_chat_and_nothing_is_lost(tmp_path
         "keep me",
         "You said: keep me",
     ]
+
+
+def test_background_work_can_wait_for_an_answer_to_finish(services: Services) -> None:
+    assert services.chat.wait_until_idle(0)
+    events = services.chat.send(None, "hello there", PARAMS, "sys")
+    next(events)  # the turn has started
+    assert not services.chat.wait_until_idle(0)
+    list(events)
+    assert services.chat.wait_until_idle(0)
+    events = services.chat.send(None, "walk away", PARAMS, "sys")
+    next(events)
+    events.close()  # the page went away mid-answer
+    assert services.chat.wait_until_idle(0)
