@@ -52,6 +52,11 @@ class GenerationSettings(BaseModel):
 class RagSettings(BaseModel):
     max_file_mb: int = Field(default=100, ge=1, le=100_000, description="Files larger than this are skipped.")
     top_k: int = Field(default=5, ge=1, le=50, description="Passages retrieved for each question.")
+    reranker_path: Path | None = Field(
+        default=None,
+        description="A local sentence-transformers cross-encoder folder that re-orders the retrieved passages; "
+        "empty means no reranking.",
+    )
 
 
 class ServerSettings(BaseModel):

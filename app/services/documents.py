@@ -79,4 +79,9 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
     store = VectorStore(paths.vectors_dir)
     embedder = embedder or default_embedder()
     ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20)
-    return DocumentServices(manifest, store, embedder, ingestor, Retriever(manifest, store, embedder))
+    reranker = None
+    if settings.rag.reranker_path is not None:
+        from rag.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(settings.rag.reranker_path)
+    return DocumentServices(manifest, store, embedder, ingestor, Retriever(manifest, store, embedder, reranker))

@@ -212,7 +212,9 @@ def build_ui(services: Services) -> gr.Blocks:
                         clear_button = gr.Button("Clear (new chat)", size="sm", elem_id="clear")
                 with gr.Accordion("Answer settings", open=False, elem_id="answer-settings"):
                     system_prompt = gr.Textbox(label="System prompt", value=settings.system_prompt, lines=3)
-                    temperature = gr.Slider(0.0, 2.0, value=settings.temperature, step=0.05, label="Temperature")
+                    temperature = gr.Slider(
+                        0.0, 2.0, value=settings.temperature, step=0.05, label="Temperature", elem_id="temperature"
+                    )
                     max_new_tokens = gr.Slider(
                         16, 4096, value=min(settings.max_new_tokens, 4096), step=16, label="Max new tokens"
                     )

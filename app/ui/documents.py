@@ -79,7 +79,7 @@ class DocumentsPanel:
             info = self.docs().ingestor.open_collection(name)
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
-        gr.Info(f"Collection {info.name!r} is ready. Add files to it below.")
+        gr.Info(f"Collection {info.name!r} is ready. Add files to it below.", duration=4)
         return (*self.refresh(info.name, chat_collection), "")
 
     def delete(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:
@@ -92,7 +92,10 @@ class DocumentsPanel:
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         shutil.rmtree(self.uploads_folder(info), ignore_errors=True)
-        gr.Info(f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.")
+        gr.Info(
+            f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.",
+            duration=6,
+        )
         return self.refresh(None, chat_collection)
 
     def remove_file(self, collection: str | None, path: str | None) -> tuple[Any, ...]:
@@ -105,7 +108,7 @@ class DocumentsPanel:
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         discard_copy(Path(path), self.uploads_folder(info))
-        gr.Info(f"Removed {Path(path).name} from {info.name!r}.")
+        gr.Info(f"Removed {Path(path).name} from {info.name!r}.", duration=4)
         return self.view(info.name)
 
     def _let_chat_go_first(self, cancel: CancelToken) -> None:

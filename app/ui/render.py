@@ -18,6 +18,7 @@ from rag.prompt import Source
 _REMOTE_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?((?:https?:)?//[^)\s>]*)>?[^)]*\)", re.IGNORECASE)
 # Fenced code blocks and inline code spans, where markdown shows "<" as typed and nothing renders as HTML.
 _CODE = re.compile(r"(```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`)", re.DOTALL)
+_HEADING_MARKS = re.compile(r"^#{1,6}\s+", re.MULTILINE)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
 PASSAGE_CHARS = 600
 
@@ -41,7 +42,7 @@ def sources_markdown(sources: Sequence[Source]) -> str:
         return ""
     items = [
         f"<details><summary>[{s.number}] {html.escape(s.label)}</summary>\n\n"
-        f"{escape_markdown(shorten(s.text, PASSAGE_CHARS))}\n\n</details>"
+        f"{escape_markdown(shorten(_HEADING_MARKS.sub('', s.text), PASSAGE_CHARS))}\n\n</details>"
         for s in sources
     ]
     return "**Sources**\n\n" + "\n\n".join(items)

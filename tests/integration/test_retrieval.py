@@ -158,3 +158,29 @@ def test_a_question_about_a_missing_collection_stores_nothing(documents: Documen
         list(service.send(None, "Anything?", GenerationParams(0.0, 8), "", collection="no such thing"))
     assert "facts" in caught.value.message  # names the collections that do exist
     assert chat.store.list() == []
+
+
+def test_a_local_cross_encoder_reorders_the_fused_candidates(documents: DocumentServices, tmp_path: Path) -> None:
+    import torch
+
+    from rag.embeddings import embedded_minilm_path
+    from rag.rerank import CrossEncoderReranker, RerankerUnavailable
+    from rag.retriever import Retriever
+
+    # No cross-encoder ships with Hearth; MiniLM's own weights with a fresh scoring head exercise the same path
+    # (the scores are arbitrary, so the test checks the order follows them, not that it is better).
+    torch.manual_seed(0)
+    reranker = CrossEncoderReranker(embedded_minilm_path())
+    retriever = Retriever(documents.manifest, documents.store, documents.embedder, reranker)
+    question = "Who built the Skerry lighthouse?"
+    found = retriever.search("facts", question, top_k=3).passages
+    assert len(found) == 3
+    candidates = documents.retriever.search("facts", question, top_k=9).passages
+    expected = reranker.model().predict([(question, p.chunk.text) for p in candidates])
+    best = sorted(zip(expected, (p.chunk.id for p in candidates), strict=True), reverse=True)[:3]
+    assert [p.chunk.id for p in found] == [chunk_id for _, chunk_id in best]
+    assert [p.score for p in found] == sorted((p.score for p in found), reverse=True)
+
+    with pytest.raises(RerankerUnavailable) as caught:
+        CrossEncoderReranker(tmp_path / "nothing-here").rerank(question, found)
+    assert "HEARTH_RAG__RERANKER_PATH" in caught.value.remedy

@@ -83,7 +83,7 @@ def test_raw_html_from_the_model_is_shown_as_text_but_code_is_left_as_typed() ->
 def test_sources_show_file_place_and_passage_as_plain_text() -> None:
     sources = [
         Source(1, "/docs/guide.pdf", 3, None, "Tides ![x](http://evil/p.png) <script>alert(1)</script> *rise*"),
-        Source(2, "/docs/notes.md", None, "Moon › Phases", "Full moon."),
+        Source(2, "/docs/notes.md", None, "Moon › Phases", "# Moon\n## Phases\nFull moon."),
     ]
     block = sources_markdown(sources)
     assert block.startswith("**Sources**")
@@ -92,6 +92,7 @@ def test_sources_show_file_place_and_passage_as_plain_text() -> None:
     assert "![x]" not in block
     assert "<script>" not in block
     assert "\\*rise\\*" in block
+    assert "Moon Phases Full moon\\." in block  # heading marks dropped, the words kept
     assert sources_markdown([]) == ""
 
 
