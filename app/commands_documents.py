@@ -79,11 +79,11 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
                 )
             return EXIT_OK
         if delete:
-            documents.ingestor.delete_collection(name)
+            documents.delete_collection(name)
             print(f"Deleted collection {name!r}. The original files were not touched.")
             return EXIT_OK
         if remove_file is not None:
-            documents.ingestor.remove_file(name, str(remove_file.expanduser().resolve()))
+            documents.remove_file(name, str(remove_file.expanduser().resolve()))
             print(f"Removed {remove_file.name} from {name!r}. The file itself was not touched.")
             return EXIT_OK
         for record in documents.files(name):

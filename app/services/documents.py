@@ -3,9 +3,11 @@ take seconds to load and plain chat does not need them."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.paths import DataPaths
 from app.settings import Settings
@@ -31,6 +33,27 @@ class DocumentServices:
     embedder: Embedder
     ingestor: Ingestor
     retriever: Retriever
+    uploads_dir: Path
+
+    def uploads_folder(self, info: CollectionInfo) -> Path:
+        """Where copies of files uploaded through the page are kept for ``info`` (Hearth owns these)."""
+        return self.uploads_dir / info.store_name
+
+    def remove_file(self, collection: str, path: str) -> CollectionInfo:
+        """Take ``path`` out of the collection; delete it too if it is Hearth's own uploaded copy."""
+        from app.services.uploads import discard_copy
+
+        info = self.manifest.get(collection)
+        self.ingestor.remove_file(info.name, path)
+        discard_copy(Path(path), self.uploads_folder(info))
+        return info
+
+    def delete_collection(self, collection: str) -> CollectionInfo:
+        """Drop the index and Hearth's uploaded copies; files added by path are never touched."""
+        info = self.manifest.get(collection)
+        self.ingestor.delete_collection(info.name)
+        shutil.rmtree(self.uploads_folder(info), ignore_errors=True)
+        return info
 
     def summaries(self) -> list[CollectionSummary]:
         return [self.summary(info) for info in self.manifest.collections()]
@@ -84,4 +107,5 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
         from rag.rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(settings.rag.reranker_path)
-    return DocumentServices(manifest, store, embedder, ingestor, Retriever(manifest, store, embedder, reranker))
+    retriever = Retriever(manifest, store, embedder, reranker)
+    return DocumentServices(manifest, store, embedder, ingestor, retriever, paths.uploads_dir)

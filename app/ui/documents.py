@@ -3,7 +3,6 @@ is the ingestor's and the text is built by the pure helpers at the bottom."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -19,7 +18,6 @@ from app.services.uploads import discard_copy, keep_uploads
 from app.ui.document_text import collection_summary, file_rows, progress_line, upload_report
 from backends.base import CancelToken
 from rag.ingest import FileOutcome
-from rag.manifest import CollectionInfo
 
 # How often the progress line is redrawn during an ingestion.
 PROGRESS_INTERVAL_S = 0.3
@@ -43,9 +41,6 @@ class DocumentsPanel:
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
 
-    def uploads_folder(self, info: CollectionInfo) -> Path:
-        return self.services.paths.uploads_dir / info.store_name
-
     # --- what the tab shows -------------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
@@ -59,7 +54,7 @@ class DocumentsPanel:
         names = self.names()
         selected = collection if collection in names else (names[0] if names else None)
         records = self.docs().files(selected) if selected else []
-        owned = self.uploads_folder(self.docs().manifest.get(selected)) if selected else None
+        owned = self.docs().uploads_folder(self.docs().manifest.get(selected)) if selected else None
         return (
             gr.update(choices=names, value=selected),
             file_rows(records, owned),
@@ -85,13 +80,10 @@ class DocumentsPanel:
     def delete(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:
         if not collection:
             raise gr.Error("Pick a collection to delete first.", title="Hearth", print_exception=False)
-        docs = self.docs()
         try:
-            info = docs.manifest.get(collection)
-            docs.ingestor.delete_collection(info.name)
+            info = self.docs().delete_collection(collection)
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
-        shutil.rmtree(self.uploads_folder(info), ignore_errors=True)
         gr.Info(
             f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.",
             duration=6,
@@ -101,13 +93,10 @@ class DocumentsPanel:
     def remove_file(self, collection: str | None, path: str | None) -> tuple[Any, ...]:
         if not collection or not path:
             raise gr.Error("Pick a file to remove first.", title="Hearth", print_exception=False)
-        docs = self.docs()
         try:
-            info = docs.manifest.get(collection)
-            docs.ingestor.remove_file(info.name, path)
+            info = self.docs().remove_file(collection, path)
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
-        discard_copy(Path(path), self.uploads_folder(info))
         gr.Info(f"Removed {Path(path).name} from {info.name!r}.", duration=4)
         return self.view(info.name)
 
@@ -127,9 +116,10 @@ class DocumentsPanel:
         if not uploaded:
             return
         if not collection:
-            raise gr.Error(
-                "Pick or create a collection first, then add files to it.", title="Hearth", print_exception=False
-            )
+            # Not an error dialog: the upload box is emptied so the same files can simply be dropped again.
+            gr.Warning("Create a collection first (or pick one), then add the files again.")
+            yield "No collection picked; nothing was added.", gr.update(), gr.update(), gr.update(), gr.update(), None
+            return
         cancel = CancelToken()
         with self._cancel_lock:
             self._cancel = cancel
@@ -138,7 +128,7 @@ class DocumentsPanel:
         docs = self.docs()
         try:
             info = docs.ingestor.open_collection(collection)
-            folder = self.uploads_folder(info)
+            folder = docs.uploads_folder(info)
             copies = keep_uploads([Path(p) for p in uploaded], folder)
             outcomes: list[FileOutcome] = []
             last = 0.0

@@ -125,6 +125,8 @@ def test_add_a_folder_remove_a_file_then_delete_the_collection(
     app = start_app()
     page = open_page(app)
     open_documents(page)
+    upload(page, [CORPUS / "garden-guide.txt"], expect="No collection picked")  # nothing to add it to yet
+    assert not (app.home / "documents").exists()
     create_collection(page, "Garden")
     folder = tmp_path / "garden-folder"
     folder.mkdir()
