@@ -26,8 +26,10 @@ from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, 
 from rag.store import VectorStore
 
 Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
-# Chunks gathered across files before one call to the embedder (which then batches them itself).
-FLUSH_CHUNKS = 64
+# Chunks gathered across files before one call to the embedder (which then batches them itself, sorted by length,
+# so bigger calls pad less): 256 runs about 10% faster than 64 here. Interactive callers pass a smaller number so
+# that work waiting between calls (a chat answer) never waits long.
+FLUSH_CHUNKS = 256
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class Ingestor:
         collection: str,
         cancel: CancelToken | None = None,
         before_batch: Callable[[], object] | None = None,
+        flush_chunks: int = FLUSH_CHUNKS,
     ) -> Iterator[IngestEvent]:
         """Index ``paths`` into ``collection``, yielding progress and one outcome per file.
 
@@ -167,7 +170,7 @@ class Ingestor:
                 yield prepared
                 continue
             pending.append(prepared)
-            if sum(len(p.chunks) for p in pending) >= FLUSH_CHUNKS:
+            if sum(len(p.chunks) for p in pending) >= flush_chunks:
                 yield from self._flush(info, pending, known, meter, cancel, before_batch)
                 pending = []
         yield from self._flush(info, pending, known, meter, cancel, before_batch)

@@ -32,6 +32,7 @@ class TurnStarted:
     prompt_tokens: int
     sources: tuple[Source, ...] = ()
     retrieve_ms: float = 0.0  # embedding the question plus searching, when answering from a collection
+    embed_ms: float = 0.0  # the embedding part of retrieve_ms
 
 
 @dataclass(frozen=True)
@@ -159,12 +160,13 @@ class ChatService:
             self._cancel = cancel
         sources = prompt.found.sources if prompt.found else ()
         retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
+        embed_ms = prompt.found.embed_ms if prompt.found else 0.0
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
         self._idle.clear()
         try:
-            yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms)
+            yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms)
             for event in self._runtime.backend().stream_chat(prompt.messages, params, cancel):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)

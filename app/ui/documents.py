@@ -23,6 +23,8 @@ from rag.ingest import FileOutcome
 PROGRESS_INTERVAL_S = 0.3
 NO_COLLECTION = ""
 CHAT_CHECK_S = 0.2
+# Smaller embedding batches than the CLI's: a chat answer that starts mid-batch shares the CPU for at most ~2 s.
+PAGE_FLUSH_CHUNKS = 64
 
 
 def as_gradio_error(exc: HearthError) -> gr.Error:
@@ -132,7 +134,10 @@ class DocumentsPanel:
             copies = keep_uploads([Path(p) for p in uploaded], folder)
             outcomes: list[FileOutcome] = []
             last = 0.0
-            for event in docs.ingestor.ingest(copies, info.name, cancel, lambda: self._let_chat_go_first(cancel)):
+            events = docs.ingestor.ingest(
+                copies, info.name, cancel, lambda: self._let_chat_go_first(cancel), flush_chunks=PAGE_FLUSH_CHUNKS
+            )
+            for event in events:
                 if isinstance(event, FileOutcome):
                     outcomes.append(event)
                     if event.outcome == "skipped":
