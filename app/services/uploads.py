@@ -2,19 +2,29 @@
 so Hearth keeps its own copy in the data directory (a folder per collection) and indexes that.
 
 Uploading a file again with the same name and content changes nothing; the same name with new content replaces
-the copy (a new version, re-indexed). Copies are written under a temporary name and renamed, so a crash never
-leaves half a file under a real name.
+the copy (a new version, re-indexed) — unless the new version cannot be indexed (empty, damaged, …): then the
+previous version is put back and stays searchable, and the report says why the new one was refused. Copies are
+written under a temporary name and renamed, so a crash never leaves half a file under a real name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from backends.base import CancelToken
 from models.gguf import sha256_of
 
+if TYPE_CHECKING:
+    from app.services.documents import DocumentServices
+    from rag.ingest import IngestEvent
+
 PARTIAL_SUFFIX = ".partial"
+PREVIOUS_SUFFIX = ".previous"
 MAX_NAME_CHARS = 200
 
 
@@ -46,18 +56,77 @@ def unique_names(names: Iterable[str]) -> list[str]:
     return result
 
 
-def keep_uploads(uploaded: Sequence[Path], folder: Path) -> list[Path]:
+@dataclass(frozen=True)
+class KeptUpload:
+    path: Path
+    previous: Path | None  # the version this upload replaced, kept until the new one is indexed
+
+
+def keep_uploads(uploaded: Sequence[Path], folder: Path) -> list[KeptUpload]:
     """Copy ``uploaded`` into ``folder`` and return the copies, in the same order."""
     folder.mkdir(parents=True, exist_ok=True)
-    copies: list[Path] = []
+    kept: list[KeptUpload] = []
     for source, name in zip(uploaded, unique_names(safe_file_name(p.name) for p in uploaded), strict=True):
         target = folder / name
+        previous = None
         if not _same_content(source, target):
             partial = folder / f".{name}{PARTIAL_SUFFIX}"
             shutil.copyfile(source, partial)
+            if target.exists():
+                previous = folder / f".{name}{PREVIOUS_SUFFIX}"
+                target.replace(previous)
             partial.replace(target)
-        copies.append(target)
-    return copies
+        kept.append(KeptUpload(target, previous))
+    return kept
+
+
+def add_uploads(
+    documents: DocumentServices,
+    collection: str,
+    uploaded: Sequence[Path],
+    cancel: CancelToken,
+    before_batch: Callable[[], object] | None = None,
+    flush_chunks: int | None = None,
+) -> Iterator[IngestEvent]:
+    """Keep copies of ``uploaded`` and index them into ``collection``: the ingestor's events, one outcome per file.
+
+    A copy that could not be indexed is deleted (its reason stays in the collection's file list), and if it
+    replaced an earlier version, that version is restored and indexed again, so nothing searchable is lost."""
+    from rag.ingest import FLUSH_CHUNKS, FileOutcome
+
+    info = documents.ingestor.open_collection(collection)
+    folder = documents.uploads_folder(info)
+    kept = {str(k.path): k for k in keep_uploads(uploaded, folder)}
+    restore: list[KeptUpload] = []
+    done: set[str] = set()
+    events = documents.ingestor.ingest(
+        [Path(p) for p in kept], info.name, cancel, before_batch, flush_chunks or FLUSH_CHUNKS
+    )
+    for event in events:
+        upload = kept.get(event.path) if isinstance(event, FileOutcome) else None
+        if upload is not None and isinstance(event, FileOutcome):
+            done.add(event.path)
+            if event.outcome == "skipped" and upload.previous is not None:
+                restore.append(upload)
+                event = dataclasses.replace(event, reason=f"{event.reason}; the earlier version is kept")
+            elif event.outcome == "skipped":
+                discard_copy(upload.path, folder)
+            elif upload.previous is not None:
+                upload.previous.unlink(missing_ok=True)
+        yield event
+    for key, upload in kept.items():
+        if key not in done:  # cancelled before this file: leave things as they were before the upload
+            if upload.previous is not None:
+                upload.previous.replace(upload.path)
+            else:
+                discard_copy(upload.path, folder)
+    for upload in restore:
+        assert upload.previous is not None
+        upload.previous.replace(upload.path)
+    if restore:
+        for event in documents.ingestor.ingest([u.path for u in restore], info.name):
+            if isinstance(event, FileOutcome) and event.outcome == "skipped":
+                discard_copy(Path(event.path), folder)  # the earlier version is no longer readable either
 
 
 def discard_copy(path: Path, folder: Path) -> None:

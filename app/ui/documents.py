@@ -1,5 +1,5 @@
-"""The Documents tab: collections, uploads with progress and cancel, each file's status. Wiring only; the work
-is the ingestor's and the text is built by the pure helpers at the bottom."""
+"""The Documents tab: collections, uploads with progress and cancel, each file's status. Wiring only: the work
+is in ``app.services`` and the text comes from ``app.ui.document_text``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import gradio as gr
 from app.errors import HearthError
 from app.services.container import Services
 from app.services.documents import DocumentServices
-from app.services.uploads import discard_copy, keep_uploads
+from app.services.uploads import add_uploads
 from app.ui.document_text import collection_summary, file_rows, progress_line, upload_report
 from backends.base import CancelToken
 from rag.ingest import FileOutcome
@@ -128,20 +128,21 @@ class DocumentsPanel:
         idle = (gr.update(), gr.update(), gr.update())
         yield "Preparing the embedding model…", *idle, gr.update(visible=True), gr.update()
         docs = self.docs()
+        outcomes: list[FileOutcome] = []
         try:
             info = docs.ingestor.open_collection(collection)
-            folder = docs.uploads_folder(info)
-            copies = keep_uploads([Path(p) for p in uploaded], folder)
-            outcomes: list[FileOutcome] = []
             last = 0.0
-            events = docs.ingestor.ingest(
-                copies, info.name, cancel, lambda: self._let_chat_go_first(cancel), flush_chunks=PAGE_FLUSH_CHUNKS
+            events = add_uploads(
+                docs,
+                info.name,
+                [Path(p) for p in uploaded],
+                cancel,
+                lambda: self._let_chat_go_first(cancel),
+                flush_chunks=PAGE_FLUSH_CHUNKS,
             )
             for event in events:
                 if isinstance(event, FileOutcome):
                     outcomes.append(event)
-                    if event.outcome == "skipped":
-                        discard_copy(Path(event.path), folder)  # the reason stays in the table
                 elif time.monotonic() - last >= PROGRESS_INTERVAL_S:
                     last = time.monotonic()
                     yield progress_line(event), *idle, gr.update(), gr.update()
@@ -154,5 +155,5 @@ class DocumentsPanel:
                 print_exception=False,
             ) from exc
         _, table, picker, summary = self.view(info.name)
-        report = upload_report(outcomes, len(copies), cancelled=cancel.cancelled)
+        report = upload_report(outcomes, len(uploaded), cancelled=cancel.cancelled)
         yield report, table, picker, summary, gr.update(visible=False), None

@@ -176,3 +176,40 @@ def test_a_collection_built_by_another_embedder_is_not_mixed(
     documents.manifest.create("old", "some-other-model")
     with pytest.raises(CollectionError, match="cannot be mixed"):
         list(documents.ingestor.ingest([corpus(tmp_path / "docs")], "old"))
+
+
+def test_a_bad_new_version_of_an_upload_keeps_the_earlier_one(documents: DocumentServices, tmp_path: Path) -> None:
+    from app.services.uploads import add_uploads
+    from backends.base import CancelToken
+
+    browser = tmp_path / "browser"
+    browser.mkdir()
+    upload = browser / "notes.md"
+    upload.write_text("# Tides\n\nSpring tides follow the full moon.\n")
+
+    def add(cancel: CancelToken | None = None) -> list[FileOutcome]:
+        events = add_uploads(documents, "uploads", [upload], cancel or CancelToken())
+        return [e for e in events if isinstance(e, FileOutcome)]
+
+    assert [o.outcome for o in add()] == ["indexed"]
+    kept = documents.uploads_folder(documents.manifest.get("uploads")) / "notes.md"
+    upload.write_bytes(b"")  # the user uploads a broken "new version"
+    (outcome,) = add()
+    assert outcome.outcome == "skipped"
+    assert outcome.reason.endswith("the earlier version is kept")
+    assert kept.read_text().startswith("# Tides")
+    (record,) = documents.files("uploads")
+    assert (record.status, record.chunks) == ("indexed", 1)
+    top = documents.retriever.search("uploads", "spring tides full moon", top_k=1).passages[0]
+    assert "full moon" in top.chunk.text
+
+    upload.write_text("# Tides\n\nNeap tides come at the half moon.\n")
+    cancelled = CancelToken()
+    cancelled.cancel()
+    assert add(cancelled) == []  # cancelled before it started: everything as it was
+    assert kept.read_text().startswith("# Tides\n\nSpring")
+    assert sorted(p.name for p in kept.parent.iterdir()) == ["notes.md"]
+
+    assert [o.outcome for o in add()] == ["indexed"]
+    assert "half moon" in kept.read_text()
+    assert sorted(p.name for p in kept.parent.iterdir()) == ["notes.md"]

@@ -34,14 +34,16 @@ def test_uploading_the_same_file_twice_keeps_one_untouched_copy(tmp_path: Path) 
     upload.write_text("tides")
     folder = tmp_path / "kept"
     (first,) = keep_uploads([upload], folder)
-    before = first.stat().st_mtime_ns
+    before = first.path.stat().st_mtime_ns
     (second,) = keep_uploads([upload], folder)
-    assert first == second == folder / "notes.md"
-    assert second.stat().st_mtime_ns == before  # unchanged, so the index sees nothing to redo
+    assert first.path == second.path == folder / "notes.md"
+    assert first.previous is None and second.previous is None
+    assert second.path.stat().st_mtime_ns == before  # unchanged, so the index sees nothing to redo
     upload.write_text("tides, revised")
     (third,) = keep_uploads([upload], folder)
-    assert third.read_text() == "tides, revised"
-    assert sorted(p.name for p in folder.iterdir()) == ["notes.md"]  # no partial file left behind
+    assert third.path.read_text() == "tides, revised"
+    assert third.previous is not None and third.previous.read_text() == "tides"  # until the new one is indexed
+    assert sorted(p.name for p in folder.iterdir()) == [".notes.md.previous", "notes.md"]  # no partial file
 
 
 def test_only_hearths_own_copies_are_ever_deleted(tmp_path: Path) -> None:
