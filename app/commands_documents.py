@@ -14,6 +14,7 @@ from app.wording import format_eta, plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
+EXIT_INTERRUPTED = 130  # the shell's code for a command stopped with Ctrl+C
 EXCERPT_CHARS = 240
 
 
@@ -45,6 +46,15 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
             if interactive:
                 print("\r\033[K", end="", file=sys.stderr)
             print(describe_outcome(event), flush=True)
+    except KeyboardInterrupt:
+        if interactive:
+            print("\r\033[K", end="", file=sys.stderr)
+        print(
+            f"Stopped after {counts['indexed']} new files. What was indexed is kept; run the same command again "
+            "to finish.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     finally:
         documents.close()
     elapsed = time.perf_counter() - started

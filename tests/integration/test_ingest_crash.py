@@ -68,3 +68,26 @@ def test_killed_ingestion_resumes_without_duplicates(isolated_home: Path, tmp_pa
             assert [c.index for c in chunks] == list(range(record.chunks))
     finally:
         documents.close()
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_finish(isolated_home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    write_corpus(folder)
+    env = os.environ | {"HEARTH_HOME": str(isolated_home)}
+    process = subprocess.Popen(
+        ingest_command(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert process.stdout is not None and process.stderr is not None
+    for line in process.stdout:
+        if line.startswith("indexed"):
+            process.send_signal(signal.SIGINT)
+            break
+    process.stdout.read()
+    errors = process.stderr.read()
+    process.wait(timeout=30)
+    assert process.returncode == 130
+    assert "What was indexed is kept; run the same command again to finish." in errors
+    assert "Traceback" not in errors
+    resumed = subprocess.run(ingest_command(folder), capture_output=True, text=True, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.count("indexed") + resumed.stdout.count("unchanged") == FILES
