@@ -19,7 +19,13 @@ EXIT_ERROR = 1
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, help="GGUF file to use (default: the embedded SmolLM2-135M)")
     parser.add_argument("--context", type=int, help="context window in tokens (default 4096)")
-    parser.add_argument("--backend", choices=["auto", "llamacpp", "fake"], help="inference backend (default auto)")
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "llamacpp", "cuda", "openvino", "fake"],
+        help="inference backend (default auto: the best for this machine)",
+    )
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:N, gpu or npu (default auto)")
+    parser.add_argument("--gpu-layers", type=int, help="layers on the GPU (default: as many as fit)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: one per physical core)")
 
 
@@ -88,6 +94,8 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "context": ("model", "context_length"),
         "backend": ("backend", "name"),
         "threads": ("backend", "threads"),
+        "device": ("backend", "device"),
+        "gpu_layers": ("backend", "gpu_layers"),
         "system": ("generation", "system_prompt"),
         "temperature": ("generation", "temperature"),
         "max_tokens": ("generation", "max_new_tokens"),

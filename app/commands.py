@@ -129,6 +129,19 @@ def doctor_report(settings: Settings, inventory: HardwareInventory) -> dict[str,
     return report
 
 
+def memory_bar(placement: dict[str, Any], width: int = 30) -> str:
+    """One device's share of the plan as a text bar: what the model takes of what is free there."""
+    memory = placement["memory"]
+    need = memory["weights_bytes"] + memory["kv_cache_bytes"] + memory["compute_bytes"]
+    free = max(placement["available_bytes"], 1)
+    filled = min(width, round(width * need / free))
+    layers = f"{placement['layers']} layers, " if placement["layers"] else ""
+    return (
+        f"{placement['device']:<8} [{'#' * filled}{'.' * (width - filled)}] {layers}{format_bytes(need)} of "
+        f"{format_bytes(placement['available_bytes'])} free"
+    )
+
+
 def run_doctor(settings: Settings, as_json: bool) -> int:
     enforce_offline()
     inventory = probe()
@@ -151,6 +164,8 @@ def run_doctor(settings: Settings, as_json: bool) -> int:
         print("Plan")
         print(f"  backend: {plan['label']} on {', '.join(plan['devices'])}")
         print(f"  memory: about {format_bytes(plan['memory_total_bytes'])}")
+        for placement in plan["placements"]:
+            print(f"  {memory_bar(placement)}")
         for reason in plan["reasons"]:
             print(f"  - {reason}")
     if error := report.get("error"):

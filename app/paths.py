@@ -34,6 +34,11 @@ class DataPaths:
         return self.root / "models"
 
     @property
+    def compiled_cache_dir(self) -> Path:
+        """Models compiled for a device (OpenVINO), so the second load skips compilation."""
+        return self.root / "cache" / "compiled"
+
+    @property
     def logs_dir(self) -> Path:
         return self.root / "logs"
 

@@ -30,8 +30,17 @@ class ModelSettings(BaseModel):
 
 
 class BackendSettings(BaseModel):
-    name: Literal["auto", "llamacpp", "fake"] = Field(
-        default="auto", description="Inference backend; auto picks the best one for this machine."
+    name: Literal["auto", "llamacpp", "cuda", "openvino", "fake"] = Field(
+        default="auto",
+        description="Inference backend; auto picks the best one for this machine (cuda: llama.cpp on NVIDIA GPUs).",
+    )
+    device: str = Field(
+        default="auto",
+        pattern=r"^(auto|cpu|cuda|cuda:\d+|gpu|npu|(GPU|NPU)(\.\d+)?)$",
+        description="Device: auto, cpu, cuda or cuda:N (NVIDIA), gpu or npu (Intel, through OpenVINO).",
+    )
+    gpu_layers: int | None = Field(
+        default=None, ge=0, le=4096, description="Layers to put on the GPU; empty lets Hearth decide."
     )
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="CPU threads; empty means one per physical core."

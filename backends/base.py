@@ -62,6 +62,10 @@ class LoadOptions:
     threads: int
     gpu_layers: int = 0
     seed: int = 0
+    device: str = ""  # the backend's own name for the device ("CPU", "GPU.0", "NPU"); empty means its default
+    tensor_split: tuple[float, ...] = ()  # share of the offloaded layers per GPU, when split across several
+    main_gpu: int = 0
+    cache_dir: str | None = None  # where a backend may keep compiled models between runs
 
 
 @dataclass(frozen=True)

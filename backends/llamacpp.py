@@ -139,6 +139,9 @@ class LlamaCppBackend(Backend):
                 n_threads=options.threads,
                 n_threads_batch=options.threads,
                 n_gpu_layers=options.gpu_layers,
+                main_gpu=options.main_gpu,
+                tensor_split=list(options.tensor_split) or None,
+                flash_attn=options.gpu_layers > 0,  # on GPUs it saves memory and time; CPU keeps the default
                 seed=options.seed,
                 use_mmap=True,
                 verbose=True,

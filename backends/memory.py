@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.errors import DoesNotFit
@@ -26,8 +27,11 @@ class MemoryEstimate:
 
 def kv_cache_bytes(model: ModelInfo, context_length: int, bytes_per_element: int = 2) -> int:
     """K and V for every layer: layers x kv_heads x head_dim x context, at the cache type's width (F16)."""
-    per_token = model.block_count * model.head_count_kv * (model.head_dim_k + model.head_dim_v)
-    return per_token * context_length * bytes_per_element
+    return model.block_count * kv_bytes_per_layer(model, context_length, bytes_per_element)
+
+
+def kv_bytes_per_layer(model: ModelInfo, context_length: int, bytes_per_element: int = 2) -> int:
+    return model.head_count_kv * (model.head_dim_k + model.head_dim_v) * context_length * bytes_per_element
 
 
 def compute_buffer_bytes(model: ModelInfo, context_length: int, batch_tokens: int = 512) -> int:
@@ -39,11 +43,105 @@ def compute_buffer_bytes(model: ModelInfo, context_length: int, batch_tokens: in
 
 
 def estimate_llamacpp(model: ModelInfo, context_length: int) -> MemoryEstimate:
+    """Everything on the CPU: the weights (mapped from the file), the whole KV cache, one compute buffer."""
     return MemoryEstimate(
-        weights_bytes=model.file_size_bytes,
+        weights_bytes=model.weights_bytes,
         kv_cache_bytes=kv_cache_bytes(model, context_length),
         compute_bytes=compute_buffer_bytes(model, context_length),
     )
+
+
+def estimate_openvino(model: ModelInfo, context_length: int) -> MemoryEstimate:
+    """OpenVINO keeps the GGUF's quantized weights (repacked for the device) and an F16 KV cache."""
+    return MemoryEstimate(
+        weights_bytes=model.weights_bytes,
+        kv_cache_bytes=kv_cache_bytes(model, context_length),
+        compute_bytes=compute_buffer_bytes(model, context_length),
+    )
+
+
+@dataclass(frozen=True)
+class Offload:
+    """Where llama.cpp's layers go: ``gpu_layers[i]`` repeating layers on GPU i, the rest on the CPU. The output
+    projection goes to the last GPU only when every layer is offloaded (llama.cpp's n_gpu_layers = layers + 1)."""
+
+    gpu_layers: tuple[int, ...]
+    gpus: tuple[MemoryEstimate, ...]
+    cpu: MemoryEstimate
+
+    @property
+    def offloaded(self) -> int:
+        return sum(self.gpu_layers)
+
+
+def estimate_offload(model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...]) -> Offload:
+    """Per-device memory for a layer placement. Layers are assigned in order: GPU 0 gets the first ones."""
+    layers = model.layer_bytes or (model.weights_bytes // max(model.block_count, 1),) * model.block_count
+    kv_layer = kv_bytes_per_layer(model, context_length)
+    compute = compute_buffer_bytes(model, context_length)
+    everything = sum(gpu_layers) >= model.block_count
+    gpus: list[MemoryEstimate] = []
+    start = 0
+    for index, count in enumerate(gpu_layers):
+        weights = sum(layers[start : start + count])
+        start += count
+        last = index == len(gpu_layers) - 1
+        if everything and last:
+            weights += model.output_bytes
+        gpus.append(MemoryEstimate(weights, kv_layer * count, compute if count else 0))
+    cpu_layers = model.block_count - min(start, model.block_count)
+    # The token embedding lookup always stays on the CPU; the output projection too unless fully offloaded.
+    cpu_weights = sum(layers[start:]) + model.other_bytes - (model.output_bytes if everything else 0)
+    cpu_compute = compute if cpu_layers or not gpu_layers else compute // 8
+    return Offload(tuple(gpu_layers), tuple(gpus), MemoryEstimate(cpu_weights, kv_layer * cpu_layers, cpu_compute))
+
+
+def usable_bytes(available_bytes: int, headroom_bytes: int = HEADROOM_BYTES) -> int:
+    return max(available_bytes - headroom_bytes, 0)
+
+
+def layers_that_fit(model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0) -> int:
+    """How many consecutive layers from ``first_layer`` fit in ``free_bytes`` with their KV cache and a compute
+    buffer (the output projection is left out: callers add it when every layer fits)."""
+    layers = model.layer_bytes or (model.weights_bytes // max(model.block_count, 1),) * model.block_count
+    room = free_bytes - compute_buffer_bytes(model, context_length)
+    kv_layer = kv_bytes_per_layer(model, context_length)
+    count = 0
+    for size in layers[first_layer:]:
+        if room < size + kv_layer:
+            break
+        room -= size + kv_layer
+        count += 1
+    return count
+
+
+def split_layers(block_count: int, capacities: tuple[int, ...]) -> tuple[int, ...]:
+    """Layers per device in proportion to what each can hold (largest remainders), never above a capacity.
+    Returns counts summing to ``block_count``, or fewer if the capacities cannot hold them all."""
+    total = sum(capacities)
+    if total <= 0:
+        return tuple(0 for _ in capacities)
+    target = min(block_count, total)
+    shares = [target * c / total for c in capacities]
+    counts = [min(int(share), c) for share, c in zip(shares, capacities, strict=True)]
+    order = sorted(range(len(capacities)), key=lambda i: shares[i] - int(shares[i]), reverse=True)
+    while sum(counts) < target:
+        for i in order:
+            if sum(counts) < target and counts[i] < capacities[i]:
+                counts[i] += 1
+    return tuple(counts)
+
+
+def largest_context(model: ModelInfo, fits: Callable[[int], bool], upper: int) -> int:
+    """The largest context (a multiple of 256, at least 256) for which ``fits`` holds, or 0 if none does."""
+    low, high, best = 1, upper // 256, 0
+    while low <= high:
+        middle = (low + high) // 2
+        if fits(middle * 256):
+            best, low = middle * 256, middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 def check_fits(estimate: MemoryEstimate, available_bytes: int, what: str) -> None:

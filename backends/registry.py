@@ -5,10 +5,12 @@ from __future__ import annotations
 from backends.base import Backend
 from backends.fake import FakeBackend
 from backends.llamacpp import LlamaCppBackend
+from backends.openvino import OpenVinoBackend
 
-# Automatic selection tries these in order; the fake backend is only used when asked for by name.
-AUTOMATIC: tuple[type[Backend], ...] = (LlamaCppBackend,)
-ALL: dict[str, type[Backend]] = {cls.name: cls for cls in (LlamaCppBackend, FakeBackend)}
+# Automatic selection weighs the devices these can use (backends.selection has the policy); the fake backend is
+# only used when asked for by name.
+AUTOMATIC: tuple[type[Backend], ...] = (LlamaCppBackend, OpenVinoBackend)
+ALL: dict[str, type[Backend]] = {cls.name: cls for cls in (LlamaCppBackend, OpenVinoBackend, FakeBackend)}
 
 
 def backend_names() -> list[str]:

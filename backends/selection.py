@@ -1,24 +1,68 @@
-"""Decide which backend runs a model here, with what threads and context, and say why. Pure."""
+"""Decide where a model runs on this machine — backend, devices, layers per device, threads, context — and say
+why in plain words. Pure: it reads a hardware inventory and model metadata, never the hardware itself.
+
+The policy, best first:
+1. An NVIDIA GPU that holds the whole model with its KV cache runs it all (llama.cpp with CUDA).
+2. A model no single GPU holds but several do together is split by layers, in proportion to free memory.
+3. Otherwise as many layers as fit go to the largest GPU and the rest stay on the CPU (partial offload).
+4. An Intel GPU, then an Intel NPU, through OpenVINO, when its GGUF reader knows the architecture and weights
+   and (NPU) the prompt limits fit.
+5. llama.cpp on the CPU with one thread per physical core.
+A GPU that sits idle is never silent: the plan says why (no CUDA in this llama.cpp build, a broken driver, too
+little free memory). The user can force a backend, a device, a layer count or a context; a forced choice that
+cannot work is an error that says so, with the largest context that would fit.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from app.errors import BackendUnavailable, DoesNotFit
 from backends.base import Backend, LoadOptions
-from backends.hardware import HardwareInventory
-from backends.memory import MemoryEstimate, check_fits, format_bytes
+from backends.hardware import GpuDevice, HardwareInventory, OpenVinoDevice
+from backends.memory import (
+    MIB,
+    MemoryEstimate,
+    estimate_offload,
+    format_bytes,
+    largest_context,
+    layers_that_fit,
+    split_layers,
+    usable_bytes,
+)
 from models.gguf import ModelInfo
+
+# CUDA's own context and cuBLAS workspaces take this much of a GPU before any model byte.
+GPU_HEADROOM_BYTES = 400 * MIB
+# The NPU compiles static shapes; Hearth gives it this prompt length and this much room for the answer.
+NPU_MAX_PROMPT_TOKENS = 1024
+NPU_MIN_RESPONSE_TOKENS = 256
+
+RANK_GPU_FULL, RANK_GPU_SPLIT, RANK_GPU_PARTIAL, RANK_INTEL_GPU, RANK_NPU, RANK_CPU, RANK_OPENVINO_CPU = range(7)
 
 
 @dataclass(frozen=True)
 class Preferences:
     """What the user asked for; ``auto`` and ``None`` leave the choice to Hearth."""
 
-    backend: str = "auto"
+    backend: str = "auto"  # auto, llamacpp, cuda (llama.cpp on NVIDIA GPUs), openvino, fake
     threads: int | None = None
     context_length: int = 4096
+    device: str = "auto"  # auto, cpu, cuda, cuda:N, gpu (Intel, OpenVINO), npu, or an OpenVINO id such as GPU.1
+    gpu_layers: int | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one device holds under a plan."""
+
+    device: str  # "CPU", "cuda:0", "NPU", "GPU.0"
+    name: str
+    layers: int
+    memory: MemoryEstimate
+    available_bytes: int
 
 
 @dataclass(frozen=True)
@@ -30,9 +74,23 @@ class BackendPlan:
     context_length: int
     memory: MemoryEstimate
     reasons: tuple[str, ...]
+    placements: tuple[Placement, ...] = field(default=())
+    gpu_layers: int = 0
+    tensor_split: tuple[float, ...] = ()
+    main_gpu: int = 0
+    device: str = ""  # the backend's own device string
 
-    def load_options(self, seed: int = 0) -> LoadOptions:
-        return LoadOptions(context_length=self.context_length, threads=self.threads, seed=seed)
+    def load_options(self, seed: int = 0, cache_dir: str | None = None) -> LoadOptions:
+        return LoadOptions(
+            context_length=self.context_length,
+            threads=self.threads,
+            gpu_layers=self.gpu_layers,
+            seed=seed,
+            device=self.device,
+            tensor_split=self.tensor_split,
+            main_gpu=self.main_gpu,
+            cache_dir=cache_dir,
+        )
 
 
 class NoBackend(BackendUnavailable):
@@ -42,6 +100,28 @@ class NoBackend(BackendUnavailable):
             "Fix one of the reasons above, or choose another model.",
         )
         self.rejections = tuple(rejections)
+
+
+@dataclass(frozen=True)
+class _Option:
+    rank: int
+    plan: BackendPlan
+
+
+@dataclass
+class _Context:
+    """Everything the per-backend policies share for one decision."""
+
+    inventory: HardwareInventory
+    model: ModelInfo
+    prefs: Preferences
+    context: int
+    context_reason: str
+    threads: int
+    threads_reason: str
+    rejections: list[str] = field(default_factory=list)
+    not_used: list[str] = field(default_factory=list)  # why a faster device sits idle, shown with the plan
+    memory_failures: list[DoesNotFit] = field(default_factory=list)
 
 
 def choose_context(model: ModelInfo, requested: int) -> tuple[int, str]:
@@ -71,53 +151,362 @@ def select_backend(
     automatic: Sequence[type[Backend]],
     named: Mapping[str, type[Backend]],
 ) -> BackendPlan:
-    if prefs.backend == "auto":
-        candidates = list(automatic)
-    elif prefs.backend in named:
-        candidates = [named[prefs.backend]]
-    else:
-        raise BackendUnavailable(
-            f"There is no backend called {prefs.backend!r}.",
-            f"Use one of: auto, {', '.join(sorted(named))}.",
-        )
+    classes = _candidate_classes(prefs, automatic, named)
     context, context_reason = choose_context(model, prefs.context_length)
     threads, threads_reason = choose_threads(inventory, prefs.threads)
-    options = LoadOptions(context_length=context, threads=threads)
-    rejections: list[str] = []
-    memory_failures: list[DoesNotFit] = []
-    for cls in candidates:
+    ctx = _Context(inventory, model, prefs, context, context_reason, threads, threads_reason)
+    options: list[_Option] = []
+    for cls in classes:
         available = cls.availability(inventory)
         if not available.ok:
-            rejections.append(f"{cls.label}: {available.reason} ({available.remedy})")
+            ctx.rejections.append(f"{cls.label}: {available.reason} ({available.remedy})")
             continue
         support = cls.supports(model)
         if not support.ok:
-            rejections.append(f"{cls.label}: {support.reason}")
+            ctx.rejections.append(f"{cls.label}: {support.reason}")
             continue
-        estimate = cls.estimate_memory(model, options)
-        try:
-            check_fits(estimate, inventory.ram_available_bytes, model.display_name)
-        except DoesNotFit as exc:
-            memory_failures.append(exc)
-            rejections.append(f"{cls.label}: {exc.message}")
-            continue
-        why_this = "chosen by you" if prefs.backend != "auto" else "the first available backend that fits"
-        return BackendPlan(
-            backend=cls.name,
-            label=cls.label,
-            devices=("CPU",),
-            threads=threads,
-            context_length=context,
-            memory=estimate,
-            reasons=(
-                f"{cls.label}: {why_this}; {available.reason}",
-                support.reason,
-                f"needs about {format_bytes(estimate.total_bytes)} of "
-                f"{format_bytes(inventory.ram_available_bytes)} available RAM",
-                threads_reason,
-                context_reason,
-            ),
+        if cls.name == "llamacpp":
+            options += _llamacpp_options(ctx)
+        elif cls.name == "openvino":
+            options += _openvino_options(ctx, cls)
+        else:
+            options += _cpu_option(ctx, cls, RANK_CPU)
+    if not options:
+        if ctx.memory_failures:  # the model would run here, with less context or more free memory
+            raise ctx.memory_failures[0]
+        raise NoBackend(ctx.rejections)
+    best = min(options, key=lambda option: option.rank).plan
+    forced = prefs.backend != "auto" or prefs.device != "auto" or prefs.gpu_layers is not None
+    why = "chosen by you" if forced else "the best fit for this machine"
+    idle = [f"Not used: {reason}" for reason in ctx.not_used]
+    return dataclasses.replace(
+        best, reasons=(f"{best.label}: {why}", *best.reasons, *idle, threads_reason, context_reason)
+    )
+
+
+def _candidate_classes(
+    prefs: Preferences, automatic: Sequence[type[Backend]], named: Mapping[str, type[Backend]]
+) -> list[type[Backend]]:
+    if prefs.backend == "auto":
+        return list(automatic)
+    if prefs.backend == "cuda" and "llamacpp" in named:
+        return [named["llamacpp"]]
+    if prefs.backend in named:
+        return [named[prefs.backend]]
+    raise BackendUnavailable(
+        f"There is no backend called {prefs.backend!r}.",
+        f"Use one of: auto, cuda, {', '.join(sorted(named))}.",
+    )
+
+
+# --- llama.cpp: NVIDIA GPUs and the CPU ----------------------------------------------------------------------
+
+
+def _wants_gpu(prefs: Preferences) -> bool:
+    return prefs.backend == "cuda" or prefs.device.startswith("cuda") or bool(prefs.gpu_layers)
+
+
+def _llamacpp_options(ctx: _Context) -> list[_Option]:
+    prefs = ctx.prefs
+    options: list[_Option] = []
+    if prefs.device in ("auto", "cpu") and not _wants_gpu(prefs):
+        options += _cpu_option(ctx, None, RANK_CPU)
+    if prefs.device == "cpu" or prefs.device in ("gpu", "npu") or prefs.device.upper().startswith(("GPU", "NPU")):
+        return options
+    gpus = _usable_gpus(ctx)
+    if not gpus:
+        if _wants_gpu(prefs):
+            ctx.rejections.append("llama.cpp (CUDA): " + (ctx.not_used[-1] if ctx.not_used else "no NVIDIA GPU"))
+        return options
+    if prefs.gpu_layers is not None:
+        return [*options, *_forced_layers(ctx, gpus, prefs.gpu_layers)]
+    full = _gpu_full(ctx, gpus)
+    if full is not None:
+        return [*options, full]
+    split = _gpu_split(ctx, gpus)
+    if split is not None:
+        return [*options, split]
+    partial = _gpu_partial(ctx, gpus[0])
+    return [*options, partial] if partial is not None else options
+
+
+def _usable_gpus(ctx: _Context) -> list[GpuDevice]:
+    inventory, prefs = ctx.inventory, ctx.prefs
+    if inventory.gpu_problem:
+        ctx.not_used.append(f"{inventory.gpu_problem}; check the driver with `nvidia-smi`, then restart Hearth")
+        return []
+    if not inventory.gpus:
+        return []
+    build = inventory.llama_cpp
+    if build is None or "cuda" not in build.ggml_backends:
+        names = ", ".join(g.name for g in inventory.gpus)
+        ctx.not_used.append(
+            f"{names}: this llama.cpp build has no CUDA support; install the CUDA toolkit (nvcc) and run "
+            "`make setup` to rebuild it with GPU offload"
         )
-    if len(memory_failures) == len(candidates) == 1:
-        raise memory_failures[0]
-    raise NoBackend(rejections)
+        return []
+    gpus = sorted(inventory.gpus, key=lambda g: g.free_bytes, reverse=True)
+    if prefs.device.startswith("cuda:"):
+        wanted = prefs.device.removeprefix("cuda:")
+        gpus = [g for g in gpus if str(g.index) == wanted]
+        if not gpus:
+            known = ", ".join(g.id for g in inventory.gpus)
+            ctx.rejections.append(f"llama.cpp (CUDA): there is no GPU {prefs.device} (GPUs here: {known})")
+    return gpus
+
+
+def _gpu_label(gpu: GpuDevice) -> str:
+    return f"{gpu.name} ({format_bytes(gpu.free_bytes)} free)"
+
+
+def _cpu_placement(ctx: _Context, memory: MemoryEstimate, layers: int) -> Placement:
+    return Placement("CPU", ctx.inventory.cpu_model, layers, memory, ctx.inventory.ram_available_bytes)
+
+
+def _gpu_full(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
+    model, blocks = ctx.model, ctx.model.block_count
+    for gpu in gpus:
+        offload = estimate_offload(model, ctx.context, (blocks,))
+        need = offload.gpus[0].total_bytes
+        if need <= usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES) and _cpu_fits(ctx, offload.cpu):
+            placements = (
+                Placement(gpu.id, gpu.name, blocks, offload.gpus[0], gpu.free_bytes),
+                _cpu_placement(ctx, offload.cpu, 0),
+            )
+            reasons = (
+                f"the whole model and its context cache fit on {gpu.name}: about {format_bytes(need)} of "
+                f"{format_bytes(gpu.free_bytes)} free",
+            )
+            plan = _gpu_plan(ctx, "llama.cpp (CUDA)", placements, blocks + 1, (), gpu.index, reasons)
+            return _Option(RANK_GPU_FULL, plan)
+    return None
+
+
+def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
+    model, blocks = ctx.model, ctx.model.block_count
+    if len(gpus) < 2:
+        return None
+    ordered = sorted(gpus, key=lambda g: g.index)
+    capacities = [layers_that_fit(model, ctx.context, usable_bytes(g.free_bytes, GPU_HEADROOM_BYTES)) for g in ordered]
+    # The last GPU also holds the output projection; count that against it.
+    last_room = usable_bytes(ordered[-1].free_bytes, GPU_HEADROOM_BYTES) - model.output_bytes
+    capacities[-1] = layers_that_fit(model, ctx.context, max(last_room, 0))
+    if sum(capacities) < blocks:
+        return None
+    counts = split_layers(blocks, tuple(capacities))
+    offload = estimate_offload(model, ctx.context, counts)
+    if not _cpu_fits(ctx, offload.cpu):
+        return None
+    on_gpus = [
+        Placement(g.id, g.name, n, memory, g.free_bytes)
+        for g, n, memory in zip(ordered, counts, offload.gpus, strict=True)
+    ]
+    placements = (*on_gpus, _cpu_placement(ctx, offload.cpu, 0))
+    share = tuple(round(n / blocks, 4) for n in counts)
+    biggest = max(range(len(ordered)), key=lambda i: counts[i])
+    reasons = (
+        "no single GPU holds the model, but together they do: layers split "
+        + " + ".join(f"{n} on {g.name}" for g, n in zip(ordered, counts, strict=True))
+        + ", in proportion to free memory",
+    )
+    label = f"llama.cpp (CUDA, {len(ordered)} GPUs)"
+    plan = _gpu_plan(ctx, label, placements, blocks + 1, share, ordered[biggest].index, reasons)
+    return _Option(RANK_GPU_SPLIT, plan)
+
+
+def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
+    model, blocks = ctx.model, ctx.model.block_count
+    layers = layers_that_fit(model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES))
+    if layers == 0:
+        ctx.not_used.append(f"{_gpu_label(gpu)}: not even one layer fits")
+        return None
+    offload = estimate_offload(model, ctx.context, (layers,))
+    if not _cpu_fits(ctx, offload.cpu):
+        return None
+    placements = (
+        Placement(gpu.id, gpu.name, layers, offload.gpus[0], gpu.free_bytes),
+        _cpu_placement(ctx, offload.cpu, blocks - layers),
+    )
+    reasons = (
+        f"the model does not fit on {_gpu_label(gpu)}, so {layers} of {blocks} layers run there and the rest "
+        "on the CPU (slower than all on the GPU; a smaller context or a lower-bit model would move more over)",
+    )
+    return _Option(
+        RANK_GPU_PARTIAL, _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, layers, (), gpu.index, reasons)
+    )
+
+
+def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> list[_Option]:
+    model, blocks = ctx.model, ctx.model.block_count
+    gpu = gpus[0]
+    layers = min(requested, blocks)
+    offload = estimate_offload(model, ctx.context, (layers,))
+    need = offload.gpus[0].total_bytes
+    room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
+    if need > room:
+        most = layers_that_fit(model, ctx.context, room)
+        failure = DoesNotFit(
+            f"{layers} layers of {model.display_name} need about {format_bytes(need)} on {gpu.name}, which has "
+            f"{format_bytes(gpu.free_bytes)} free.",
+            f"Ask for at most {most} GPU layers, or leave the layer count to Hearth.",
+        )
+        ctx.memory_failures.append(failure)
+        ctx.rejections.append(f"llama.cpp (CUDA): {failure.message}")
+        return []
+    placements = (
+        Placement(gpu.id, gpu.name, layers, offload.gpus[0], gpu.free_bytes),
+        _cpu_placement(ctx, offload.cpu, blocks - layers),
+    )
+    reasons = (f"{layers} of {blocks} layers on {gpu.name}, as configured",)
+    gpu_layers = blocks + 1 if layers >= blocks else layers
+    label = "llama.cpp (CUDA)" if layers >= blocks else "llama.cpp (CPU + GPU)"
+    return [_Option(RANK_GPU_FULL, _gpu_plan(ctx, label, placements, gpu_layers, (), gpu.index, reasons))]
+
+
+def _gpu_plan(
+    ctx: _Context,
+    label: str,
+    placements: tuple[Placement, ...],
+    gpu_layers: int,
+    tensor_split: tuple[float, ...],
+    main_gpu: int,
+    reasons: tuple[str, ...],
+) -> BackendPlan:
+    total = _sum_memory(p.memory for p in placements)
+    return BackendPlan(
+        backend="llamacpp",
+        label=label,
+        devices=tuple(p.device for p in placements if p.layers or p.device == "CPU"),
+        threads=ctx.threads,
+        context_length=ctx.context,
+        memory=total,
+        reasons=reasons,
+        placements=placements,
+        gpu_layers=gpu_layers,
+        tensor_split=tensor_split,
+        main_gpu=main_gpu,
+        device=f"cuda:{main_gpu}",
+    )
+
+
+def _cpu_fits(ctx: _Context, memory: MemoryEstimate) -> bool:
+    return memory.total_bytes <= usable_bytes(ctx.inventory.ram_available_bytes)
+
+
+def _cpu_option(ctx: _Context, cls: type[Backend] | None, rank: int) -> list[_Option]:
+    """The model on the CPU: llama.cpp (``cls`` None) or another backend's CPU path."""
+    inventory, model = ctx.inventory, ctx.model
+    options = LoadOptions(context_length=ctx.context, threads=ctx.threads)
+    memory = cls.estimate_memory(model, options) if cls else estimate_offload(model, ctx.context, ()).cpu
+    name = cls.name if cls else "llamacpp"
+    label = cls.label if cls else "llama.cpp (CPU)"
+    usable = usable_bytes(inventory.ram_available_bytes)
+    if memory.total_bytes > usable:
+        fits_at = largest_context(
+            model,
+            lambda c: estimate_offload(model, c, ()).cpu.total_bytes <= usable,
+            ctx.context,
+        )
+        failure = DoesNotFit(
+            f"{model.display_name} needs about {format_bytes(memory.total_bytes)} (weights "
+            f"{format_bytes(memory.weights_bytes)}, context cache {format_bytes(memory.kv_cache_bytes)}) but only "
+            f"{format_bytes(inventory.ram_available_bytes)} of memory is available.",
+            (f"Lower the context to {fits_at} tokens or less (--context), " if fits_at else "")
+            + "close other programs, or choose a smaller or lower-bit model.",
+        )
+        ctx.memory_failures.append(failure)
+        ctx.rejections.append(f"{label}: {failure.message}")
+        return []
+    reasons = [
+        f"needs about {format_bytes(memory.total_bytes)} of {format_bytes(inventory.ram_available_bytes)} available RAM"
+    ]
+    if "avx2" not in inventory.isa_flags and "asimd" not in inventory.isa_flags and "neon" not in inventory.isa_flags:
+        reasons.append("this CPU has no AVX2, so llama.cpp uses slower kernels; a small, low-bit model helps")
+    plan = BackendPlan(
+        backend=name,
+        label=label,
+        devices=("CPU",),
+        threads=ctx.threads,
+        context_length=ctx.context,
+        memory=memory,
+        reasons=tuple(reasons),
+        placements=(Placement("CPU", inventory.cpu_model, model.block_count, memory, inventory.ram_available_bytes),),
+        device="CPU",
+    )
+    return [_Option(rank, plan)]
+
+
+# --- OpenVINO: Intel GPU and NPU (and the CPU when asked for) -------------------------------------------------
+
+
+def _openvino_options(ctx: _Context, cls: type[Backend]) -> list[_Option]:
+    inventory, prefs = ctx.inventory, ctx.prefs
+    devices = list(inventory.openvino or ())
+    wanted = prefs.device.upper()
+    if wanted not in ("AUTO", "CPU"):
+        devices = [d for d in devices if d.id.upper() == wanted or d.kind == wanted]
+        if not devices:
+            known = ", ".join(d.id for d in inventory.openvino or ()) or "none"
+            ctx.rejections.append(f"OpenVINO: there is no {prefs.device} device (OpenVINO sees: {known})")
+            return []
+    options: list[_Option] = []
+    for device in devices:
+        if device.kind == "CPU":
+            if prefs.backend == "openvino" and wanted in ("AUTO", "CPU"):
+                options += [_as_openvino(o, device) for o in _cpu_option(ctx, cls, RANK_OPENVINO_CPU)]
+            continue
+        options += _openvino_accelerator(ctx, cls, device)
+    return options
+
+
+def _openvino_accelerator(ctx: _Context, cls: type[Backend], device: OpenVinoDevice) -> list[_Option]:
+    model, inventory = ctx.model, ctx.inventory
+    context, limits = ctx.context, ""
+    if device.kind == "NPU":
+        most = NPU_MAX_PROMPT_TOKENS + NPU_MIN_RESPONSE_TOKENS
+        if context > most:
+            context = most
+            limits = (
+                f"; the NPU compiles fixed shapes, so prompts are limited to {NPU_MAX_PROMPT_TOKENS} tokens "
+                f"and the context to {most}"
+            )
+    memory = cls.estimate_memory(model, LoadOptions(context_length=context, threads=ctx.threads))
+    if memory.total_bytes > usable_bytes(inventory.ram_available_bytes):
+        ctx.rejections.append(
+            f"OpenVINO {device.id}: needs about {format_bytes(memory.total_bytes)} of shared memory, "
+            f"{format_bytes(inventory.ram_available_bytes)} available"
+        )
+        return []
+    rank = RANK_NPU if device.kind == "NPU" else RANK_INTEL_GPU
+    kind = "NPU" if device.kind == "NPU" else ("integrated GPU" if device.integrated else "GPU")
+    reasons = (
+        f"{device.full_name} ({kind}) runs {model.architecture} GGUF models through OpenVINO, using about "
+        f"{format_bytes(memory.total_bytes)} of shared memory{limits}",
+    )
+    plan = BackendPlan(
+        backend="openvino",
+        label=f"OpenVINO ({device.id})",
+        devices=(device.id,),
+        threads=ctx.threads,
+        context_length=context,
+        memory=memory,
+        reasons=reasons,
+        placements=(Placement(device.id, device.full_name, model.block_count, memory, inventory.ram_available_bytes),),
+        device=device.id,
+    )
+    return [_Option(rank, plan)]
+
+
+def _as_openvino(option: _Option, device: OpenVinoDevice) -> _Option:
+    plan = option.plan
+    return _Option(
+        option.rank,
+        dataclasses.replace(plan, label=f"OpenVINO ({device.id})", device=device.id),
+    )
+
+
+def _sum_memory(parts: Iterable[MemoryEstimate]) -> MemoryEstimate:
+    items = list(parts)
+    return MemoryEstimate(
+        sum(m.weights_bytes for m in items), sum(m.kv_cache_bytes for m in items), sum(m.compute_bytes for m in items)
+    )

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.errors import ModelFileError
-from models.gguf_reader import LazyStrings, metadata_getter, read_header
+from models.gguf_reader import LazyStrings, TensorEntry, metadata_getter, read_header
+
+_BLOCK = re.compile(r"blk\.(\d+)\.")
 
 # Upper bounds a real model never reaches; larger values are corrupt or hostile metadata.
 MAX_LAYERS = 4096
@@ -39,6 +43,15 @@ class ModelInfo:
     eos_token: str
     add_bos_token: bool
     license: str | None
+    # Weight bytes of each repeating block (blk.N.*), and of everything else (embeddings, output, norms).
+    layer_bytes: tuple[int, ...] = ()
+    other_bytes: int = 0
+    output_bytes: int = 0  # the output projection (or the tied embedding it reuses), which runs on the last device
+    tensor_types: frozenset[str] = frozenset()  # ggml types of the weights, e.g. {"Q4_K", "Q6_K", "F32"}
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(self.layer_bytes) + self.other_bytes if self.layer_bytes else self.file_size_bytes
 
     @property
     def display_name(self) -> str:
@@ -101,7 +114,36 @@ def read_model_info(path: Path) -> ModelInfo:
         eos_token=_token_text(tokens, get("tokenizer.ggml.eos_token_id", int)),
         add_bos_token=bool(get("tokenizer.ggml.add_bos_token", bool, False)),
         license=get("general.license", str),
+        **_tensor_facts(header.tensors, block_count),
     )
+
+
+def _tensor_facts(tensors: Sequence[TensorEntry], block_count: int) -> dict[str, Any]:
+    from gguf import GGMLQuantizationType
+
+    layers = [0] * block_count
+    other = output = 0
+    types: set[str] = set()
+    for tensor in tensors:
+        try:
+            types.add(GGMLQuantizationType(tensor.ggml_type).name)
+        except ValueError:
+            types.add(f"type {tensor.ggml_type}")
+        match = _BLOCK.match(tensor.name)
+        if match and int(match.group(1)) < block_count:
+            layers[int(match.group(1))] += tensor.n_bytes
+            continue
+        other += tensor.n_bytes
+        if tensor.name == "output.weight":
+            output = tensor.n_bytes
+    if output == 0:  # tied embeddings: the output projection reuses the token embedding
+        output = next((t.n_bytes for t in tensors if t.name == "token_embd.weight"), 0)
+    return {
+        "layer_bytes": tuple(layers),
+        "other_bytes": other,
+        "output_bytes": output,
+        "tensor_types": frozenset(types),
+    }
 
 
 def sha256_of(path: Path, chunk_bytes: int = 1 << 20) -> str:

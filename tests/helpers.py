@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.hardware import HardwareInventory, LlamaCppBuild
+from backends.hardware import GpuDevice, HardwareInventory, LlamaCppBuild, OpenVinoDevice
+from models.gguf import ModelInfo
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -28,17 +29,86 @@ def make_inventory(
     physical_cores: int = 4,
     llama: bool = True,
     flags: frozenset[str] | None = None,
+    *,
+    ram_total_gib: float | None = None,
+    gpus: tuple[tuple[str, float, float], ...] = (),
+    cuda: bool | None = None,
+    gpu_problem: str | None = None,
+    openvino: tuple[tuple[str, str], ...] | None = None,
+    cpu_model: str = "Test CPU",
 ) -> HardwareInventory:
+    """A fixture machine. ``gpus``: (name, total GiB, free GiB) per NVIDIA GPU; ``cuda``: whether llama.cpp was
+    built with CUDA (default: when there are GPUs); ``openvino``: (device id, full name) per OpenVINO device."""
     gib = 1 << 30
+    with_cuda = bool(gpus) if cuda is None else cuda
+    backends = ("cpu", "cuda", "rpc") if with_cuda else ("cpu", "rpc")
     return HardwareInventory(
-        cpu_model="Test CPU",
+        cpu_model=cpu_model,
         physical_cores=physical_cores,
         logical_cores=physical_cores * 2,
         isa_flags=flags if flags is not None else frozenset({"avx2", "fma"}),
-        ram_total_bytes=int(max(ram_available_gib, 1) * 2 * gib),
+        ram_total_bytes=int((ram_total_gib or max(ram_available_gib, 1) * 2) * gib),
         ram_available_bytes=int(ram_available_gib * gib),
         os="Linux test",
-        llama_cpp=LlamaCppBuild("0.3.36", ("cpu", "rpc"), True) if llama else None,
+        llama_cpp=LlamaCppBuild("0.3.36", backends, True) if llama else None,
+        gpus=tuple(
+            GpuDevice(i, name, int(total * gib), int(free * gib), (8, 9), "560.35")
+            for i, (name, total, free) in enumerate(gpus)
+        ),
+        gpu_problem=gpu_problem,
+        openvino=None
+        if openvino is None
+        else tuple(OpenVinoDevice(dev, name, dev.split(".")[0]) for dev, name in openvino),
+        openvino_version="2026.4.1" if openvino is not None else "",
+    )
+
+
+def synthetic_model(
+    name: str,
+    *,
+    architecture: str = "llama",
+    layers: int,
+    layer_mib: float,
+    embed_mib: float,
+    output_mib: float,
+    embedding: int,
+    heads: int,
+    kv_heads: int,
+    trained_context: int = 4096,
+    quantization: str = "Q4_K_M",
+    tensor_types: frozenset[str] = frozenset({"Q4_K", "Q6_K", "F32"}),
+    vocab: int = 32000,
+) -> ModelInfo:
+    """Metadata of a real-sized model, without the file: for planning and selection tests."""
+    mib = 1 << 20
+    layer_bytes = int(layer_mib * mib)
+    other = int((embed_mib + output_mib) * mib)
+    head_dim = embedding // heads
+    return ModelInfo(
+        path=Path(f"/models/{name}.gguf"),
+        file_size_bytes=layer_bytes * layers + other + 8 * mib,
+        gguf_version=3,
+        architecture=architecture,
+        name=name,
+        quantization=quantization,
+        parameter_count=0,
+        trained_context_length=trained_context,
+        block_count=layers,
+        embedding_length=embedding,
+        head_count=heads,
+        head_count_kv=kv_heads,
+        head_dim_k=head_dim,
+        head_dim_v=head_dim,
+        vocab_size=vocab,
+        chat_template=None,
+        bos_token="<s>",
+        eos_token="</s>",
+        add_bos_token=True,
+        license=None,
+        layer_bytes=(layer_bytes,) * layers,
+        other_bytes=other,
+        output_bytes=int(output_mib * mib),
+        tensor_types=tensor_types,
     )
 
 

@@ -64,8 +64,11 @@ def model_choice(settings: Settings) -> ModelChoice:
         backend=settings.backend.name,
         threads=settings.backend.threads,
         context_length=settings.model.context_length,
+        device=settings.backend.device,
+        gpu_layers=settings.backend.gpu_layers,
     )
-    return ModelChoice(Path(path).expanduser(), prefs, seed=settings.generation.seed or 0)
+    cache = resolve_data_paths(settings.home).compiled_cache_dir
+    return ModelChoice(Path(path).expanduser(), prefs, seed=settings.generation.seed or 0, cache_dir=str(cache))
 
 
 def generation_params(settings: Settings) -> GenerationParams:

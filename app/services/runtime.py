@@ -38,6 +38,7 @@ class ModelChoice:
     path: Path
     prefs: Preferences
     seed: int = 0
+    cache_dir: str | None = None
 
 
 class ModelRuntime:
@@ -81,7 +82,7 @@ class ModelRuntime:
                 model, plan = self.plan(choice)
                 self._status = RuntimeStatus("loading", model.display_name, f"Loading on {plan.label}…", plan)
                 backend = self._make_backend(plan.backend)
-                yield from backend.load(model, plan.load_options(choice.seed))
+                yield from backend.load(model, plan.load_options(choice.seed, choice.cache_dir))
             except HearthError as exc:
                 self._error = exc
                 self._status = RuntimeStatus("error", choice.path.name, f"{exc.message} {exc.remedy}")

@@ -66,5 +66,5 @@ def test_a_model_that_does_not_fit_says_so_with_a_remedy(tmp_path: Path) -> None
     huge_context = read_model_info(write_tiny_gguf(tmp_path / "big.gguf", context_length=1_000_000))
     with pytest.raises(DoesNotFit) as caught:
         select(huge_context, Preferences(context_length=1_000_000), ram_available_gib=0.6)
-    assert "Lower the context length" in caught.value.remedy
+    assert "Lower the context to" in caught.value.remedy
     assert "available" in caught.value.message
