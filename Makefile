@@ -3,24 +3,28 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-unit test-integration test-e2e lint fmt typecheck check bench clean
+.PHONY: setup setup-test run test test-unit test-integration test-e2e lint fmt typecheck check bench clean
 
 setup:
 	@bash packaging/bootstrap.sh
 
+# The tests also need the real GGUFs of other architectures that the memory-planner tests load.
+setup-test:
+	@HEARTH_EXTRAS=dev,test-models bash packaging/bootstrap.sh
+
 run: setup
 	$(VENV)/bin/hearth ui
 
-test: setup
+test: setup-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-unit: setup
+test-unit: setup-test
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: setup
+test-integration: setup-test
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-test-e2e: setup
+test-e2e: setup-test
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 lint: setup

@@ -43,9 +43,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What OpenVINO GenAI's GGUF reader understands (2026.4); anything else fails or falls back silently.
+# What OpenVINO GenAI's GGUF reader understands (2026.4). Anything else fails at load ("gguf_tensor_to_f16
+# failed" for a Qwen2.5 Q4_K_M file with Q5_0 and Q6_K tensors, seen here), so it is refused up front.
 SUPPORTED_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
-SUPPORTED_TENSOR_TYPES = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K"})
+SUPPORTED_TENSOR_TYPES = frozenset({"F32", "F16", "Q4_0", "Q4_1", "Q8_0", "Q4_K"})
 # The NPU's static shapes: the longest prompt it compiles for, and the answer room it keeps.
 NPU_MAX_PROMPT_TOKENS = 1024
 NPU_MIN_RESPONSE_TOKENS = 256

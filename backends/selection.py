@@ -164,6 +164,9 @@ def select_backend(
         support = cls.supports(model)
         if not support.ok:
             ctx.rejections.append(f"{cls.label}: {support.reason}")
+            idle = [d.full_name for d in inventory.openvino or () if d.accelerator] if cls.name == "openvino" else []
+            if idle:
+                ctx.not_used.append(f"{', '.join(idle)}: {support.reason}")
             continue
         if cls.name == "llamacpp":
             options += _llamacpp_options(ctx)

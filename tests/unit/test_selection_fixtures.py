@@ -13,7 +13,28 @@ from tests.helpers import make_inventory, synthetic_model
 
 GIB = 1 << 30
 LLAMA_7B = synthetic_model(
-    "llama-2-7b-chat", layers=32, layer_mib=117, embed_mib=70, output_mib=105, embedding=4096, heads=32, kv_heads=32
+    "llama-2-7b-chat",
+    layers=32,
+    layer_mib=117,
+    embed_mib=70,
+    output_mib=105,
+    embedding=4096,
+    heads=32,
+    kv_heads=32,
+    quantization="Q4_0",
+    tensor_types=frozenset({"Q4_0", "F32"}),
+)
+# The same model as Q4_K_M, which mixes in Q6_K tensors that OpenVINO's GGUF reader cannot read.
+LLAMA_7B_K = synthetic_model(
+    "llama-2-7b-chat",
+    layers=32,
+    layer_mib=125,
+    embed_mib=70,
+    output_mib=105,
+    embedding=4096,
+    heads=32,
+    kv_heads=32,
+    tensor_types=frozenset({"Q4_K", "Q6_K", "F32"}),
 )
 MIXTRAL = synthetic_model(
     "mixtral-8x7b-instruct",
@@ -99,6 +120,9 @@ def test_core_ultra_runs_on_the_integrated_gpu_through_openvino() -> None:
 
     gemma = plan_for(GEMMA, ultra)  # OpenVINO's GGUF reader does not know gemma3: llama.cpp on the CPU
     assert (gemma.backend, gemma.device) == ("llamacpp", "CPU")
+    assert said(gemma, "Not used: Intel(R) Arc(TM) Graphics, Intel(R) AI Boost: OpenVINO's GGUF reader does not know")
+    k_quant = plan_for(LLAMA_7B_K, ultra)
+    assert k_quant.device == "CPU" and said(k_quant, "cannot read Q6_K weights")
 
 
 def test_one_8gb_gpu_with_a_7b_model_offloads_what_fits() -> None:
