@@ -72,25 +72,33 @@ class ModelRuntime:
         return model, select_backend(self._inventory, model, choice.prefs, self._automatic, self._named)
 
     def load(self, choice: ModelChoice) -> Iterator[LoadProgress]:
-        """Validate, plan and load ``choice``, yielding progress. On failure the runtime stays usable and
-        remembers the error, which every later chat attempt reports."""
+        """Validate, plan and load ``choice``, yielding progress. A choice that cannot be planned (a missing file,
+        a device that is not there, a model that does not fit) leaves the current model loaded and serving; a load
+        that fails leaves no model, and every later chat attempt reports why."""
         with self._lock:
-            self._close_current()
-            self._status = RuntimeStatus("loading", choice.path.name, "Reading the model file…")
+            yield LoadProgress(0.0, "Reading the model file")
             try:
-                yield LoadProgress(0.0, "Reading the model file")
                 model, plan = self.plan(choice)
-                self._status = RuntimeStatus("loading", model.display_name, f"Loading on {plan.label}…", plan)
+            except HearthError as exc:
+                if self._backend is None:
+                    self._fail(exc, choice)
+                raise
+            self._close_current()
+            self._status = RuntimeStatus("loading", model.display_name, f"Loading on {plan.label}…", plan)
+            try:
                 backend = self._make_backend(plan.backend)
                 yield from backend.load(model, plan.load_options(choice.seed, choice.cache_dir))
             except HearthError as exc:
-                self._error = exc
-                self._status = RuntimeStatus("error", choice.path.name, f"{exc.message} {exc.remedy}")
-                log.error("model load failed: %s", exc)
+                self._fail(exc, choice)
                 raise
             self._backend, self._model, self._error = backend, model, None
             self._status = RuntimeStatus("ready", model.display_name, "Ready", plan, backend.notes)
             log.info("loaded %s on %s (%s)", model.display_name, plan.label, "; ".join(plan.reasons))
+
+    def _fail(self, exc: HearthError, choice: ModelChoice) -> None:
+        self._error = exc
+        self._status = RuntimeStatus("error", choice.path.name, f"{exc.message} {exc.remedy}")
+        log.error("model load failed: %s", exc)
 
     def record_error(self, error: HearthError, model_name: str = "") -> None:
         """Remember a failure that happened before loading could start (for example, no model file)."""

@@ -15,6 +15,8 @@ from app.services.chat import TurnEvent
 from app.services.container import Services
 from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel, as_gradio_error
+from app.ui.hardware import HardwarePanel
+from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.render import AnswerView, chat_history, conversation_choices, neutralize_remote_media, status_markdown
 from app.ui.streaming import BatchedStream
 from backends.base import GenerationParams
@@ -158,6 +160,7 @@ def _notice(view: AnswerView) -> str:
 
 def build_ui(services: Services) -> gr.Blocks:
     documents = DocumentsPanel(services)
+    hardware = HardwarePanel(services)
     page = ChatPage(services, documents)
     settings = services.settings.generation
     with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
@@ -270,6 +273,18 @@ def build_ui(services: Services) -> gr.Blocks:
                         "Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection"
                     )
                     keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
+            with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as hardware_tab:
+                machine = gr.Markdown("", elem_id="machine")
+                plan_view = gr.HTML("", elem_id="plan")
+                with gr.Row(equal_height=True):
+                    backend_choice = gr.Dropdown(
+                        choices=BACKEND_CHOICES, value="auto", label="Backend", elem_id="backend-choice", scale=2
+                    )
+                    device_choice = gr.Dropdown(
+                        choices=[("Automatic", "auto")], value="auto", label="Device", elem_id="device-choice", scale=2
+                    )
+                    switch_button = gr.Button("Use these (reloads the model)", elem_id="switch", scale=1)
+                switch_progress = gr.Markdown("", elem_id="switch-progress")
         timer = gr.Timer(1.0, active=True)
 
         collection_view = [collection, table, file_picker, summary]
@@ -303,6 +318,15 @@ def build_ui(services: Services) -> gr.Blocks:
         confirm_delete.click(
             page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
         ).then(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
+
+        # Hardware. Switching shares the chat's queue, so the model is never swapped in the middle of an answer.
+        hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
+        switch_button.click(
+            hardware.switch,
+            [backend_choice, device_choice],
+            [switch_progress, plan_view, status],
+            concurrency_id="generate",
+        )
 
         # Documents. Ingestion has its own queue, so chat keeps answering while files are indexed.
         collection.input(documents.view, [collection], collection_view)

@@ -63,6 +63,25 @@ def test_doctor_shows_the_machine_and_picks_llamacpp(isolated_home: Path, embedd
     assert "RAM:" in result.stdout
     assert "SmolLM2-135M-Instruct (Q4_1)" in result.stdout
     assert "backend: llama.cpp (CPU)" in result.stdout
+    assert "OpenVINO CPU:" in result.stdout  # the OpenVINO devices are listed too
+    assert "CPU      [" in result.stdout and "30 layers" in result.stdout  # the memory bar of the plan
+    assert "- llama.cpp (CPU): the best fit for this machine" in result.stdout
+
+
+def test_chat_through_openvino_on_the_cpu(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth(
+        "chat", "What is the capital of France?", "--temperature", "0", "--backend", "openvino", home=isolated_home
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+    assert "Compiling" in result.stderr and "tokens/s" in result.stderr
+    assert any((isolated_home / "cache" / "compiled").iterdir())  # the second load skips compilation
+
+
+def test_a_device_this_machine_lacks_is_refused_with_the_reason(isolated_home: Path, embedded_model: Path) -> None:
+    result = hearth("chat", "hi", "--backend", "cuda", home=isolated_home)
+    assert result.returncode == 1
+    assert "NVIDIA" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_doctor_json_is_a_bug_report(isolated_home: Path, embedded_model: Path) -> None:
@@ -70,6 +89,8 @@ def test_doctor_json_is_a_bug_report(isolated_home: Path, embedded_model: Path) 
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["plan"]["backend"] == "llamacpp"
+    assert report["plan"]["placements"][0]["device"] == "CPU"
+    assert report["hardware"]["openvino"][0]["id"] == "CPU"
     assert report["hardware"]["physical_cores"] >= 1
     assert report["hardware"]["llama_cpp"]["rpc"] is True
     assert len(report["model"]["sha256"]) == 64

@@ -1,0 +1,55 @@
+"""The Hardware tab: what Hearth sees, the plan it chose and why, and a switch of backend or device (the model
+reloads, with progress). Wiring only; the text and bars come from ``app.ui.hardware_view``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from app.errors import HearthError
+from app.services.container import Services
+from app.settings import BackendSettings
+from app.ui.hardware_view import device_choices, inventory_markdown, plan_html
+from app.ui.render import status_markdown
+
+
+class HardwarePanel:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def view(self) -> tuple[Any, ...]:
+        settings = self.services.settings.backend
+        status = self.services.runtime.status
+        return (
+            inventory_markdown(self.services.inventory),
+            plan_html(status.plan, status.message),
+            gr.update(value=settings.name),
+            gr.update(choices=device_choices(self.services.inventory), value=settings.device),
+        )
+
+    def switch(self, backend: str, device: str) -> Iterator[tuple[Any, ...]]:
+        """Reload the model on the chosen backend and device. If the choice cannot work here, say why and keep
+        the current model running."""
+        current = self.services.settings
+        try:
+            chosen = BackendSettings(name=backend, device=device or "auto", threads=current.backend.threads)
+        except ValueError as exc:
+            raise gr.Error(f"That choice is not valid: {exc}", title="Hearth", print_exception=False) from exc
+        self.services.settings = current.model_copy(update={"backend": chosen})
+        try:
+            for progress in self.services.runtime.load(self.services.model_choice()):
+                yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), self._status()
+        except HearthError as exc:
+            self.services.settings = current  # what is running is what the settings say
+            gr.Warning(f"{exc.message} {exc.remedy}", title="Could not switch")
+            status = self.services.runtime.status
+            yield f"Not switched: {exc.message}", plan_html(status.plan, status.message), self._status()
+            return
+        status = self.services.runtime.status
+        label = status.plan.label if status.plan else "nothing"
+        yield f"Now running on {label}.", plan_html(status.plan, status.message), self._status()
+
+    def _status(self) -> str:
+        return status_markdown(self.services.runtime.status)

@@ -1,0 +1,75 @@
+"""Pure functions for the Hardware tab: the machine, the plan with its reasons, and a memory bar per device."""
+
+from __future__ import annotations
+
+import html
+
+from backends.hardware import HardwareInventory, describe
+from backends.memory import format_bytes
+from backends.selection import BackendPlan, Placement
+
+BACKEND_CHOICES = [
+    ("Automatic (best for this machine)", "auto"),
+    ("llama.cpp", "llamacpp"),
+    ("llama.cpp on NVIDIA GPUs (CUDA)", "cuda"),
+    ("OpenVINO (Intel NPU, GPU or CPU)", "openvino"),
+]
+
+
+def device_choices(inventory: HardwareInventory) -> list[tuple[str, str]]:
+    choices = [("Automatic", "auto"), ("CPU", "cpu")]
+    choices += [(f"{gpu.name} ({gpu.id})", gpu.id) for gpu in inventory.gpus]
+    choices += [
+        (f"{device.full_name} (OpenVINO {device.id})", device.id)
+        for device in inventory.openvino or ()
+        if device.accelerator
+    ]
+    return choices
+
+
+def inventory_markdown(inventory: HardwareInventory) -> str:
+    lines = [f"- {html.escape(line)}" for line in describe(inventory)]
+    lines += [f"- note: {html.escape(note)}" for note in inventory.notes]
+    return "### This computer\n" + "\n".join(lines)
+
+
+def memory_bar_html(placement: Placement) -> str:
+    """One device: a bar of what the model takes of what is free there, split into weights / cache / scratch."""
+    free = max(placement.available_bytes, 1)
+    memory = placement.memory
+    parts = [
+        ("weights", memory.weights_bytes, "#e8743b"),
+        ("context cache", memory.kv_cache_bytes, "#f5b041"),
+        ("working memory", memory.compute_bytes, "#aab7b8"),
+    ]
+    segments = "".join(
+        f'<div title="{label}: {format_bytes(size)}" style="width:{min(100.0, 100 * size / free):.2f}%;'
+        f'background:{color};height:100%"></div>'
+        for label, size, color in parts
+    )
+    layers = f"{placement.layers} layers · " if placement.layers else ""
+    caption = (
+        f"<b>{html.escape(placement.device)}</b> {html.escape(placement.name)} — {layers}"
+        f"{format_bytes(memory.total_bytes)} of {format_bytes(placement.available_bytes)} free"
+    )
+    return (
+        f'<div class="memory-bar" data-device="{html.escape(placement.device)}" style="margin:6px 0">'
+        f"<div>{caption}</div>"
+        '<div style="display:flex;height:12px;border:1px solid var(--border-color-primary);border-radius:4px;'
+        f'overflow:hidden">{segments}</div></div>'
+    )
+
+
+def plan_html(plan: BackendPlan | None, message: str) -> str:
+    if plan is None:
+        return f"<p>{html.escape(message)}</p>"
+    bars = "".join(memory_bar_html(p) for p in plan.placements)
+    reasons = "".join(f"<li>{html.escape(reason)}</li>" for reason in plan.reasons)
+    legend = (
+        '<p style="font-size:0.85em">bars: <span style="color:#e8743b">■</span> weights '
+        '<span style="color:#f5b041">■</span> context cache <span style="color:#aab7b8">■</span> working memory</p>'
+    )
+    return (
+        f'<h3>Running on {html.escape(plan.label)}</h3><div id="plan-bars">{bars}</div>{legend}'
+        f'<ul id="plan-reasons">{reasons}</ul>'
+    )
