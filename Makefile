@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test run test test-unit test-integration test-e2e lint fmt typecheck check bench clean
+.PHONY: setup setup-test run test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
 
 setup:
 	@bash packaging/bootstrap.sh
@@ -26,6 +26,10 @@ test-integration: setup-test
 
 test-e2e: setup-test
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+# Needs an NVIDIA GPU (and a CUDA build, which `make setup` makes when nvcc is present).
+test-hardware: setup-test
+	$(PY) -m pytest tests/hardware $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

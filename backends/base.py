@@ -66,6 +66,7 @@ class LoadOptions:
     tensor_split: tuple[float, ...] = ()  # share of the offloaded layers per GPU, when split across several
     main_gpu: int = 0
     cache_dir: str | None = None  # where a backend may keep compiled models between runs
+    max_prompt_tokens: int | None = None  # a device's fixed prompt limit (an NPU's static shapes); None: the context
 
 
 @dataclass(frozen=True)

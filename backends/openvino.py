@@ -110,7 +110,7 @@ class OpenVinoBackend(Backend):
         if self._formatter and self._formatter.fallback_reason:
             notes.append(f"Using the ChatML prompt format because {self._formatter.fallback_reason}.")
         if self._max_prompt_tokens is not None:
-            notes.append(f"The NPU takes prompts of up to {self._max_prompt_tokens} tokens.")
+            notes.append(f"The {self._device} takes prompts of up to {self._max_prompt_tokens} tokens.")
         return tuple(notes)
 
     def load(self, model: ModelInfo, options: LoadOptions) -> Iterator[LoadProgress]:
@@ -125,9 +125,9 @@ class OpenVinoBackend(Backend):
         if options.cache_dir is not None:
             Path(options.cache_dir).mkdir(parents=True, exist_ok=True)
             config["CACHE_DIR"] = str(options.cache_dir)
-        max_prompt = None
+        max_prompt = options.max_prompt_tokens
         if device.startswith("NPU"):
-            max_prompt = min(NPU_MAX_PROMPT_TOKENS, options.context_length - NPU_MIN_RESPONSE_TOKENS)
+            max_prompt = max_prompt or min(NPU_MAX_PROMPT_TOKENS, options.context_length - NPU_MIN_RESPONSE_TOKENS)
             config |= {"MAX_PROMPT_LEN": max_prompt, "MIN_RESPONSE_LEN": NPU_MIN_RESPONSE_TOKENS}
         try:
             pipe = openvino_genai.LLMPipeline(str(model.path), device, **config)

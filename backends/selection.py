@@ -32,13 +32,11 @@ from backends.memory import (
     split_layers,
     usable_bytes,
 )
+from backends.openvino import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_TOKENS
 from models.gguf import ModelInfo
 
 # CUDA's own context and cuBLAS workspaces take this much of a GPU before any model byte.
 GPU_HEADROOM_BYTES = 400 * MIB
-# The NPU compiles static shapes; Hearth gives it this prompt length and this much room for the answer.
-NPU_MAX_PROMPT_TOKENS = 1024
-NPU_MIN_RESPONSE_TOKENS = 256
 
 RANK_GPU_FULL, RANK_GPU_SPLIT, RANK_GPU_PARTIAL, RANK_INTEL_GPU, RANK_NPU, RANK_CPU, RANK_OPENVINO_CPU = range(7)
 

@@ -118,3 +118,20 @@ def test_close_is_idempotent_and_then_refuses_to_chat(model_info: ModelInfo, tmp
         instance.close()
         with pytest.raises(ModelNotReady):
             list(instance.stream_chat(QUESTION, GREEDY, CancelToken()))
+
+
+def test_a_fixed_prompt_limit_is_enforced_with_a_message(model_info: ModelInfo, tmp_path: Path) -> None:
+    """The NPU's static prompt shape, enforced by Hearth before the device sees the prompt (here on the CPU
+    device, which takes the same limit when asked)."""
+    openvino_installed()
+    backend = OpenVinoBackend()
+    list(backend.load(model_info, LoadOptions(CONTEXT, 2, device="CPU", cache_dir=str(tmp_path), max_prompt_tokens=40)))
+    try:
+        with pytest.raises(ContextTooLong) as caught:
+            list(backend.stream_chat([ChatMessage("user", "tell me about the sea " * 10)], GREEDY, CancelToken()))
+        assert "the CPU takes at most 40" in caught.value.message
+        assert "The CPU takes prompts of up to 40 tokens." in backend.notes
+        text, _, _ = run(backend, [ChatMessage("user", "Hi!")], GREEDY)
+        assert text.strip()
+    finally:
+        backend.close()

@@ -1,0 +1,55 @@
+"""llama.cpp with CUDA on a real NVIDIA GPU: the plan, the offload and an answer. Run with `make test-hardware` on
+a machine with a GPU and a CUDA build of llama-cpp-python (`make setup` builds one when nvcc is present)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from app.services.container import build_services
+from app.settings import load_settings
+from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta
+from backends.hardware import probe
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda_machine() -> None:
+    inventory = probe()
+    if not inventory.gpus:
+        pytest.skip(f"no NVIDIA GPU here ({inventory.gpu_problem or 'NVML lists none'})")
+    if inventory.llama_cpp is None or "cuda" not in inventory.llama_cpp.ggml_backends:
+        pytest.fail("this machine has a GPU but llama-cpp-python was built without CUDA: run `make setup`")
+
+
+def test_the_embedded_model_runs_entirely_on_the_gpu(cuda_machine: None, isolated_home: Path) -> None:
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("llama.cpp").addHandler(handler)
+    logging.getLogger("llama.cpp").setLevel(logging.DEBUG)
+    services = build_services(load_settings())
+    try:
+        list(services.runtime.load(services.model_choice()))
+        plan = services.runtime.status.plan
+        assert plan is not None and plan.label == "llama.cpp (CUDA)"
+        assert plan.gpu_layers == plan.placements[0].layers + 1
+        offloaded = next(line for line in lines if "offloaded" in line and "layers to GPU" in line)
+        done, total = map(int, re.search(r"offloaded (\d+)/(\d+)", offloaded).groups())  # type: ignore[union-attr]
+        assert done == total
+        cuda_mib = sum(
+            float(m.group(1)) for line in lines if (m := re.search(r"CUDA\d* \w* ?buffer size =\s+([\d.]+)", line))
+        )
+        estimate_mib = plan.placements[0].memory.total_bytes / (1 << 20)
+        assert abs(estimate_mib - cuda_mib) / cuda_mib <= 0.15, (estimate_mib, cuda_mib)
+        events = services.runtime.backend().stream_chat(
+            [ChatMessage("user", "What is the capital of France?")], GenerationParams(0.0, 16), CancelToken()
+        )
+        assert "Paris" in "".join(e.text for e in events if isinstance(e, TextDelta))
+    finally:
+        services.close()
+        logging.getLogger("llama.cpp").removeHandler(handler)
