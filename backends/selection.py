@@ -412,8 +412,10 @@ def _cpu_option(ctx: _Context, cls: type[Backend] | None, rank: int) -> list[_Op
             f"{model.display_name} needs about {format_bytes(memory.total_bytes)} (weights "
             f"{format_bytes(memory.weights_bytes)}, context cache {format_bytes(memory.kv_cache_bytes)}) but only "
             f"{format_bytes(inventory.ram_available_bytes)} of memory is available.",
-            (f"Lower the context to {fits_at} tokens or less (--context), " if fits_at else "")
-            + "close other programs, or choose a smaller or lower-bit model.",
+            f"Lower the context to {fits_at} tokens or less (--context), close other programs, or choose a "
+            "smaller or lower-bit model."
+            if fits_at
+            else "Close other programs, or choose a smaller or lower-bit model.",
         )
         ctx.memory_failures.append(failure)
         ctx.rejections.append(f"{label}: {failure.message}")

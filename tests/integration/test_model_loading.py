@@ -53,5 +53,10 @@ def test_files_that_are_not_models(tmp_path: Path, name: str, content: bytes | N
 
 def test_a_model_that_does_not_fit_in_ram(embedded_model: Path) -> None:
     with pytest.raises(DoesNotFit) as caught:
-        load(embedded_model, context=8192, ram_gib=0.6)
-    assert "context" in caught.value.remedy
+        load(embedded_model, context=8192, ram_gib=0.8)
+    allowed = int(caught.value.remedy.split("Lower the context to ")[1].split()[0])
+    assert 256 <= allowed < 8192
+    load(embedded_model, context=allowed, ram_gib=0.8)  # the advice works
+    with pytest.raises(DoesNotFit) as hopeless:
+        load(embedded_model, context=256, ram_gib=0.55)
+    assert hopeless.value.remedy == "Close other programs, or choose a smaller or lower-bit model."
