@@ -2,4 +2,6 @@
 
 from app.cli import main
 
-raise SystemExit(main())
+# Guarded: worker processes started with "spawn" (the quantizer) import this module again and must not re-run it.
+if __name__ == "__main__":
+    raise SystemExit(main())

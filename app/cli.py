@@ -77,6 +77,27 @@ def build_parser() -> argparse.ArgumentParser:
     collections.add_argument("--delete", action="store_true", help="delete the collection (not your files)")
     collections.add_argument("--remove-file", type=Path, metavar="PATH", help="remove one file from the collection")
 
+    models = commands.add_parser("models", help="the models Hearth knows: list, import, quantize, …")
+    model_actions = models.add_subparsers(dest="models_action", required=True, metavar="ACTION")
+    models_list = model_actions.add_parser("list", help="every model with its facts and whether it fits here")
+    models_list.add_argument("--json", action="store_true", help="machine-readable, with every detail")
+    models_import = model_actions.add_parser("import", help="add a GGUF file from disk (checked first)")
+    models_import.add_argument("path", type=Path)
+    models_import.add_argument("--copy", action="store_true", help="keep a copy in Hearth's models folder")
+    models_remove = model_actions.add_parser("remove", help="forget a model (deletes only files Hearth made)")
+    models_remove.add_argument("model", help="an id from `hearth models list`, or a file name")
+    models_default = model_actions.add_parser("default", help="the model chat loads by default")
+    models_default.add_argument("model", help="an id from `hearth models list`, or a file name")
+    models_quantize = model_actions.add_parser("quantize", help="make a lower-bit copy with llama.cpp's quantizer")
+    models_quantize.add_argument("model", help="an id from `hearth models list`, or a file name")
+    models_quantize.add_argument("--type", default="Q4_K_M", help="Q8_0, Q6_K, Q5_K_M, Q4_K_M (default), Q4_0, …")
+    models_quantize.add_argument(
+        "--allow-requantize", action="store_true", help="quantize an already quantized model (loses quality)"
+    )
+    models_convert = model_actions.add_parser("convert", help="write a full-precision (F16/F32) copy")
+    models_convert.add_argument("model", help="an id from `hearth models list`, or a file name")
+    models_convert.add_argument("--type", default="F16", choices=["F16", "F32"])
+
     bench = commands.add_parser("bench", help="measure Hearth against the raw engine in the same run")
     bench_kinds = bench.add_subparsers(dest="bench_kind", required=True, metavar="KIND")
     bench_chat = bench_kinds.add_parser("chat", help="time-to-first-token and tokens/s, Hearth vs llama-cpp-python")
@@ -168,4 +189,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         if (args.delete or args.remove_file) and not args.name:
             raise HearthError("Which collection?", "Name it: hearth collections NAME --delete")
         return commands_documents.run_collections(settings, args.name, args.delete, args.remove_file)
+    if args.command == "models":
+        from app import commands_models
+
+        action = args.models_action
+        if action == "list":
+            return commands_models.run_list(settings, args.json)
+        if action == "import":
+            return commands_models.run_import(settings, args.path, args.copy)
+        if action == "remove":
+            return commands_models.run_remove(settings, args.model)
+        if action == "default":
+            return commands_models.run_default(settings, args.model)
+        if action == "quantize":
+            return commands_models.run_quantize(settings, args.model, args.type, args.allow_requantize)
+        return commands_models.run_convert(settings, args.model, args.type)
     raise AssertionError(f"unhandled command {args.command}")

@@ -30,6 +30,10 @@ class DataPaths:
         return self.root / "documents"
 
     @property
+    def models_db(self) -> Path:
+        return self.root / "models.db"
+
+    @property
     def models_dir(self) -> Path:
         return self.root / "models"
 

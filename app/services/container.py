@@ -59,7 +59,11 @@ def make_backend(name: str) -> Backend:
 
 
 def model_choice(settings: Settings) -> ModelChoice:
-    path = settings.model.path or embedded_chat_model()
+    """What to load: --model / HEARTH_MODEL__PATH if given, else the default chosen in the model catalog, else
+    the embedded model."""
+    from app.services.models import default_model_path
+
+    path = settings.model.path or default_model_path(resolve_data_paths(settings.home)) or embedded_chat_model()
     prefs = Preferences(
         backend=settings.backend.name,
         threads=settings.backend.threads,

@@ -1,0 +1,54 @@
+"""Whether a model fits this machine, as a traffic light: green runs fully on the chosen device with its cache at
+the configured context; amber needs partial GPU offload or a smaller context; red does not fit at all. Pure: it
+asks the backend selection, which knows the memory planner."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from app.errors import DoesNotFit, HearthError
+
+if TYPE_CHECKING:
+    from backends.base import Backend
+    from backends.hardware import HardwareInventory
+    from backends.selection import Preferences
+    from models.gguf import ModelInfo
+
+Level = Literal["green", "amber", "red"]
+SMALLEST_CONTEXT = 256
+
+
+@dataclass(frozen=True)
+class FitVerdict:
+    level: Level
+    summary: str
+
+
+def fit_verdict(
+    inventory: HardwareInventory,
+    model: ModelInfo,
+    prefs: Preferences,
+    automatic: Sequence[type[Backend]],
+    named: Mapping[str, type[Backend]],
+) -> FitVerdict:
+    from backends.memory import format_bytes
+    from backends.selection import select_backend
+
+    try:
+        plan = select_backend(inventory, model, prefs, automatic, named)
+    except DoesNotFit:
+        try:
+            small = dataclasses.replace(prefs, context_length=SMALLEST_CONTEXT)
+            select_backend(inventory, model, small, automatic, named)
+        except HearthError as exc:
+            return FitVerdict("red", f"does not fit: {exc.message}")
+        return FitVerdict("amber", f"fits only with a context below {prefs.context_length} tokens")
+    except HearthError as exc:
+        return FitVerdict("red", exc.message)
+    where = f"{plan.label}, about {format_bytes(plan.memory.total_bytes)} at {plan.context_length} tokens"
+    if plan.label == "llama.cpp (CPU + GPU)":
+        return FitVerdict("amber", f"partly on the GPU: {where}")
+    return FitVerdict("green", f"fits: {where}")

@@ -1,0 +1,170 @@
+"""The models Hearth knows: the embedded one, files imported from disk, and files Hearth made (quantized or
+converted), with the default model. SQLite in the data directory; one transaction per change.
+
+Models are identified by SHA-256 (the first 12 hex digits are enough to name one on the command line). Imported
+files stay where they are unless the user asks for a copy; files under Hearth's own models folder are Hearth's,
+and removing such a model deletes its file. The embedded model is always listed and cannot be removed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from app.database import Database
+from app.errors import HearthError
+from models.gguf import ModelInfo, read_model_info, sha256_of
+
+Source = Literal["embedded", "imported", "quantized", "converted"]
+SCHEMA_VERSION = 1
+SHORT_ID = 12
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    sha256 TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    source TEXT NOT NULL,
+    parent TEXT,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS preferences (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class ModelNotKnown(HearthError):
+    """No model matches what the user typed, or it cannot be changed that way."""
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    sha256: str
+    path: Path
+    source: Source
+    parent: str | None  # the model this one was made from
+    added_at: float
+
+    @property
+    def id(self) -> str:
+        return self.sha256[:SHORT_ID]
+
+
+class ModelStore:
+    def __init__(self, db_path: Path, models_dir: Path, embedded: Path | None) -> None:
+        self._database = Database(db_path, _SCHEMA, SCHEMA_VERSION, "model catalog", "to forget imported models")
+        self.models_dir = models_dir
+        self._embedded = embedded
+        self._embedded_sha: str | None = None
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    def embedded(self) -> StoredModel | None:
+        if self._embedded is None or not self._embedded.exists():
+            return None
+        if self._embedded_sha is None:
+            cached = self._preference(f"sha256:{self._embedded}")
+            self._embedded_sha = cached or sha256_of(self._embedded)
+            if cached is None:
+                self._set_preference(f"sha256:{self._embedded}", self._embedded_sha)
+        return StoredModel(self._embedded_sha, self._embedded, "embedded", None, 0.0)
+
+    def all(self) -> list[StoredModel]:
+        rows = self._database.rows("SELECT sha256, path, source, parent, added_at FROM models ORDER BY added_at")
+        stored = [StoredModel(r[0], Path(r[1]), r[2], r[3], r[4]) for r in rows]
+        embedded = self.embedded()
+        return [embedded, *stored] if embedded else stored
+
+    def find(self, reference: str) -> StoredModel:
+        """A model by id (a prefix of its SHA-256, at least 4 characters), file name or path."""
+        wanted = reference.strip()
+        models = self.all()
+        matches = [m for m in models if len(wanted) >= 4 and m.sha256.startswith(wanted.lower())]
+        matches = matches or [m for m in models if wanted in (m.path.name, str(m.path), m.path.stem)]
+        matches = matches or [m for m in models if wanted and m.path.name.lower().startswith(wanted.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise ModelNotKnown(
+                f"No model matches {reference!r}.", "Run `hearth models list` and use an id from the first column."
+            )
+        raise ModelNotKnown(
+            f"{reference!r} matches {len(matches)} models.", "Use more characters of the id from `hearth models list`."
+        )
+
+    def default(self) -> StoredModel | None:
+        """The model chosen as default, if it is still known and its file still exists."""
+        sha = self._preference("default")
+        if sha is None:
+            return None
+        match = next((m for m in self.all() if m.sha256 == sha), None)
+        return match if match and match.path.exists() else None
+
+    # --- changes -------------------------------------------------------------------------------------------
+
+    def add(
+        self, path: Path, source: Source = "imported", copy: bool = False, parent: str | None = None
+    ) -> tuple[StoredModel, ModelInfo]:
+        """Validate ``path`` as a GGUF (Hearth's own checks, before llama.cpp ever reads it) and register it."""
+        info = read_model_info(path)
+        sha = sha256_of(path)
+        known = next((m for m in self.all() if m.sha256 == sha), None)
+        if known is not None:
+            raise ModelNotKnown(
+                f"{path.name} is already known as {known.id} ({known.path}).",
+                f"Use it as it is: hearth models default {known.id}",
+            )
+        target = path.resolve()
+        if copy:
+            self.models_dir.mkdir(parents=True, exist_ok=True)
+            target = self.models_dir / path.name
+            if target.exists():
+                target = self.models_dir / f"{path.stem}-{sha[:8]}{path.suffix}"
+            partial = target.with_name(f".{target.name}.partial")
+            shutil.copyfile(path, partial)
+            partial.replace(target)
+        model = StoredModel(sha, target, source, parent, time.time())
+        with self._database.transaction() as db:
+            db.execute(
+                "INSERT INTO models (sha256, path, source, parent, added_at) VALUES (?,?,?,?,?)",
+                (model.sha256, str(model.path), model.source, model.parent, model.added_at),
+            )
+        return model, info
+
+    def remove(self, reference: str) -> StoredModel:
+        model = self.find(reference)
+        if model.source == "embedded":
+            raise ModelNotKnown(
+                "The embedded model ships with Hearth and cannot be removed.", "Choose another default instead."
+            )
+        with self._database.transaction() as db:
+            db.execute("DELETE FROM models WHERE sha256 = ?", (model.sha256,))
+            db.execute("DELETE FROM preferences WHERE key = 'default' AND value = ?", (model.sha256,))
+        if self.owns(model.path):
+            model.path.unlink(missing_ok=True)
+        return model
+
+    def set_default(self, reference: str) -> StoredModel:
+        model = self.find(reference)
+        if not model.path.exists():
+            raise ModelNotKnown(
+                f"{model.path} is gone from disk.", f"Import it again, or remove it: hearth models remove {model.id}"
+            )
+        self._set_preference("default", model.sha256)
+        return model
+
+    def owns(self, path: Path) -> bool:
+        """Files under Hearth's models folder are Hearth's (made or copied by it)."""
+        return path.resolve().is_relative_to(self.models_dir.resolve())
+
+    def close(self) -> None:
+        self._database.close()
+
+    def _preference(self, key: str) -> str | None:
+        rows = self._database.rows("SELECT value FROM preferences WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def _set_preference(self, key: str, value: str) -> None:
+        with self._database.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO preferences (key, value) VALUES (?, ?)", (key, value))

@@ -1,0 +1,82 @@
+"""The model catalog's rules: ids, defaults, what removing deletes; quantization requests; the fit light."""
+
+from pathlib import Path
+
+import pytest
+
+from app.errors import ModelFileError
+from backends import registry
+from backends.selection import Preferences
+from models.fit import fit_verdict
+from models.gguf import read_model_info
+from models.quantize import QuantizeError, check_request, output_name
+from models.store import ModelNotKnown, ModelStore
+from tests.helpers import make_inventory, write_tiny_gguf
+from tests.unit.test_selection_fixtures import LLAMA_7B, SMALL
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ModelStore:
+    embedded = write_tiny_gguf(tmp_path / "embedded.gguf")
+    return ModelStore(tmp_path / "models.db", tmp_path / "owned", embedded)
+
+
+def test_import_default_and_remove_round_trip(store: ModelStore, tmp_path: Path) -> None:
+    outside = write_tiny_gguf(tmp_path / "mine.gguf", context_length=1024)
+    model, info = store.add(outside)
+    assert info.trained_context_length == 1024
+    assert [m.source for m in store.all()] == ["embedded", "imported"]
+    assert store.find(model.id) == model == store.find("mine.gguf") == store.find("MINE")
+    assert store.default() is None
+    store.set_default(model.id)
+    assert store.default() == model
+    with pytest.raises(ModelNotKnown) as again:
+        store.add(outside)
+    assert model.id in again.value.message
+    store.remove(model.id)
+    assert outside.exists()  # imported in place: the user's file is never deleted
+    assert store.default() is None
+    with pytest.raises(ModelNotKnown):
+        store.remove(store.all()[0].id)  # the embedded model stays
+
+
+def test_copies_and_made_files_are_hearths_to_delete(store: ModelStore, tmp_path: Path) -> None:
+    outside = write_tiny_gguf(tmp_path / "copy-me.gguf", context_length=512)
+    model, _ = store.add(outside, copy=True)
+    assert model.path.parent == store.models_dir and model.path.exists()
+    store.remove(model.id)
+    assert not model.path.exists() and outside.exists()
+
+
+def test_a_file_that_is_not_a_model_is_refused_before_it_is_registered(store: ModelStore, tmp_path: Path) -> None:
+    fake = tmp_path / "notes.gguf"
+    fake.write_bytes(b"PK\x03\x04" + bytes(4096))  # a zip file renamed
+    with pytest.raises(ModelFileError) as caught:
+        store.add(fake)
+    assert "GGUF" in caught.value.message
+    assert [m.source for m in store.all()] == ["embedded"]
+
+
+def test_requantizing_needs_a_flag_and_warns(tmp_path: Path) -> None:
+    quantized = SMALL  # Q4_1
+    with pytest.raises(QuantizeError) as refused:
+        check_request(quantized, "Q4_K_M", allow_requantize=False)
+    assert "--allow-requantize" in refused.value.remedy
+    assert "Re-quantizing Q4_1" in check_request(quantized, "Q4_0", allow_requantize=True)[0]
+    with pytest.raises(QuantizeError):
+        check_request(quantized, "Q9_Z", allow_requantize=True)
+    full = read_model_info(write_tiny_gguf(tmp_path / "f32.gguf"))
+    assert check_request(full, "Q8_0", allow_requantize=False) == []
+    assert output_name(SMALL, "Q8_0") == "smollm2-135m.Q8_0.gguf"
+
+
+def test_the_fit_light() -> None:
+    prefs = Preferences()
+    green = fit_verdict(make_inventory(ram_available_gib=16), LLAMA_7B, prefs, registry.AUTOMATIC, registry.ALL)
+    assert green.level == "green" and "llama.cpp (CPU)" in green.summary
+    amber = fit_verdict(make_inventory(ram_available_gib=5.5), LLAMA_7B, prefs, registry.AUTOMATIC, registry.ALL)
+    assert amber.level == "amber" and "smaller" not in amber.summary and "context below 4096" in amber.summary
+    offload = make_inventory(ram_available_gib=12, gpus=(("RTX 3060 Ti", 8, 6),))
+    assert fit_verdict(offload, LLAMA_7B, prefs, registry.AUTOMATIC, registry.ALL).level == "amber"
+    red = fit_verdict(make_inventory(ram_available_gib=2), LLAMA_7B, prefs, registry.AUTOMATIC, registry.ALL)
+    assert red.level == "red"
