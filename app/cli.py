@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     models_quantize.add_argument(
         "--allow-requantize", action="store_true", help="quantize an already quantized model (loses quality)"
     )
+    models_ladder = model_actions.add_parser("ladder", help="quality/speed/size of several quantizations, measured")
+    models_ladder.add_argument("model", help="an id from `hearth models list`, or a file name")
+    models_ladder.add_argument("--types", default="Q8_0,Q5_K_M,Q4_K_M,Q4_0", help="comma-separated types")
+    models_ladder.add_argument("--json", type=Path, help="where to write the results (default: the data folder)")
+    models_ladder.add_argument("--chart", type=Path, help="where to write the PNG chart (default: beside the JSON)")
     models_convert = model_actions.add_parser("convert", help="write a full-precision (F16/F32) copy")
     models_convert.add_argument("model", help="an id from `hearth models list`, or a file name")
     models_convert.add_argument("--type", default="F16", choices=["F16", "F32"])
@@ -203,5 +208,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return commands_models.run_default(settings, args.model)
         if action == "quantize":
             return commands_models.run_quantize(settings, args.model, args.type, args.allow_requantize)
+        if action == "ladder":
+            types = [t.strip() for t in args.types.split(",") if t.strip()]
+            return commands_models.run_ladder(settings, args.model, types, args.json, args.chart)
         return commands_models.run_convert(settings, args.model, args.type)
     raise AssertionError(f"unhandled command {args.command}")

@@ -18,6 +18,8 @@ from models.store import ModelStore
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
 FIT_MARK = {"green": "fits", "amber": "tight", "red": "too big"}
+# The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.
+HELDOUT_TEXT = Path(__file__).resolve().parent.parent / "models" / "data" / "heldout-apache-2.0.txt"
 
 
 def _store(settings: Settings) -> ModelStore:
@@ -154,3 +156,76 @@ def run_convert(settings: Settings, reference: str, to: str) -> int:
 def _progress(message: str) -> None:
     if sys.stderr.isatty():
         print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+
+
+def run_ladder(
+    settings: Settings, reference: str, types: list[str], json_path: Path | None, chart_path: Path | None
+) -> int:
+    """Quantize (or reuse) each type from a full-precision source and measure every rung in one run."""
+    import time
+
+    from backends.hardware import probe
+    from models.convert import dequantize
+    from models.ladder import Rung, chart, measure
+    from models.quantize import FULL_PRECISION, TYPES, QuantizeError, output_name, quantize
+
+    unknown = [t for t in types if t not in TYPES]
+    if unknown:
+        raise QuantizeError(f"Unknown types: {', '.join(unknown)}.", f"Use some of: {', '.join(TYPES)}.")
+    text = HELDOUT_TEXT.read_text()
+    threads = probe().physical_cores
+    store = _store(settings)
+    cancel = CancelToken()
+    try:
+        original = store.find(reference)
+        info = read_model_info(original.path)
+        rungs_to_measure: list[tuple[str, Path]] = [(f"{info.quantization} (original)", original.path)]
+        source = info
+        if info.quantization not in FULL_PRECISION:
+            full = store.models_dir / output_name(info, "F16")
+            if not full.exists():
+                for _fraction, message in dequantize(original.path, full, "F16", cancel):
+                    _progress(message)
+                store.add(full, source="converted", parent=original.sha256)
+            source = read_model_info(full)
+        for qtype in types:
+            target = store.models_dir / output_name(source, qtype)
+            if not target.exists():
+                for progress in quantize(source, target, qtype, threads, cancel):
+                    _progress(f"{qtype}: {progress.message}")
+                store.add(target, source="quantized", parent=original.sha256)
+            rungs_to_measure.append((qtype, target))
+        rungs: list[Rung] = []
+        for label, path in rungs_to_measure:
+            _progress(f"Measuring {label} ({len(rungs) + 1}/{len(rungs_to_measure)})…")
+            rungs.append(measure(path, label, text, threads))
+    except KeyboardInterrupt:
+        cancel.cancel()
+        print("\nStopped.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        store.close()
+    print(file=sys.stderr)
+    print(
+        f"{info.name} on this machine ({threads} threads); perplexity over {rungs[0].scored_tokens} tokens of "
+        f"{HELDOUT_TEXT.name}"
+    )
+    print(f"{'type':<18}{'size':>10}{'load s':>8}{'memory':>10}{'prefill t/s':>13}{'decode t/s':>12}{'perplexity':>12}")
+    for rung in rungs:
+        print(
+            f"{rung.qtype:<18}{format_bytes(rung.file_bytes):>10}{rung.load_s:>8.2f}{format_bytes(rung.resident_bytes):>10}"
+            f"{rung.prefill_tokens_per_s:>13.0f}{rung.decode_tokens_per_s:>12.1f}{rung.perplexity:>12.2f}"
+        )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    ladders = resolve_data_paths(settings.home).root / "ladders"
+    ladders.mkdir(parents=True, exist_ok=True)
+    json_path = json_path or ladders / f"{info.name}-{stamp}.json"
+    chart_path = chart_path or json_path.with_suffix(".png")
+    from dataclasses import asdict
+
+    json_path.write_text(
+        json.dumps({"model": info.name, "threads": threads, "rungs": [asdict(r) for r in rungs]}, indent=2)
+    )
+    chart(rungs, info.name, chart_path)
+    print(f"Saved {json_path} and {chart_path}")
+    return EXIT_OK

@@ -96,3 +96,27 @@ def test_cli_import_default_quantize_remove(isolated_home: Path, f16_model: Mode
     assert not list((isolated_home / "models").glob("*.Q8_0.gguf"))
     assert hearth("models", "remove", model_id).returncode == 0
     assert f16_model.path.exists()  # imported in place, never deleted
+
+
+def test_the_ladder_on_the_embedded_model(isolated_home: Path, embedded_model: Path, tmp_path: Path) -> None:
+    env = os.environ | {"HEARTH_HOME": str(isolated_home)}
+    out = tmp_path / "ladder.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "models", "ladder", "smollm2", "--types", "Q8_0,Q4_0", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "perplexity" in result.stdout
+    rungs = {r["qtype"]: r for r in json.loads(out.read_text())["rungs"]}
+    assert set(rungs) == {"Q4_1 (original)", "Q8_0", "Q4_0"}
+    for rung in rungs.values():
+        assert 1 < rung["perplexity"] < 1000 and rung["scored_tokens"] >= 500
+        assert rung["decode_tokens_per_s"] > 0 and rung["prefill_tokens_per_s"] > 0 and rung["load_s"] > 0
+        assert rung["resident_bytes"] > 0
+    assert rungs["Q4_0"]["file_bytes"] < rungs["Q8_0"]["file_bytes"]
+    assert rungs["Q4_0"]["perplexity"] > rungs["Q8_0"]["perplexity"]  # fewer bits cost quality
+    png = out.with_suffix(".png").read_bytes()
+    assert png.startswith(b"\x89PNG")

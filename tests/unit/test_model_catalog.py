@@ -80,3 +80,22 @@ def test_the_fit_light() -> None:
     assert fit_verdict(offload, LLAMA_7B, prefs, registry.AUTOMATIC, registry.ALL).level == "amber"
     red = fit_verdict(make_inventory(ram_available_gib=2), LLAMA_7B, prefs, registry.AUTOMATIC, registry.ALL)
     assert red.level == "red"
+
+
+def test_perplexity_scores_the_second_half_of_each_window_like_llamacpp() -> None:
+    import math
+
+    import numpy as np
+
+    from models.ladder import perplexity_from, window_nll
+
+    vocab = 8
+    tokens = [1, 2, 3, 4, 5, 6, 7, 0]
+    uniform = np.zeros((len(tokens), vocab), dtype=np.float32)
+    nll, count = window_nll(uniform, tokens)
+    assert count == 3  # logits 4, 5 and 6 predict tokens 5, 6 and 7: the second half of the window
+    assert math.isclose(perplexity_from(nll, count), vocab, rel_tol=1e-9)  # uniform guessing: perplexity = vocab
+    sure = np.full((len(tokens), vocab), -30.0, dtype=np.float32)
+    for i in range(len(tokens) - 1):
+        sure[i, tokens[i + 1]] = 30.0
+    assert perplexity_from(*window_nll(sure, tokens)) < 1.0001

@@ -1,0 +1,179 @@
+"""The quality/speed ladder: for each quantization type of one model, measured in one run on this machine — file
+size, load time, resident memory, prefill and decode tokens/s, and perplexity over a held-out text.
+
+Perplexity follows llama.cpp's own perplexity tool: the text is cut into windows of ``context`` tokens, each
+window starts with BOS, and only the second half of each window is scored (every scored token has at least half
+a window of context), from llama.cpp's logits. Each type is measured in a fresh child process, so one model's
+memory never counts against the next.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.errors import HearthError
+
+DECODE_TOKENS = 64
+PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
+class LadderError(HearthError):
+    """A rung could not be measured."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    qtype: str
+    file_bytes: int
+    load_s: float
+    resident_bytes: int
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    perplexity: float
+    scored_tokens: int
+
+
+def window_nll(logits: np.ndarray, tokens: list[int]) -> tuple[float, int]:
+    """Negative log-likelihood summed over the second half of one window, and the count. ``logits[i]`` predicts
+    ``tokens[i + 1]``. Pure."""
+    first = len(tokens) // 2
+    rows = logits[first : len(tokens) - 1].astype(np.float64)
+    targets = np.asarray(tokens[first + 1 :])
+    peak = rows.max(axis=1, keepdims=True)
+    log_norm = np.log(np.exp(rows - peak).sum(axis=1)) + peak[:, 0]
+    picked = rows[np.arange(len(targets)), targets]
+    return float((log_norm - picked).sum()), len(targets)
+
+
+def perplexity_from(nll: float, count: int) -> float:
+    return math.exp(nll / count) if count else float("nan")
+
+
+def measure(path: Path, qtype: str, text: str, threads: int, context: int = 512, windows: int = 4) -> Rung:
+    """Measure one file in a fresh child process."""
+    spawn = multiprocessing.get_context("spawn")
+    receiver, sender = spawn.Pipe(duplex=False)
+    child = spawn.Process(
+        target=_measure_in_child, args=(sender, str(path), text, threads, context, windows), daemon=True
+    )
+    child.start()
+    sender.close()
+    try:
+        result: dict[str, Any] = receiver.recv()
+    except EOFError:
+        child.join(5)
+        raise LadderError(
+            f"Measuring {path.name} failed (exit code {child.exitcode}).", "Run with -v for details."
+        ) from None
+    finally:
+        child.join(30)
+    if "error" in result:
+        raise LadderError(f"Measuring {path.name} failed: {result['error']}.", "Run with -v for details.")
+    return Rung(qtype=qtype, file_bytes=path.stat().st_size, **result)
+
+
+def _measure_in_child(sender: Any, path: str, text: str, threads: int, context: int, windows: int) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    try:
+        sender.send(_measure(path, text, threads, context, windows))
+    except Exception as exc:  # reported to the parent, which raises a typed error
+        sender.send({"error": str(exc)})
+
+
+def _measure(path: str, text: str, threads: int, context: int, windows: int) -> dict[str, Any]:
+    import psutil
+    from llama_cpp import Llama
+
+    process = psutil.Process()
+    before = process.memory_info().rss
+    started = time.perf_counter()
+    llm = Llama(
+        model_path=path, n_ctx=context, n_batch=context, n_threads=threads, n_threads_batch=threads, verbose=True
+    )
+    load_s = time.perf_counter() - started
+    prompt = llm.tokenize(PROMPT.encode() * 8, add_bos=True)[: context // 2]
+    started = time.perf_counter()
+    llm.eval(prompt)
+    prefill = len(prompt) / (time.perf_counter() - started)
+    resident = process.memory_info().rss - before
+    produced = 0
+    started = time.perf_counter()
+    for _token in llm.generate(prompt, temp=0.0):
+        produced += 1
+        if produced >= DECODE_TOKENS:
+            break
+    decode = produced / (time.perf_counter() - started)
+    bos = llm.token_bos()
+    tokens = llm.tokenize(text.encode(), add_bos=False)
+    llm.close()
+
+    scorer = Llama(
+        model_path=path,
+        n_ctx=context,
+        n_batch=context,
+        n_threads=threads,
+        n_threads_batch=threads,
+        logits_all=True,
+        verbose=True,
+    )
+    nll, count = 0.0, 0
+    for index in range(min(windows, len(tokens) // context)):
+        window = [bos, *tokens[index * context + 1 : (index + 1) * context]]
+        scorer.reset()  # type: ignore[no-untyped-call]
+        scorer.eval(window)
+        part, n = window_nll(np.asarray(scorer.scores[: len(window)]), window)
+        nll, count = nll + part, count + n
+    scorer.close()
+    return {
+        "load_s": load_s,
+        "resident_bytes": resident,
+        "prefill_tokens_per_s": prefill,
+        "decode_tokens_per_s": decode,
+        "perplexity": perplexity_from(nll, count),
+        "scored_tokens": count,
+    }
+
+
+def chart(rungs: list[Rung], model_name: str, target: Path) -> Path:
+    """Quality vs speed vs size as a PNG: perplexity against decode speed, each point sized by file size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
+    sizes = [r.file_bytes / (1 << 20) for r in rungs]
+    scale = 600 / max(sizes)
+    axes.scatter(
+        [r.decode_tokens_per_s for r in rungs],
+        [r.perplexity for r in rungs],
+        s=[s * scale for s in sizes],
+        alpha=0.5,
+        color="#e8743b",
+    )
+    for rung, size in zip(rungs, sizes, strict=True):
+        axes.annotate(
+            f"{rung.qtype}\n{size:.0f} MiB",
+            (rung.decode_tokens_per_s, rung.perplexity),
+            ha="center",
+            va="center",
+            fontsize=8,
+        )
+    axes.set_xlabel("decode tokens/s (higher is faster)")
+    axes.set_ylabel("perplexity (lower is better)")
+    axes.set_title(f"{model_name}: quality vs speed vs size on this machine")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(target)
+    plt.close(figure)
+    return target
