@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline, model_choice
-from app.services.models import ModelRow, model_rows, open_model_store
+from app.services.models import (
+    HELDOUT_TEXT,
+    Made,
+    ModelRow,
+    make_full_precision,
+    make_quantized,
+    model_rows,
+    open_model_store,
+)
+from app.services.models import run_ladder as run_ladder_steps
 from app.settings import Settings
 from backends.base import CancelToken
 from backends.memory import format_bytes
@@ -18,8 +28,6 @@ from models.store import ModelStore
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
 FIT_MARK = {"green": "fits", "amber": "tight", "red": "too big"}
-# The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.
-HELDOUT_TEXT = Path(__file__).resolve().parent.parent / "models" / "data" / "heldout-apache-2.0.txt"
 
 
 def _store(settings: Settings) -> ModelStore:
@@ -104,58 +112,50 @@ def run_default(settings: Settings, reference: str) -> int:
 
 def run_quantize(settings: Settings, reference: str, qtype: str, allow_requantize: bool) -> int:
     from backends.hardware import probe
-    from models.quantize import check_request, output_name, quantize
 
     store = _store(settings)
+    cancel = CancelToken()
     try:
-        source = store.find(reference)
-        info = read_model_info(source.path)
-        for warning in check_request(info, qtype, allow_requantize):
-            print(f"warning: {warning}", file=sys.stderr)
-        target = store.models_dir / output_name(info, qtype)
-        cancel = CancelToken()
-        try:
-            for progress in quantize(info, target, qtype, probe().physical_cores, cancel, allow_requantize):
-                _progress(progress.message)
-        except KeyboardInterrupt:
-            cancel.cancel()
-            print("\nStopped; nothing was saved.", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        print(file=sys.stderr)
-        model, made = store.add(target, source="quantized", parent=source.sha256)
+        steps = make_quantized(store, reference, qtype, probe().physical_cores, cancel, allow_requantize)
+        made = _follow(steps, cancel)
     finally:
         store.close()
-    print(f"Made {made.display_name}: {format_bytes(made.file_size_bytes)} as {model.id} ({model.path}).")
+    if made is None:
+        return EXIT_INTERRUPTED
+    info = made.info
+    print(f"Made {info.display_name}: {format_bytes(info.file_size_bytes)} as {made.stored.id} ({made.stored.path}).")
     return EXIT_OK
 
 
 def run_convert(settings: Settings, reference: str, to: str) -> int:
-    from models.convert import dequantize
-    from models.quantize import output_name
-
     store = _store(settings)
+    cancel = CancelToken()
     try:
-        source = store.find(reference)
-        target = store.models_dir / output_name(read_model_info(source.path), to)
-        cancel = CancelToken()
-        try:
-            for _fraction, message in dequantize(source.path, target, to, cancel):
-                _progress(message)
-        except KeyboardInterrupt:
-            cancel.cancel()
-            print("\nStopped; nothing was saved.", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        print(file=sys.stderr)
-        model, made = store.add(target, source="converted", parent=source.sha256)
+        made = _follow(make_full_precision(store, reference, to, cancel), cancel)
     finally:
         store.close()
-    print(f"Made {made.display_name}: {format_bytes(made.file_size_bytes)} as {model.id} ({model.path}).")
+    if made is None:
+        return EXIT_INTERRUPTED
+    info = made.info
+    print(f"Made {info.display_name}: {format_bytes(info.file_size_bytes)} as {made.stored.id} ({made.stored.path}).")
     return EXIT_OK
 
 
-def _progress(message: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+def _follow(steps: Iterator[str | Made], cancel: CancelToken) -> Made | None:
+    """Show a long job's progress on one terminal line; Ctrl+C cancels it (nothing is saved)."""
+    try:
+        for step in steps:
+            if isinstance(step, Made):
+                print(file=sys.stderr)
+                return step
+            if step.startswith("warning: "):
+                print(step, file=sys.stderr)
+            else:
+                _progress(step)
+    except KeyboardInterrupt:
+        cancel.cancel()
+        print("\nStopped; nothing was saved.", file=sys.stderr)
+    return None
 
 
 def run_ladder(
@@ -163,42 +163,22 @@ def run_ladder(
 ) -> int:
     """Quantize (or reuse) each type from a full-precision source and measure every rung in one run."""
     import time
+    from dataclasses import asdict
 
     from backends.hardware import probe
-    from models.convert import dequantize
-    from models.ladder import Rung, chart, measure
-    from models.quantize import FULL_PRECISION, TYPES, QuantizeError, output_name, quantize
+    from models.ladder import Rung, chart
 
-    unknown = [t for t in types if t not in TYPES]
-    if unknown:
-        raise QuantizeError(f"Unknown types: {', '.join(unknown)}.", f"Use some of: {', '.join(TYPES)}.")
-    text = HELDOUT_TEXT.read_text()
     threads = probe().physical_cores
     store = _store(settings)
     cancel = CancelToken()
+    rungs: list[Rung] = []
     try:
-        original = store.find(reference)
-        info = read_model_info(original.path)
-        rungs_to_measure: list[tuple[str, Path]] = [(f"{info.quantization} (original)", original.path)]
-        source = info
-        if info.quantization not in FULL_PRECISION:
-            full = store.models_dir / output_name(info, "F16")
-            if not full.exists():
-                for _fraction, message in dequantize(original.path, full, "F16", cancel):
-                    _progress(message)
-                store.add(full, source="converted", parent=original.sha256)
-            source = read_model_info(full)
-        for qtype in types:
-            target = store.models_dir / output_name(source, qtype)
-            if not target.exists():
-                for progress in quantize(source, target, qtype, threads, cancel):
-                    _progress(f"{qtype}: {progress.message}")
-                store.add(target, source="quantized", parent=original.sha256)
-            rungs_to_measure.append((qtype, target))
-        rungs: list[Rung] = []
-        for label, path in rungs_to_measure:
-            _progress(f"Measuring {label} ({len(rungs) + 1}/{len(rungs_to_measure)})…")
-            rungs.append(measure(path, label, text, threads))
+        name = read_model_info(store.find(reference).path).name
+        for step in run_ladder_steps(store, reference, types, threads, HELDOUT_TEXT.read_text(), cancel):
+            if isinstance(step, Rung):
+                rungs.append(step)
+            else:
+                _progress(step)
     except KeyboardInterrupt:
         cancel.cancel()
         print("\nStopped.", file=sys.stderr)
@@ -207,25 +187,26 @@ def run_ladder(
         store.close()
     print(file=sys.stderr)
     print(
-        f"{info.name} on this machine ({threads} threads); perplexity over {rungs[0].scored_tokens} tokens of "
-        f"{HELDOUT_TEXT.name}"
+        f"{name} on this machine ({threads} threads); "
+        f"perplexity over {rungs[0].scored_tokens} tokens of {HELDOUT_TEXT.name}"
     )
     print(f"{'type':<18}{'size':>10}{'load s':>8}{'memory':>10}{'prefill t/s':>13}{'decode t/s':>12}{'perplexity':>12}")
-    for rung in rungs:
+    for r in rungs:
         print(
-            f"{rung.qtype:<18}{format_bytes(rung.file_bytes):>10}{rung.load_s:>8.2f}{format_bytes(rung.resident_bytes):>10}"
-            f"{rung.prefill_tokens_per_s:>13.0f}{rung.decode_tokens_per_s:>12.1f}{rung.perplexity:>12.2f}"
+            f"{r.qtype:<18}{format_bytes(r.file_bytes):>10}{r.load_s:>8.2f}{format_bytes(r.resident_bytes):>10}"
+            f"{r.prefill_tokens_per_s:>13.0f}{r.decode_tokens_per_s:>12.1f}{r.perplexity:>12.2f}"
         )
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     ladders = resolve_data_paths(settings.home).root / "ladders"
     ladders.mkdir(parents=True, exist_ok=True)
-    json_path = json_path or ladders / f"{info.name}-{stamp}.json"
+    json_path = json_path or ladders / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     chart_path = chart_path or json_path.with_suffix(".png")
-    from dataclasses import asdict
-
-    json_path.write_text(
-        json.dumps({"model": info.name, "threads": threads, "rungs": [asdict(r) for r in rungs]}, indent=2)
-    )
-    chart(rungs, info.name, chart_path)
+    payload = {"model": name, "threads": threads, "rungs": [asdict(r) for r in rungs]}
+    json_path.write_text(json.dumps(payload, indent=2))
+    chart(rungs, name, chart_path)
     print(f"Saved {json_path} and {chart_path}")
     return EXIT_OK
+
+
+def _progress(message: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)

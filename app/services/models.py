@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import HearthError, ModelFileError
 from app.paths import DataPaths
+from backends.base import CancelToken
 from backends.hardware import HardwareInventory
 from backends.selection import Preferences
 from models.fit import FitVerdict, fit_verdict
 from models.gguf import ModelInfo, read_model_info
+from models.ladder import Rung
 from models.store import ModelStore, StoredModel
+
+# The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.
+HELDOUT_TEXT = Path(__file__).resolve().parents[2] / "models" / "data" / "heldout-apache-2.0.txt"
 
 
 @dataclass(frozen=True)
@@ -62,3 +68,79 @@ def model_rows(store: ModelStore, inventory: HardwareInventory, prefs: Preferenc
         verdict = fit_verdict(inventory, info, prefs, registry.AUTOMATIC, registry.ALL)
         rows.append(ModelRow(stored, info, verdict, stored.sha256 == default_sha))
     return rows
+
+
+@dataclass(frozen=True)
+class Made:
+    """A model file Hearth just wrote and registered."""
+
+    stored: StoredModel
+    info: ModelInfo
+
+
+def make_quantized(
+    store: ModelStore, reference: str, qtype: str, threads: int, cancel: CancelToken, allow_requantize: bool = False
+) -> Iterator[str | Made]:
+    """Quantize a known model to ``qtype`` into Hearth's models folder and register it; yields progress lines,
+    warnings (prefixed "warning: ") and finally :class:`Made`."""
+    from models.quantize import check_request, output_name, quantize
+
+    source = store.find(reference)
+    info = read_model_info(source.path)
+    for warning in check_request(info, qtype, allow_requantize):
+        yield f"warning: {warning}"
+    target = store.models_dir / output_name(info, qtype)
+    for progress in quantize(info, target, qtype, threads, cancel, allow_requantize):
+        yield progress.message
+    stored, made = store.add(target, source="quantized", parent=source.sha256)
+    yield Made(stored, made)
+
+
+def make_full_precision(store: ModelStore, reference: str, to: str, cancel: CancelToken) -> Iterator[str | Made]:
+    from models.convert import dequantize
+    from models.quantize import output_name
+
+    source = store.find(reference)
+    target = store.models_dir / output_name(read_model_info(source.path), to)
+    for _fraction, message in dequantize(source.path, target, to, cancel):
+        yield message
+    stored, made = store.add(target, source="converted", parent=source.sha256)
+    yield Made(stored, made)
+
+
+def run_ladder(
+    store: ModelStore, reference: str, types: Sequence[str], threads: int, text: str, cancel: CancelToken
+) -> Iterator[str | Rung]:
+    """The ladder: the original file plus each type, quantized from a full-precision source (made once from a
+    quantized original, and reused next time); yields progress lines and each measured :class:`Rung`."""
+    from models.ladder import measure
+    from models.quantize import FULL_PRECISION, TYPES, QuantizeError, output_name
+
+    unknown = [t for t in types if t not in TYPES]
+    if unknown:
+        raise QuantizeError(f"Unknown types: {', '.join(unknown)}.", f"Use some of: {', '.join(TYPES)}.")
+    original = store.find(reference)
+    info = read_model_info(original.path)
+    files: list[tuple[str, Path]] = [(f"{info.quantization} (original)", original.path)]
+    source = info
+    if info.quantization not in FULL_PRECISION:
+        full = store.models_dir / output_name(info, "F16")
+        if not full.exists():
+            for step in make_full_precision(store, original.id, "F16", cancel):
+                if isinstance(step, str):
+                    yield step
+        source = read_model_info(full)
+    for qtype in types:
+        target = store.models_dir / output_name(source, qtype)
+        if not target.exists():
+            from models.quantize import quantize
+
+            for progress in quantize(source, target, qtype, threads, cancel):
+                yield f"{qtype}: {progress.message}"
+            store.add(target, source="quantized", parent=original.sha256)
+        files.append((qtype, target))
+    for index, (label, path) in enumerate(files):
+        if cancel.cancelled:
+            return
+        yield f"Measuring {label} ({index + 1}/{len(files)})…"
+        yield measure(path, label, text, threads)

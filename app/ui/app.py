@@ -17,9 +17,12 @@ from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel, as_gradio_error
 from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
+from app.ui.models_tab import ModelsPanel
+from app.ui.models_view import LADDER_HEADERS, MODEL_HEADERS
 from app.ui.render import AnswerView, chat_history, conversation_choices, neutralize_remote_media, status_markdown
 from app.ui.streaming import BatchedStream
 from backends.base import GenerationParams
+from models.quantize import TYPES as QUANT_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +164,7 @@ def _notice(view: AnswerView) -> str:
 def build_ui(services: Services) -> gr.Blocks:
     documents = DocumentsPanel(services)
     hardware = HardwarePanel(services)
+    models_panel = ModelsPanel(services)
     page = ChatPage(services, documents)
     settings = services.settings.generation
     with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
@@ -273,6 +277,57 @@ def build_ui(services: Services) -> gr.Blocks:
                         "Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection"
                     )
                     keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
+            with gr.Tab("Models", id="models-tab", elem_id="models-tab") as models_tab:
+                gr.Markdown(
+                    "Every model Hearth knows, and whether it fits this computer at the configured context. "
+                    "Quantizing makes a smaller, faster copy that answers a little worse; the ladder measures "
+                    "exactly how much, here."
+                )
+                models_table = gr.Dataframe(
+                    headers=MODEL_HEADERS, interactive=False, wrap=True, elem_id="models-table", label="Models"
+                )
+                with gr.Row(equal_height=True):
+                    model_pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
+                    use_button = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
+                    remove_model_button = gr.Button("Remove", scale=1, elem_id="remove-model")
+                job_progress = gr.Markdown("", elem_id="job-progress")
+                with gr.Accordion("Import a GGUF file", open=False, elem_id="import-accordion"):
+                    with gr.Row(equal_height=True):
+                        import_path = gr.Textbox(
+                            label="Path on this computer",
+                            placeholder="/home/me/models/model.Q4_K_M.gguf",
+                            scale=3,
+                            elem_id="import-path",
+                        )
+                        import_file = gr.File(
+                            label="…or drop a .gguf here", file_types=[".gguf"], scale=2, elem_id="import-file"
+                        )
+                    import_button = gr.Button("Import (the file is checked first)", elem_id="import-model")
+                with gr.Accordion("Quantize and compare", open=False, elem_id="quantize-accordion"):
+                    with gr.Row(equal_height=True):
+                        qtype = gr.Dropdown(
+                            choices=list(QUANT_TYPES), value="Q4_K_M", label="Type", scale=2, elem_id="qtype"
+                        )
+                        allow_requantize = gr.Checkbox(
+                            label="Allow re-quantizing a quantized model (loses quality)",
+                            scale=2,
+                            elem_id="allow-requantize",
+                        )
+                        quantize_button = gr.Button("Quantize", scale=1, elem_id="quantize")
+                    with gr.Row(equal_height=True):
+                        ladder_types = gr.CheckboxGroup(
+                            choices=["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"],
+                            value=["Q8_0", "Q4_K_M", "Q4_0"],
+                            label="Ladder types",
+                            scale=3,
+                            elem_id="ladder-types",
+                        )
+                        ladder_button = gr.Button("Measure the ladder", scale=1, elem_id="ladder")
+                        cancel_job = gr.Button("Cancel", variant="stop", scale=1, elem_id="cancel-job")
+                    ladder_view = gr.Dataframe(
+                        headers=LADDER_HEADERS, interactive=False, elem_id="ladder-table", label="Ladder"
+                    )
+                    ladder_chart = gr.Image(label="Quality vs speed vs size", elem_id="ladder-chart", type="filepath")
             with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as hardware_tab:
                 machine = gr.Markdown("", elem_id="machine")
                 plan_view = gr.HTML("", elem_id="plan")
@@ -318,6 +373,29 @@ def build_ui(services: Services) -> gr.Blocks:
         confirm_delete.click(
             page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
         ).then(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
+
+        # Models. Loading another model shares the chat's queue; quantizing and measuring get their own.
+        models_tab.select(models_panel.view, outputs=[models_table, model_pick])
+        import_button.click(
+            models_panel.import_model, [import_path, import_file], [models_table, model_pick, import_path, import_file]
+        )
+        use_button.click(
+            models_panel.use, [model_pick], [job_progress, models_table, model_pick, status], concurrency_id="generate"
+        )
+        remove_model_button.click(models_panel.remove, [model_pick], [models_table, model_pick])
+        quantize_button.click(
+            models_panel.quantize,
+            [model_pick, qtype, allow_requantize],
+            [job_progress, models_table, model_pick],
+            concurrency_id="models",
+        )
+        ladder_button.click(
+            models_panel.ladder,
+            [model_pick, ladder_types],
+            [job_progress, ladder_view, ladder_chart],
+            concurrency_id="models",
+        )
+        cancel_job.click(models_panel.cancel, queue=False)
 
         # Hardware. Switching shares the chat's queue, so the model is never swapped in the middle of an answer.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
