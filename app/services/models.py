@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from backends.selection import Preferences
 from models.fit import FitVerdict, fit_verdict
 from models.gguf import ModelInfo, read_model_info
 from models.ladder import Rung
-from models.store import ModelStore, StoredModel
+from models.store import ModelNotKnown, ModelStore, StoredModel
 
 # The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.
 HELDOUT_TEXT = Path(__file__).resolve().parents[2] / "models" / "data" / "heldout-apache-2.0.txt"
@@ -137,7 +138,8 @@ def run_ladder(
 
             for progress in quantize(source, target, qtype, threads, cancel):
                 yield f"{qtype}: {progress.message}"
-            store.add(target, source="quantized", parent=original.sha256)
+            with contextlib.suppress(ModelNotKnown):  # byte-identical to a model already known: keep that one
+                store.add(target, source="quantized", parent=original.sha256)
         files.append((qtype, target))
     for index, (label, path) in enumerate(files):
         if cancel.cancelled:
