@@ -21,6 +21,7 @@ MODEL_HEADERS = [
     "Chat template",
     "License",
     "Fits here",
+    "SHA-256",
 ]
 LADDER_HEADERS = ["Type", "Size", "Load s", "Memory", "Prefill tok/s", "Decode tok/s", "Perplexity"]
 FIT_WORDS = {"green": "yes", "amber": "tight", "red": "no"}
@@ -32,7 +33,9 @@ def model_table(rows: Sequence[ModelRow]) -> list[list[Any]]:
         mark = "default" if row.is_default else ""
         info = row.info
         if info is None:
-            table.append([mark, row.stored.id, row.stored.path.name, "", "", "", "", "", "", "", f"no: {row.problem}"])
+            table.append(
+                [mark, row.stored.id, row.stored.path.name, "", "", "", "", "", "", "", f"no: {row.problem}", ""]
+            )
             continue
         table.append(
             [
@@ -47,6 +50,7 @@ def model_table(rows: Sequence[ModelRow]) -> list[list[Any]]:
                 "yes" if info.chat_template else "no",
                 info.license or "",
                 f"{FIT_WORDS[row.fit.level]}: {row.fit.summary}",
+                row.stored.sha256,
             ]
         )
     return table

@@ -99,3 +99,22 @@ def test_perplexity_scores_the_second_half_of_each_window_like_llamacpp() -> Non
     for i in range(len(tokens) - 1):
         sure[i, tokens[i + 1]] = 30.0
     assert perplexity_from(*window_nll(sure, tokens)) < 1.0001
+
+
+def test_the_models_table_shows_the_facts_the_fit_and_the_digest(store: ModelStore) -> None:
+    from app.services.models import ModelRow
+    from app.ui.models_view import MODEL_HEADERS, model_choices, model_table
+    from models.fit import FitVerdict
+
+    (embedded,) = store.all()
+    info = read_model_info(embedded.path)
+    rows = [
+        ModelRow(embedded, info, FitVerdict("amber", "partly on the GPU"), is_default=True),
+        ModelRow(embedded, None, FitVerdict("red", "gone"), is_default=False, problem="the file is missing"),
+    ]
+    first, broken = model_table(rows)
+    assert len(first) == len(MODEL_HEADERS) == len(broken)
+    assert first[0] == "default" and first[5] == info.quantization
+    assert first[-2] == "tight: partly on the GPU" and first[-1] == embedded.sha256
+    assert broken[-2] == "no: the file is missing"
+    assert model_choices(rows)[0] == (f"{info.display_name} — {embedded.id}", embedded.id)
