@@ -54,12 +54,7 @@ class ChatPage:
 
     def on_load(self) -> tuple[Any, ...]:
         status = self.services.runtime.status
-        return (
-            self.sidebar(None),
-            status_markdown(status),
-            gr.update(active=status.state == "loading"),
-            *self.documents.refresh(None, NO_COLLECTION),
-        )
+        return self.sidebar(None), status_markdown(status), gr.update(active=status.state == "loading")
 
     def on_tick(self) -> tuple[Any, ...]:
         status = self.services.runtime.status
@@ -212,6 +207,9 @@ def build_ui(services: Services) -> gr.Blocks:
                         info="Pick a collection to answer from its files, with numbered sources.",
                         scale=3,
                         elem_id="chat-collection",
+                        # The page's first refresh can land after a collection was just created; the name is
+                        # checked on the server anyway, so a value the list does not show yet is no error.
+                        allow_custom_value=True,
                         interactive=True,
                     )
                     with gr.Column(scale=1, min_width=160):
@@ -233,7 +231,12 @@ def build_ui(services: Services) -> gr.Blocks:
                 )
                 with gr.Row(equal_height=True):
                     collection = gr.Dropdown(
-                        choices=[], label="Collection", scale=3, elem_id="collection", interactive=True
+                        choices=[],
+                        label="Collection",
+                        scale=3,
+                        elem_id="collection",
+                        interactive=True,
+                        allow_custom_value=True,
                     )
                     new_name = gr.Textbox(
                         label="New collection", placeholder="for example: work notes", scale=3, elem_id="new-name"
@@ -343,7 +346,11 @@ def build_ui(services: Services) -> gr.Blocks:
         timer = gr.Timer(1.0, active=True)
 
         collection_view = [collection, table, file_picker, summary]
-        demo.load(page.on_load, outputs=[conversations, status, timer, *collection_view, chat_collection])
+        # Everything that reads or changes collections runs in one queue ("documents"), in the order it was asked
+        # for: the page's first listing can never land after a collection the user just created.
+        demo.load(page.on_load, outputs=[conversations, status, timer]).then(
+            documents.first_view, outputs=[*collection_view, chat_collection], concurrency_id="documents"
+        )
         timer.tick(page.on_tick, outputs=[status, timer], show_progress="hidden")
         stream_outputs = [chatbot, message, conversation_id, conversations, notice]
         send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens, chat_collection]
@@ -406,24 +413,27 @@ def build_ui(services: Services) -> gr.Blocks:
             concurrency_id="generate",
         )
 
-        # Documents. Ingestion has its own queue, so chat keeps answering while files are indexed.
-        collection.input(documents.view, [collection], collection_view)
-        create_button.click(
-            documents.create, [new_name, chat_collection], [*collection_view, chat_collection, new_name]
-        )
-        new_name.submit(documents.create, [new_name, chat_collection], [*collection_view, chat_collection, new_name])
+        # Documents. Their queue is not the chat's, so chat keeps answering while files are indexed.
+        collection.input(documents.view, [collection], collection_view, concurrency_id="documents")
+        create_outputs = [*collection_view, chat_collection, new_name]
+        for trigger in (create_button.click, new_name.submit):
+            trigger(documents.create, [new_name, chat_collection], create_outputs, concurrency_id="documents")
         ingest_outputs = [progress, table, file_picker, summary, cancel_button, upload]
-        upload.upload(documents.add_files, [collection, upload], ingest_outputs, concurrency_id="ingest")
-        folder_upload.upload(documents.add_files, [collection, folder_upload], ingest_outputs, concurrency_id="ingest")
+        upload.upload(documents.add_files, [collection, upload], ingest_outputs, concurrency_id="documents")
+        folder_upload.upload(
+            documents.add_files, [collection, folder_upload], ingest_outputs, concurrency_id="documents"
+        )
         cancel_button.click(documents.cancel, queue=False)
-        remove_button.click(documents.remove_file, [collection, file_picker], collection_view, concurrency_id="ingest")
+        remove_button.click(
+            documents.remove_file, [collection, file_picker], collection_view, concurrency_id="documents"
+        )
         delete_collection_button.click(lambda: gr.update(visible=True), outputs=[confirm_collection_row], queue=False)
         keep_collection.click(lambda: gr.update(visible=False), outputs=[confirm_collection_row], queue=False)
         confirm_collection.click(
             documents.delete,
             [collection, chat_collection],
             [*collection_view, chat_collection],
-            concurrency_id="ingest",
+            concurrency_id="documents",
         ).then(lambda: gr.update(visible=False), outputs=[confirm_collection_row], queue=False)
     return demo  # type: ignore[no-any-return]
 

@@ -64,6 +64,9 @@ class DocumentsPanel:
             collection_summary(selected, records),
         )
 
+    def first_view(self) -> tuple[Any, ...]:
+        return self.refresh(None, NO_COLLECTION)
+
     def refresh(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:
         choices = self.chat_choices()
         keep = chat_collection if chat_collection in {value for _, value in choices} else NO_COLLECTION
