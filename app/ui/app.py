@@ -452,10 +452,13 @@ def load_model_in_background(services: Services) -> threading.Thread:
             pass  # the runtime keeps the error; the status line and every chat attempt show it
         try:
             # Warm up documents, so the first question about a collection waits neither for the embedding model
-            # nor for its keyword index (about 15 s at 100,000 passages).
+            # nor for its keyword index (about 15 s at 100,000 passages). With no collection yet there is nothing
+            # to ask about, and loading the embedding model would only slow the first chat answer.
             documents = services.documents.get()
-            _ = documents.embedder.dimension
-            for info in documents.manifest.collections():
+            collections = documents.manifest.collections()
+            if collections:
+                _ = documents.embedder.dimension
+            for info in collections:
                 documents.retriever.keyword_index(info)
         except HearthError as exc:
             log.warning("documents are not available: %s %s", exc.message, exc.remedy)
