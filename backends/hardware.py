@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import platform
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,6 +126,14 @@ def probe() -> HardwareInventory:
     return inventory
 
 
+def block_telemetry_modules() -> None:
+    """Make phoning-home modules unimportable. ``import openvino`` imports its converter, which sends a usage event
+    to Google Analytics through ``openvino_telemetry`` whenever no consent file exists (seen here under strace);
+    with that module blocked the converter falls back to its own no-op stub. Call before importing openvino."""
+    for name in ("openvino_telemetry",):
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
 def with_timeout(call: Callable[[], T], timeout_s: float, what: str) -> T:
     """Run a driver call that might hang in a daemon thread; raise TimeoutError if it does not answer."""
     result: list[T] = []
@@ -199,6 +208,7 @@ def _read_nvml(pynvml: object) -> tuple[GpuDevice, ...]:
 
 
 def _openvino_devices(notes: list[str]) -> tuple[tuple[OpenVinoDevice, ...] | None, str]:
+    block_telemetry_modules()
     try:
         import openvino
         import openvino_genai  # noqa: F401  (the pipeline Hearth uses; the runtime alone is not enough)

@@ -117,6 +117,9 @@ class OpenVinoBackend(Backend):
         self.close()
         device = options.device or "CPU"
         yield LoadProgress(0.05, f"Compiling {model.path.name} for the {device} (the first time takes longest)")
+        from backends.hardware import block_telemetry_modules
+
+        block_telemetry_modules()
         try:
             import openvino_genai
         except (ImportError, OSError) as exc:

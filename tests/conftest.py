@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from backends.hardware import block_telemetry_modules
 from tests.helpers import require
+
+# Test processes import OpenVINO directly too; it must not phone home from them either.
+block_telemetry_modules()
 
 
 @pytest.fixture(autouse=True)

@@ -43,6 +43,9 @@ class Services:
 
 def enforce_offline() -> None:
     """Nothing may phone home: no hub lookups, no analytics, no telemetry."""
+    from backends.hardware import block_telemetry_modules
+
+    block_telemetry_modules()
     for key, value in {
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
