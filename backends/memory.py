@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.errors import DoesNotFit
 from models.gguf import ModelInfo
 
 GIB = 1 << 30
@@ -84,7 +83,7 @@ class Offload:
 
 def estimate_offload(model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...]) -> Offload:
     """Per-device memory for a layer placement. Layers are assigned in order: GPU 0 gets the first ones."""
-    layers = model.layer_bytes or (model.weights_bytes // max(model.block_count, 1),) * model.block_count
+    layers = _layer_sizes(model)
     kv_layer = kv_bytes_per_layer(model, context_length)
     compute = compute_buffer_bytes(model, context_length)
     everything = sum(gpu_layers) >= model.block_count
@@ -104,6 +103,11 @@ def estimate_offload(model: ModelInfo, context_length: int, gpu_layers: tuple[in
     return Offload(tuple(gpu_layers), tuple(gpus), MemoryEstimate(cpu_weights, kv_layer * cpu_layers, cpu_compute))
 
 
+def _layer_sizes(model: ModelInfo) -> tuple[int, ...]:
+    """Weight bytes per repeating layer; an even share of the weights when the tensor table did not say."""
+    return model.layer_bytes or (model.weights_bytes // max(model.block_count, 1),) * model.block_count
+
+
 def usable_bytes(available_bytes: int, headroom_bytes: int = HEADROOM_BYTES) -> int:
     return max(available_bytes - headroom_bytes, 0)
 
@@ -111,7 +115,7 @@ def usable_bytes(available_bytes: int, headroom_bytes: int = HEADROOM_BYTES) -> 
 def layers_that_fit(model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0) -> int:
     """How many consecutive layers from ``first_layer`` fit in ``free_bytes`` with their KV cache and a compute
     buffer (the output projection is left out: callers add it when every layer fits)."""
-    layers = model.layer_bytes or (model.weights_bytes // max(model.block_count, 1),) * model.block_count
+    layers = _layer_sizes(model)
     room = free_bytes - compute_buffer_bytes(model, context_length)
     kv_layer = kv_bytes_per_layer(model, context_length)
     count = 0
@@ -150,20 +154,6 @@ def largest_context(model: ModelInfo, fits: Callable[[int], bool], upper: int) -
         else:
             high = middle - 1
     return best
-
-
-def check_fits(estimate: MemoryEstimate, available_bytes: int, what: str) -> None:
-    """Raise :class:`DoesNotFit` when ``estimate`` needs more than ``available_bytes`` (less headroom)."""
-    usable = max(available_bytes - HEADROOM_BYTES, 0)
-    if estimate.total_bytes <= usable:
-        return
-    raise DoesNotFit(
-        f"{what} needs about {format_bytes(estimate.total_bytes)} "
-        f"(weights {format_bytes(estimate.weights_bytes)}, context cache {format_bytes(estimate.kv_cache_bytes)})"
-        f" but only {format_bytes(available_bytes)} of memory is available.",
-        "Lower the context length (--context or HEARTH_MODEL__CONTEXT_LENGTH), close other programs, "
-        "or choose a smaller or lower-bit model.",
-    )
 
 
 def format_bytes(n_bytes: int) -> str:

@@ -167,7 +167,7 @@ def select_backend(
                 ctx.not_used.append(f"{', '.join(idle)}: {support.reason}")
             continue
         if cls.name == "llamacpp":
-            options += _llamacpp_options(ctx)
+            options += _llamacpp_options(ctx, cls)
         elif cls.name == "openvino":
             options += _openvino_options(ctx, cls)
         else:
@@ -207,12 +207,12 @@ def _wants_gpu(prefs: Preferences) -> bool:
     return prefs.backend == "cuda" or prefs.device.startswith("cuda") or bool(prefs.gpu_layers)
 
 
-def _llamacpp_options(ctx: _Context) -> list[_Option]:
+def _llamacpp_options(ctx: _Context, cls: type[Backend]) -> list[_Option]:
     prefs = ctx.prefs
     options: list[_Option] = []
     if prefs.device in ("auto", "cpu") and not _wants_gpu(prefs):
-        options += _cpu_option(ctx, None, RANK_CPU)
-    if prefs.device == "cpu" or prefs.device in ("gpu", "npu") or prefs.device.upper().startswith(("GPU", "NPU")):
+        options += _cpu_option(ctx, cls, RANK_CPU)
+    if prefs.device == "cpu" or prefs.device.upper().startswith(("GPU", "NPU")):  # not an NVIDIA device
         return options
     gpus = _usable_gpus(ctx)
     if not gpus:
@@ -394,20 +394,18 @@ def _cpu_fits(ctx: _Context, memory: MemoryEstimate) -> bool:
     return memory.total_bytes <= usable_bytes(ctx.inventory.ram_available_bytes)
 
 
-def _cpu_option(ctx: _Context, cls: type[Backend] | None, rank: int) -> list[_Option]:
-    """The model on the CPU: llama.cpp (``cls`` None) or another backend's CPU path."""
+def _cpu_option(ctx: _Context, cls: type[Backend], rank: int) -> list[_Option]:
+    """The model on the CPU, on ``cls``'s CPU path, priced by ``cls``'s own memory rule."""
     inventory, model = ctx.inventory, ctx.model
-    options = LoadOptions(context_length=ctx.context, threads=ctx.threads)
-    memory = cls.estimate_memory(model, options) if cls else estimate_offload(model, ctx.context, ()).cpu
-    name = cls.name if cls else "llamacpp"
-    label = cls.label if cls else "llama.cpp (CPU)"
+
+    def needs(context: int) -> MemoryEstimate:
+        return cls.estimate_memory(model, LoadOptions(context_length=context, threads=ctx.threads))
+
+    memory = needs(ctx.context)
+    name, label = cls.name, cls.label
     usable = usable_bytes(inventory.ram_available_bytes)
     if memory.total_bytes > usable:
-        fits_at = largest_context(
-            model,
-            lambda c: estimate_offload(model, c, ()).cpu.total_bytes <= usable,
-            ctx.context,
-        )
+        fits_at = largest_context(model, lambda c: needs(c).total_bytes <= usable, ctx.context)
         failure = DoesNotFit(
             f"{model.display_name} needs about {format_bytes(memory.total_bytes)} (weights "
             f"{format_bytes(memory.weights_bytes)}, context cache {format_bytes(memory.kv_cache_bytes)}) but only "

@@ -195,3 +195,25 @@ def test_forced_choices_are_obeyed_or_explained() -> None:
     with pytest.raises(BackendUnavailable) as missing:
         plan_for(LLAMA_7B, make_inventory(), backend="cuda")
     assert "no NVIDIA GPU" in missing.value.message
+
+
+def test_the_context_offered_when_memory_is_short_is_priced_by_the_chosen_backend() -> None:
+    from backends.memory import HEADROOM_BYTES, estimate_llamacpp, estimate_openvino
+
+    short = make_inventory(ram_available_gib=1.0, openvino=(("CPU", "Test CPU"),))
+    offered = {}
+    for backend, rule in (("openvino", estimate_openvino), ("llamacpp", estimate_llamacpp)):
+        with pytest.raises(DoesNotFit) as caught:
+            plan_for(LLAMA_7B, short, backend=backend, context_length=4096)
+        assert "Close other programs" in caught.value.remedy  # 3.8 GiB of weights: no context fits in 1 GiB
+        with pytest.raises(DoesNotFit) as tight:
+            plan_for(
+                SMALL,
+                make_inventory(ram_available_gib=0.9, openvino=(("CPU", "Test CPU"),)),
+                backend=backend,
+                context_length=8192,
+            )
+        offered[backend] = int(tight.value.remedy.split("Lower the context to ")[1].split()[0])
+        usable = int(0.9 * GIB) - HEADROOM_BYTES
+        assert rule(SMALL, offered[backend]).total_bytes <= usable < rule(SMALL, offered[backend] + 256).total_bytes
+    assert offered["openvino"] != offered["llamacpp"]  # each backend's own memory rule, not llama.cpp's for both
