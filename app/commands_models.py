@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.container import enforce_offline, model_choice
+from app.services.container import enforce_offline, preferences
 from app.services.models import (
     HELDOUT_TEXT,
     Made,
@@ -40,7 +40,7 @@ def run_list(settings: Settings, as_json: bool) -> int:
 
     store = _store(settings)
     try:
-        rows = model_rows(store, probe(), model_choice(settings).prefs)
+        rows = model_rows(store, probe(), preferences(settings))
     finally:
         store.close()
     if as_json:
@@ -120,11 +120,7 @@ def run_quantize(settings: Settings, reference: str, qtype: str, allow_requantiz
         made = _follow(steps, cancel)
     finally:
         store.close()
-    if made is None:
-        return EXIT_INTERRUPTED
-    info = made.info
-    print(f"Made {info.display_name}: {format_bytes(info.file_size_bytes)} as {made.stored.id} ({made.stored.path}).")
-    return EXIT_OK
+    return _report(made)
 
 
 def run_convert(settings: Settings, reference: str, to: str) -> int:
@@ -134,6 +130,10 @@ def run_convert(settings: Settings, reference: str, to: str) -> int:
         made = _follow(make_full_precision(store, reference, to, cancel), cancel)
     finally:
         store.close()
+    return _report(made)
+
+
+def _report(made: Made | None) -> int:
     if made is None:
         return EXIT_INTERRUPTED
     info = made.info

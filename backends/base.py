@@ -135,6 +135,24 @@ class CancelToken:
         return self._event.is_set()
 
 
+class CancelSlot:
+    """The token of the job now running in one place (a chat answer, an upload, a quantization): each new job
+    takes a fresh token, and Stop or Cancel reaches whichever job is current."""
+
+    def __init__(self) -> None:
+        self._token = CancelToken()
+        self._lock = threading.Lock()
+
+    def start(self) -> CancelToken:
+        with self._lock:
+            self._token = CancelToken()
+            return self._token
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._token.cancel()
+
+
 class AdapterNotSupported(HearthError):
     """The backend cannot hot-load LoRA adapters."""
 

@@ -13,7 +13,7 @@ from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
 from app.services.runtime import ModelRuntime
 from backends.base import Backend, CancelToken, ChatEvent, ChatMessage, GenerationParams
-from rag.prompt import Source, pack_sources, rag_messages, rag_question
+from rag.prompt import RAG_SYSTEM_PROMPT, Source, pack_sources, rag_messages, rag_question
 
 # Tokens kept free for the chat template's framing around the passages.
 TEMPLATE_SLACK = 16
@@ -66,8 +66,7 @@ def ask(
     if not question.strip():
         raise EmptyMessage("There is nothing to ask.", "Type a question first.")
     backend = runtime.backend()
-    messages = rag_messages(question, [])
-    found = find_sources(documents, backend, collection, question, messages[0].content, params, top_k)
+    found = find_sources(documents, backend, collection, question, RAG_SYSTEM_PROMPT, params, top_k)
     messages = rag_messages(question, found.sources)
     yield AskStarted(found, backend.count_chat_tokens(messages))
     yield from backend.stream_chat(messages, params, cancel or CancelToken())

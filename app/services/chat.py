@@ -15,7 +15,7 @@ from app.errors import EmptyMessage, HearthError
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import ModelRuntime
-from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
+from backends.base import CancelSlot, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
 from rag.prompt import Source, rag_question, rag_system_prompt
 
 if TYPE_CHECKING:
@@ -64,15 +64,13 @@ class ChatService:
         self._runtime = runtime
         self._documents = documents
         self._top_k = top_k
-        self._cancel = CancelToken()
-        self._cancel_lock = threading.Lock()
+        self._current = CancelSlot()
         self._idle = threading.Event()
         self._idle.set()
 
     def stop(self) -> None:
         """Stop the answer being generated, if any; what was written so far is kept."""
-        with self._cancel_lock:
-            self._cancel.cancel()
+        self._current.cancel()
 
     def wait_until_idle(self, timeout_s: float) -> bool:
         """Block while an answer is being generated (at most ``timeout_s``); True if none is. Background work
@@ -155,9 +153,7 @@ class ChatService:
         return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found)
 
     def _answer(self, conversation_id: str, prompt: _Prompt, params: GenerationParams) -> Iterator[TurnEvent]:
-        cancel = CancelToken()
-        with self._cancel_lock:
-            self._cancel = cancel
+        cancel = self._current.start()
         sources = prompt.found.sources if prompt.found else ()
         retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
         embed_ms = prompt.found.embed_ms if prompt.found else 0.0

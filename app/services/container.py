@@ -66,16 +66,21 @@ def model_choice(settings: Settings) -> ModelChoice:
     the embedded model."""
     from app.services.models import default_model_path
 
-    path = settings.model.path or default_model_path(resolve_data_paths(settings.home)) or embedded_chat_model()
-    prefs = Preferences(
+    paths = resolve_data_paths(settings.home)
+    path = settings.model.path or default_model_path(paths) or embedded_chat_model()
+    cache = str(paths.compiled_cache_dir)
+    return ModelChoice(Path(path).expanduser(), preferences(settings), settings.generation.seed or 0, cache)
+
+
+def preferences(settings: Settings) -> Preferences:
+    """How the user wants models run; no file is read (unlike :func:`model_choice`, which finds the default)."""
+    return Preferences(
         backend=settings.backend.name,
         threads=settings.backend.threads,
         context_length=settings.model.context_length,
         device=settings.backend.device,
         gpu_layers=settings.backend.gpu_layers,
     )
-    cache = resolve_data_paths(settings.home).compiled_cache_dir
-    return ModelChoice(Path(path).expanduser(), prefs, seed=settings.generation.seed or 0, cache_dir=str(cache))
 
 
 def generation_params(settings: Settings) -> GenerationParams:

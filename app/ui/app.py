@@ -14,7 +14,8 @@ from app.errors import HearthError
 from app.services.chat import TurnEvent
 from app.services.container import Services
 from app.ui.document_text import TABLE_HEADERS
-from app.ui.documents import NO_COLLECTION, DocumentsPanel, as_gradio_error
+from app.ui.documents import NO_COLLECTION, DocumentsPanel
+from app.ui.errors import as_gradio_error
 from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.models_tab import ModelsPanel

@@ -3,7 +3,6 @@ is in ``app.services`` and the text comes from ``app.ui.document_text``."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,7 +15,8 @@ from app.services.container import Services
 from app.services.documents import DocumentServices
 from app.services.uploads import add_uploads
 from app.ui.document_text import collection_summary, file_rows, progress_line, upload_report
-from backends.base import CancelToken
+from app.ui.errors import as_gradio_error
+from backends.base import CancelSlot, CancelToken
 from rag.ingest import FileOutcome
 
 # How often the progress line is redrawn during an ingestion.
@@ -27,15 +27,10 @@ CHAT_CHECK_S = 0.2
 PAGE_FLUSH_CHUNKS = 64
 
 
-def as_gradio_error(exc: HearthError) -> gr.Error:
-    return gr.Error(f"{exc.message} {exc.remedy}", title="Hearth", print_exception=False)
-
-
 class DocumentsPanel:
     def __init__(self, services: Services) -> None:
         self.services = services
-        self._cancel = CancelToken()
-        self._cancel_lock = threading.Lock()
+        self._current = CancelSlot()
 
     def docs(self) -> DocumentServices:
         try:
@@ -48,12 +43,13 @@ class DocumentsPanel:
     def names(self) -> list[str]:
         return [info.name for info in self.docs().manifest.collections()]
 
-    def chat_choices(self) -> list[tuple[str, str]]:
-        return [("None (plain chat)", NO_COLLECTION), *((name, name) for name in self.names())]
+    def chat_choices(self, names: list[str] | None = None) -> list[tuple[str, str]]:
+        listed = self.names() if names is None else names
+        return [("None (plain chat)", NO_COLLECTION), *((name, name) for name in listed)]
 
-    def view(self, collection: str | None) -> tuple[Any, ...]:
+    def view(self, collection: str | None, names: list[str] | None = None) -> tuple[Any, ...]:
         """Collection picker, file table, the remove-file picker and the summary line, for ``collection``."""
-        names = self.names()
+        names = self.names() if names is None else names
         selected = collection if collection in names else (names[0] if names else None)
         records = self.docs().files(selected) if selected else []
         owned = self.docs().uploads_folder(self.docs().manifest.get(selected)) if selected else None
@@ -68,9 +64,10 @@ class DocumentsPanel:
         return self.refresh(None, NO_COLLECTION)
 
     def refresh(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:
-        choices = self.chat_choices()
+        names = self.names()
+        choices = self.chat_choices(names)
         keep = chat_collection if chat_collection in {value for _, value in choices} else NO_COLLECTION
-        return (*self.view(collection), gr.update(choices=choices, value=keep))
+        return (*self.view(collection, names), gr.update(choices=choices, value=keep))
 
     # --- changes ------------------------------------------------------------------------------------------------
 
@@ -111,8 +108,7 @@ class DocumentsPanel:
             pass
 
     def cancel(self) -> None:
-        with self._cancel_lock:
-            self._cancel.cancel()
+        self._current.cancel()
 
     def add_files(self, collection: str | None, uploaded: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
         """Copy the uploads into the data directory and index them, yielding the progress line as it goes.
@@ -125,9 +121,7 @@ class DocumentsPanel:
             gr.Warning("Create a collection first (or pick one), then add the files again.")
             yield "No collection picked; nothing was added.", gr.update(), gr.update(), gr.update(), gr.update(), None
             return
-        cancel = CancelToken()
-        with self._cancel_lock:
-            self._cancel = cancel
+        cancel = self._current.start()
         idle = (gr.update(), gr.update(), gr.update())
         yield "Preparing the embedding model…", *idle, gr.update(visible=True), gr.update()
         docs = self.docs()

@@ -3,7 +3,6 @@ Wiring only: the work is in ``app.services.models`` and the tables come from ``a
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,41 +10,31 @@ from typing import Any
 import gradio as gr
 
 from app.errors import HearthError
-from app.services.container import Services
+from app.services.container import Services, preferences
 from app.services.models import HELDOUT_TEXT, Made, make_quantized, model_rows, open_model_store, run_ladder
+from app.ui.errors import as_gradio_error
 from app.ui.models_view import ladder_table, model_choices, model_table
 from app.ui.render import status_markdown
-from backends.base import CancelToken
+from backends.base import CancelSlot
 from models.ladder import Rung, chart
 from models.store import ModelStore
-
-
-def _error(exc: HearthError) -> gr.Error:
-    return gr.Error(f"{exc.message} {exc.remedy}", title="Hearth", print_exception=False)
 
 
 class ModelsPanel:
     def __init__(self, services: Services) -> None:
         self.services = services
-        self._cancel = CancelToken()
-        self._lock = threading.Lock()
+        self._current = CancelSlot()
 
     def _store(self) -> ModelStore:
         return open_model_store(self.services.paths)
 
-    def _new_job(self) -> CancelToken:
-        with self._lock:
-            self._cancel = CancelToken()
-            return self._cancel
-
     def cancel(self) -> None:
-        with self._lock:
-            self._cancel.cancel()
+        self._current.cancel()
 
     def view(self, selected: str | None = None) -> tuple[Any, ...]:
         store = self._store()
         try:
-            rows = model_rows(store, self.services.inventory, self.services.model_choice().prefs)
+            rows = model_rows(store, self.services.inventory, preferences(self.services.settings))
         finally:
             store.close()
         choices = model_choices(rows)
@@ -63,7 +52,7 @@ class ModelsPanel:
             else:
                 stored, info = store.add(Path(path_text.strip()).expanduser())
         except HearthError as exc:
-            raise _error(exc) from exc
+            raise as_gradio_error(exc) from exc
         finally:
             store.close()
         gr.Info(f"Imported {info.display_name} ({stored.id}).", duration=5)
@@ -77,7 +66,7 @@ class ModelsPanel:
         try:
             stored = store.set_default(model_id)
         except HearthError as exc:
-            raise _error(exc) from exc
+            raise as_gradio_error(exc) from exc
         finally:
             store.close()
         current = self.services.settings
@@ -104,7 +93,7 @@ class ModelsPanel:
             owned = store.owns(stored.path)
             store.remove(model_id)
         except HearthError as exc:
-            raise _error(exc) from exc
+            raise as_gradio_error(exc) from exc
         finally:
             store.close()
         gr.Info(f"Removed {stored.path.name}" + (" and deleted its file." if owned else "; the file was kept."))
@@ -113,7 +102,7 @@ class ModelsPanel:
     def quantize(self, model_id: str | None, qtype: str, allow_requantize: bool) -> Iterator[tuple[Any, ...]]:
         if not model_id:
             raise gr.Error("Pick a model to quantize first.", title="Hearth")
-        cancel = self._new_job()
+        cancel = self._current.start()
         store = self._store()
         try:
             steps = make_quantized(
@@ -136,7 +125,7 @@ class ModelsPanel:
             raise gr.Error("Pick a model first.", title="Hearth")
         if not types:
             raise gr.Error("Tick at least one type.", title="Hearth")
-        cancel = self._new_job()
+        cancel = self._current.start()
         store = self._store()
         rungs: list[Rung] = []
         try:
