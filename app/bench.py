@@ -15,6 +15,8 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 from backends.base import TextDelta
 
@@ -55,6 +57,19 @@ def time_stream(side: str, pieces: Iterable[str]) -> Sample:
     return Sample(side, ttft, count, rate)
 
 
+def open_raw_llama(path: Path, context_length: int, threads: int) -> Any:
+    """Bare llama-cpp-python on the same GGUF: the "raw" side of every benchmark. Loaded verbose with its logs
+    routed to logging, as Hearth's own backend does (verbose=False redirects the process's stdout while loading)."""
+    from llama_cpp import Llama
+
+    from backends.llamacpp import route_llama_logs
+
+    route_llama_logs()
+    llm = Llama(model_path=str(path), n_ctx=context_length, n_threads=threads, n_threads_batch=threads, verbose=True)
+    llm.verbose = False
+    return llm
+
+
 def raw_pieces(llm: object, question: str, max_tokens: int) -> Iterator[str]:
     stream = llm.create_chat_completion(  # type: ignore[attr-defined]
         messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
@@ -67,8 +82,6 @@ def raw_pieces(llm: object, question: str, max_tokens: int) -> Iterator[str]:
 
 
 def run_chat_bench(args: argparse.Namespace) -> int:
-    from llama_cpp import Llama
-
     from app.services.container import build_services
     from app.settings import load_settings
     from backends.base import GenerationParams
@@ -86,13 +99,7 @@ def run_chat_bench(args: argparse.Namespace) -> int:
             assert plan is not None
             model = services.runtime.model
             assert model is not None
-            raw = Llama(
-                model_path=str(model.path),
-                n_ctx=plan.context_length,
-                n_threads=plan.threads,
-                n_threads_batch=plan.threads,
-                verbose=False,
-            )
+            raw = open_raw_llama(model.path, plan.context_length, plan.threads)
             # Same sampling as llama-cpp-python's defaults, so both sides produce the same tokens.
             params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
             samples: list[Sample] = []

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, raw_pieces
+from app.bench import QUESTIONS, SYSTEM, open_raw_llama, raw_pieces
 
 
 def free_port() -> int:
@@ -83,7 +83,6 @@ def main() -> int:
     args = parser.parse_args()
 
     import httpx
-    from llama_cpp import Llama
 
     from backends.hardware import probe
     from models.embedded import embedded_chat_model
@@ -111,7 +110,7 @@ def main() -> int:
                 if "Hearth is running at" in line:
                     break
             client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
-            raw = Llama(model_path=str(model), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+            raw = open_raw_llama(model, 4096, threads)
             via_app(client, "Hello", 16)
             via_raw(raw, "Hello", 16)
             rows: dict[str, list[tuple[float, float]]] = {"raw": [], "app": []}

@@ -59,13 +59,11 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=16, help="tokens per answer (default 16)")
     args = parser.parse_args()
 
-    from llama_cpp import Llama
-
+    from app.bench import open_raw_llama
     from app.services.ask import find_sources
     from app.services.container import build_services
     from app.settings import load_settings
     from backends.base import GenerationParams
-    from backends.llamacpp import route_llama_logs
     from rag.prompt import rag_question, rag_system_prompt
 
     questions = [json.loads(line)["question"] for line in (ROOT / "tests/data/retrieval-qa.jsonl").open()]
@@ -81,15 +79,7 @@ def main() -> int:
                 pass
             plan, model = services.runtime.status.plan, services.runtime.model
             assert plan is not None and model is not None
-            route_llama_logs()
-            raw = Llama(
-                model_path=str(model.path),
-                n_ctx=plan.context_length,
-                n_threads=plan.threads,
-                n_threads_batch=plan.threads,
-                verbose=True,
-            )
-            raw.verbose = False
+            raw = open_raw_llama(model.path, plan.context_length, plan.threads)
             backend = services.runtime.backend()
             documents.retriever.search("bench", "warm up", top_k=1)  # keyword index built, model loaded
             for index in range(args.runs):

@@ -22,6 +22,7 @@ import numpy as np
 from app.errors import HearthError
 
 DECODE_TOKENS = 64
+PREFILL_TOKENS = 128
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
@@ -101,7 +102,7 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int) -> 
         model_path=path, n_ctx=context, n_batch=context, n_threads=threads, n_threads_batch=threads, verbose=True
     )
     load_s = time.perf_counter() - started
-    prompt = llm.tokenize(PROMPT.encode() * 8, add_bos=True)[: context // 2]
+    prompt = llm.tokenize(PROMPT.encode() * 16, add_bos=True)[:PREFILL_TOKENS]
     started = time.perf_counter()
     llm.eval(prompt)
     prefill = len(prompt) / (time.perf_counter() - started)
