@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
@@ -27,6 +26,9 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N, gpu or npu (default auto)")
     parser.add_argument("--gpu-layers", type=int, help="layers on the GPU (default: as many as fit)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: one per physical core)")
+    parser.add_argument(
+        "--slots", type=int, help="answers written at once, each with the whole context (default 4; llama.cpp)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
     chat.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
     chat.add_argument("--seed", type=int, help="sampling seed")
+
+    use = commands.add_parser(
+        "use", help="switch the running Hearth's model, backend, device or context (or set the default model)"
+    )
+    use.add_argument("model", nargs="?", help="an id or file name from `hearth models list`")
+    use.add_argument("--backend", choices=["auto", "llamacpp", "cuda", "openvino", "fake"], help="inference backend")
+    use.add_argument("--device", help="auto, cpu, cuda, cuda:N, gpu or npu")
+    use.add_argument("--context", type=int, help="context window in tokens")
+    use.add_argument(
+        "--cancel-running", action="store_true", help="stop the answers being written instead of waiting for them"
+    )
+
+    api_key = commands.add_parser("api-key", help="print the key of the local API (made on first use)")
+    api_key.add_argument("--rotate", action="store_true", help="replace the key; clients with the old one are refused")
 
     doctor = commands.add_parser("doctor", help="show the hardware, the model and the plan Hearth would use")
     _add_model_flags(doctor)
@@ -115,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench_chat.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default 128)")
     bench_chat.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_chat.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    bench_parallel = bench_kinds.add_parser(
+        "parallel", help="aggregate tokens/s with several answers at once, vs one stream and raw llama-cpp-python"
+    )
+    bench_parallel.add_argument("--streams", default="1,2,4", help="answers at once, comma-separated (default 1,2,4)")
+    bench_parallel.add_argument("--runs", type=int, default=3, help="rounds (default 3)")
+    bench_parallel.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default 128)")
+    bench_parallel.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
+    bench_parallel.add_argument("--json", type=Path, help="also write the results to this JSON file")
     return parser
 
 
@@ -127,6 +151,7 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "threads": ("backend", "threads"),
         "device": ("backend", "device"),
         "gpu_layers": ("backend", "gpu_layers"),
+        "slots": ("backend", "slots"),
         "system": ("generation", "system_prompt"),
         "temperature": ("generation", "temperature"),
         "max_tokens": ("generation", "max_new_tokens"),
@@ -139,15 +164,6 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             overrides[section][key] = value
     return {section: values for section, values in overrides.items() if values}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,6 +191,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     from app.settings import load_settings
 
     if args.command == "bench":
+        if args.bench_kind == "parallel":
+            from app.bench_parallel import run_parallel_bench
+
+            return run_parallel_bench(args)
         from app import bench
 
         return bench.run_chat_bench(args)
@@ -185,6 +205,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.run_chat(settings, args.question)
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
+    if args.command == "use":
+        from app.commands_use import run_use
+
+        return run_use(settings, args.model, args.backend, args.device, args.context, args.cancel_running)
+    if args.command == "api-key":
+        return commands.run_api_key(settings, rotate=args.rotate)
     if args.command in ("ingest", "collections", "ask", "eval"):
         from app import commands_documents
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from typing import Any
 
 from app.errors import HearthError
 from app.services.container import Services, build_services, enforce_offline, model_choice
+from app.services.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings
 from backends.base import TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
@@ -23,12 +25,12 @@ def _err(text: str) -> None:
 
 def load_model(services: Services) -> None:
     """Load the configured model, printing progress to stderr."""
-    for progress in services.runtime.load(services.model_choice()):
+    for progress in services.control.start():
         _err(f"[{progress.fraction:4.0%}] {progress.message}")
 
 
 def run_ui(settings: Settings, open_browser: bool) -> int:
-    from app.cli import is_loopback
+    from app.api.policy import is_loopback
     from app.ui.app import launch
 
     host, port = settings.server.host, settings.server.port
@@ -39,10 +41,11 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
             f"WARNING: binding to {host} makes Hearth reachable from other machines. Anyone who can reach "
             "this port can chat with your model and read your conversations. Use 127.0.0.1 unless you mean it."
         )
+        _err("The page and the API ask for the API key there (`hearth api-key` prints it).")
     for line in describe(services.inventory):
         _err(line)
     try:
-        demo = launch(services, open_browser=open_browser)
+        server = launch(services, open_browser=open_browser)
     except OSError as exc:
         raise HearthError(
             f"Cannot start the web UI on {host}:{port}: {exc.strerror or exc}.",
@@ -50,10 +53,27 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
         ) from exc
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     print(f"Hearth is running at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
+    print(f"OpenAI-compatible API at {server.api_url}  (its key: hearth api-key)", flush=True)
+    write_record(services.paths.server_file, ServerRecord(server.url, server.api_url, os.getpid()))
     try:
-        demo.block_thread()
+        server.block_thread()
     finally:
+        remove_record(services.paths.server_file, os.getpid())
         services.close()
+    return EXIT_OK
+
+
+def run_api_key(settings: Settings, rotate: bool) -> int:
+    """Print the API key (made on first use); with ``rotate``, replace it first."""
+    from app.api.keys import ApiKeyStore
+    from app.paths import ensure_data_dir, resolve_data_paths
+
+    keys = ApiKeyStore(ensure_data_dir(resolve_data_paths(settings.home)).api_key_file)
+    if rotate:
+        print(keys.rotate(), flush=True)
+        _err("The old key no longer works, in a running Hearth too; give the new one to your clients.")
+    else:
+        print(keys.get(), flush=True)
     return EXIT_OK
 
 

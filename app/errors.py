@@ -59,3 +59,15 @@ class StorageError(HearthError):
 
 class GenerationError(HearthError):
     """The engine failed in the middle of an answer."""
+
+
+class EngineStopped(HearthError):
+    """The engine process ended in the middle of an answer (killed, crashed, out of memory); it is restarting."""
+
+
+class Busy(HearthError):
+    """Every answer slot is taken and the waiting line is full; try again after ``retry_after_s``."""
+
+    def __init__(self, message: str, remedy: str, retry_after_s: int = 2) -> None:
+        super().__init__(message, remedy)
+        self.retry_after_s = retry_after_s

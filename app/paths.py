@@ -46,6 +46,16 @@ class DataPaths:
     def logs_dir(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def api_key_file(self) -> Path:
+        """The local API's key (owner-only permissions; `hearth api-key` shows it, `--rotate` replaces it)."""
+        return self.root / "api-key"
+
+    @property
+    def server_file(self) -> Path:
+        """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
+        return self.root / "server.json"
+
 
 def resolve_data_paths(home: Path | None) -> DataPaths:
     if home is None:

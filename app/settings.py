@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import HearthError
@@ -45,6 +45,13 @@ class BackendSettings(BaseModel):
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="CPU threads; empty means one per physical core."
     )
+    slots: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Answers llama.cpp writes at once (chats, API calls); each has the whole context of its own, "
+        "so each one adds a context cache to the memory the model needs. Hearth uses fewer if they do not fit.",
+    )
 
 
 class GenerationSettings(BaseModel):
@@ -70,7 +77,28 @@ class RagSettings(BaseModel):
 
 class ServerSettings(BaseModel):
     host: str = Field(default="127.0.0.1", description="Address the web UI binds to. Anything but loopback exposes it.")
-    port: int = Field(default=7860, ge=1, le=65535, description="Port of the web UI.")
+    port: int = Field(default=7860, ge=1, le=65535, description="Port of the web UI and of the API under /v1.")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Web pages (origins such as http://localhost:3000) allowed to call the page and the API from a "
+        "browser besides Hearth's own page. Empty by default; '*' is refused: any site could drive the chat.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Extra host names this server answers to (besides 127.0.0.1, localhost, [::1] and the bind "
+        "address), for example a name other machines use for it. Other Host headers are refused (DNS rebinding).",
+    )
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _no_wildcard(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if "*" in origin:
+                raise ValueError("list each origin (scheme://host:port); '*' would let any web page drive Hearth")
+            # "null" is refused too: every sandboxed frame on every site sends it.
+            if "://" not in origin:
+                raise ValueError(f"{origin!r} is not an origin; write it as scheme://host[:port]")
+        return origins
 
 
 class Settings(BaseSettings):

@@ -3,8 +3,12 @@
 A backend runs one GGUF model on some hardware. The class-level methods are cheap and pure, so selection can
 ask every registered backend about every model: ``availability`` (can it run on this machine at all),
 ``supports`` (can it run this model) and ``estimate_memory`` (what would it cost). Instances do the work:
-``load`` yields progress, ``stream_chat`` yields typed events, ``count_tokens`` uses the model's real
-tokenizer, and ``close`` is idempotent.
+``load`` yields progress, ``stream_chat`` and ``stream_completion`` yield typed events, ``count_tokens`` uses
+the model's real tokenizer, and ``close`` is idempotent.
+
+Several threads may stream at once. A backend whose ``slots`` is above one answers them together (the llama.cpp
+backend batches its sequences); the others answer one at a time, in arrival order. Backends run inside an
+engine process supervised by ``app.services.runtime``; nothing here knows about that process.
 
 To add a backend: subclass :class:`Backend`, fill in ``name``/``label``/``capabilities`` and the methods
 below, and add it to ``backends.registry``. Heavy libraries are imported inside the methods that need them.
@@ -52,8 +56,9 @@ class Capabilities:
 
     streaming: bool
     lora_hot_swap: bool
-    multi_device: bool
+    multi_device: bool  # can split one model's layers across several devices
     embeddings: bool
+    parallel: bool = False  # answers several requests at once (see ``Backend.slots``)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class LoadOptions:
     main_gpu: int = 0
     cache_dir: str | None = None  # where a backend may keep compiled models between runs
     max_prompt_tokens: int | None = None  # a device's fixed prompt limit (an NPU's static shapes); None: the context
+    slots: int = 1  # sequences answered at once; each has ``context_length`` tokens of its own
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,7 @@ class GenerationParams:
     top_p: float = 0.95
     seed: int | None = None
     repeat_penalty: float = 1.1
+    stop: tuple[str, ...] = ()  # the answer ends before the first of these strings; the string is not shown
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,7 @@ class Usage:
     completion_tokens: int
     time_to_first_token_ms: float
     total_ms: float
+    cached_tokens: int = 0  # leading prompt tokens found already evaluated (prefix reuse), not read again
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -185,6 +193,10 @@ class Backend(ABC):
     ) -> Iterator[ChatEvent]: ...
 
     @abstractmethod
+    def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
+        """Continue ``prompt`` as raw text: no chat template, the model's BOS token first if it uses one."""
+
+    @abstractmethod
     def count_tokens(self, text: str) -> int: ...
 
     @abstractmethod
@@ -194,6 +206,11 @@ class Backend(ABC):
     @property
     @abstractmethod
     def context_length(self) -> int: ...
+
+    @property
+    def slots(self) -> int:
+        """How many answers this loaded model writes at once."""
+        return 1
 
     @property
     def notes(self) -> tuple[str, ...]:

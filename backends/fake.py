@@ -28,6 +28,7 @@ from backends.base import (
     Usage,
 )
 from backends.memory import MemoryEstimate
+from backends.stops import StopScanner
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -38,13 +39,14 @@ class FakeBackend(Backend):
     name: ClassVar[str] = "fake"
     label: ClassVar[str] = "demo (fake model)"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False
+        streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False, parallel=True
     )
 
     def __init__(self, token_delay_s: float = 0.0, reply_prefix: str = "You said:") -> None:
         self.token_delay_s = token_delay_s
         self.reply_prefix = reply_prefix
         self._context_length = 0
+        self._slots = 1
         self.closed = False
 
     @classmethod
@@ -63,8 +65,13 @@ class FakeBackend(Backend):
     def context_length(self) -> int:
         return self._context_length
 
+    @property
+    def slots(self) -> int:
+        return self._slots
+
     def load(self, model: ModelInfo | None, options: LoadOptions) -> Iterator[LoadProgress]:
         self._context_length = options.context_length
+        self._slots = options.slots
         self.closed = False
         yield LoadProgress(1.0, "Demo model ready")
 
@@ -78,18 +85,28 @@ class FakeBackend(Backend):
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        return self._stream(
+            [*self.reply_prefix.split(), *last_user.split()], self.count_chat_tokens(messages), params, cancel
+        )
+
+    def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
+        """Continues a prompt by echoing it, so tests know the text exactly."""
+        return self._stream(prompt.split(), self.count_tokens(prompt) + 1, params, cancel)
+
+    def _stream(
+        self, words: list[str], prompt_tokens: int, params: GenerationParams, cancel: CancelToken
+    ) -> Iterator[ChatEvent]:
         if not self._context_length:
             raise ModelNotReady("No model is loaded.", "Load a model first.")
         started = time.perf_counter()
-        prompt_tokens = self.count_chat_tokens(messages)
         if prompt_tokens >= self._context_length:
             raise ContextTooLong(
                 f"The prompt is {prompt_tokens} tokens; the context window holds {self._context_length}.",
                 "Shorten the message.",
             )
-        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
-        words = [*self.reply_prefix.split(), *last_user.split()]
         budget = min(params.max_new_tokens, self._context_length - prompt_tokens)
+        stops = StopScanner(params.stop)
         reason: FinishReason = "stop"
         produced = 0
         first_at: float | None = None
@@ -104,7 +121,13 @@ class FakeBackend(Backend):
                 time.sleep(self.token_delay_s)
             first_at = first_at or time.perf_counter()
             produced += 1
-            yield TextDelta(word if index == 0 else f" {word}")
+            text = stops.feed(word if index == 0 else f" {word}")
+            if text:
+                yield TextDelta(text)
+            if stops.stopped:
+                break
+        if tail := stops.flush():
+            yield TextDelta(tail)
         done = time.perf_counter()
         yield Usage(prompt_tokens, produced, ((first_at or done) - started) * 1000, (done - started) * 1000)
         yield Finished(reason)

@@ -1,21 +1,22 @@
-"""llama.cpp on the CPU through llama-cpp-python.
+"""llama.cpp through llama-cpp-python's C bindings: the CPU, NVIDIA GPUs, or layers split across several.
 
-The prompt is rendered by Hearth's sandboxed template (not llama-cpp-python's chat handlers), tokenized by
-the model's own tokenizer, and generated token by token so cancellation, token counts and timings are exact.
+The prompt is rendered by Hearth's sandboxed template (not llama-cpp-python's chat handlers) and tokenized by
+the model's own tokenizer. Answers are written by ``backends.llamacpp_batch``: ``slots`` of them at once in one
+context, each slot keeping its conversation's prefix cached between turns. Each caller iterates its own
+generator; cancellation, token counts and timings are exact per answer.
 """
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import logging
-import threading
+import random
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from app.errors import ContextTooLong, GenerationError, ModelLoadError, ModelNotReady
+from app.errors import ContextTooLong, EmptyMessage, HearthError, ModelLoadError, ModelNotReady
 from backends.base import (
     Availability,
     Backend,
@@ -24,19 +25,19 @@ from backends.base import (
     ChatEvent,
     ChatMessage,
     Finished,
-    FinishReason,
     GenerationParams,
     LoadOptions,
     LoadProgress,
     Support,
     TextDelta,
-    Usage,
 )
 from backends.chat_template import ChatFormatter, build_formatter
 from backends.memory import MemoryEstimate, estimate_llamacpp
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
+    from backends.llamacpp_batch import BatchScheduler
+    from backends.llamacpp_native import NativeModel
     from models.gguf import ModelInfo
 
 log = logging.getLogger("llama.cpp")
@@ -77,18 +78,14 @@ class LlamaCppBackend(Backend):
     name: ClassVar[str] = "llamacpp"
     label: ClassVar[str] = "llama.cpp (CPU)"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        streaming=True, lora_hot_swap=True, multi_device=False, embeddings=False
+        streaming=True, lora_hot_swap=False, multi_device=True, embeddings=False, parallel=True
     )
 
     def __init__(self) -> None:
-        self._llm: Any = None
+        self._engine: NativeModel | None = None
+        self._scheduler: BatchScheduler | None = None
         self._formatter: ChatFormatter | None = None
-        self._model: ModelInfo | None = None
-        self._context_length = 0
-        self._lock = threading.Lock()
         self._stack = ExitStack()
-        self._active_cancel: CancelToken | None = None
-        self._abort_callback: Any = None
 
     # --- class-level -------------------------------------------------------------------------------------
     @classmethod
@@ -106,12 +103,17 @@ class LlamaCppBackend(Backend):
 
     @classmethod
     def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate:
-        return estimate_llamacpp(model, options.context_length)
+        return estimate_llamacpp(model, options.context_length, options.slots)
 
     # --- instance ----------------------------------------------------------------------------------------
     @property
     def context_length(self) -> int:
-        return self._context_length
+        """Tokens each slot holds (llama.cpp rounds the asked-for length up to a multiple of 256)."""
+        return self._engine.shape.context_length if self._engine else 0
+
+    @property
+    def slots(self) -> int:
+        return self._engine.shape.slots if self._engine else 1
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -122,157 +124,99 @@ class LlamaCppBackend(Backend):
         self.close()
         yield LoadProgress(0.05, f"Opening {model.path.name}")
         try:
-            from llama_cpp import Llama
+            from backends.llamacpp_batch import BatchScheduler
+            from backends.llamacpp_native import BATCH_TOKENS, NativeModel, TokenBatch
         except (ImportError, OSError) as exc:
             raise ModelLoadError(
                 f"llama-cpp-python cannot be loaded: {exc}.", "Run `make run` to (re)build it."
             ) from exc
         route_llama_logs()
         try:
-            # verbose=False would make llama-cpp-python point the process's stdout/stderr file descriptors at
-            # /dev/null while it loads, swallowing whatever other threads print meanwhile (such as the URL of
-            # the web UI or an error message). Stay verbose while loading; route_llama_logs() sends all of it
-            # to `logging`.
-            llm = Llama(
-                model_path=str(model.path),
-                n_ctx=options.context_length,
-                n_threads=options.threads,
-                n_threads_batch=options.threads,
-                n_gpu_layers=options.gpu_layers,
-                main_gpu=options.main_gpu,
-                tensor_split=list(options.tensor_split) or None,
-                flash_attn=options.gpu_layers > 0,  # on GPUs it saves memory and time; CPU keeps the default
-                seed=options.seed,
-                use_mmap=True,
-                verbose=True,
-            )
-            llm.verbose = False
-            self._install_abort_callback(llm)
+            engine = NativeModel(model.path, options)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(
                 f"llama.cpp could not load {model.path.name}: {exc}.",
                 "The file may use an architecture this llama.cpp build does not know; try another model.",
             ) from exc
-        self._stack.callback(llm.close)
-        self._llm = llm
-        self._model = model
-        self._context_length = int(llm.n_ctx())
+        # Closed in reverse: the scheduler thread stops before the batch and the context it uses are freed.
+        self._stack.callback(engine.close)
+        batch = TokenBatch(BATCH_TOKENS)
+        self._stack.callback(batch.close)
+        # Answers that name no seed draw a fresh one from here: a fixed load seed makes a run repeatable.
+        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None))
+        self._stack.callback(scheduler.close)
+        self._engine = engine
+        self._scheduler = scheduler
         self._formatter = build_formatter(model.chat_template, model.bos_token, model.eos_token)
         yield LoadProgress(1.0, "Model ready")
 
-    def _install_abort_callback(self, llm: Any) -> None:
-        """Let Stop interrupt a long prompt evaluation, not only the token loop. llama.cpp polls this between
-        graph nodes (about 1% of decode speed here, measured)."""
-        import llama_cpp
-
-        def should_abort(_data: ctypes.c_void_p) -> bool:
-            cancel = self._active_cancel
-            return cancel is not None and cancel.cancelled
-
-        self._abort_callback = llama_cpp.ggml_abort_callback(should_abort)
-        llama_cpp.llama_set_abort_callback(llm._ctx.ctx, self._abort_callback, ctypes.c_void_p(0))
-
-    def _require(self) -> tuple[Any, ChatFormatter]:
-        if self._llm is None or self._formatter is None:
+    def _require(self) -> tuple[NativeModel, ChatFormatter]:
+        if self._engine is None or self._formatter is None:
             raise ModelNotReady("No model is loaded.", "Wait for the model to finish loading, or pick a model.")
-        return self._llm, self._formatter
+        return self._engine, self._formatter
 
-    def _tokenize_prompt(self, messages: Sequence[ChatMessage]) -> list[int]:
-        llm, formatter = self._require()
+    def _tokenize_chat(self, messages: Sequence[ChatMessage]) -> list[int]:
+        engine, formatter = self._require()
         prompt = formatter.render(messages)
-        # Templates that print the BOS text themselves must not get a second one from the tokenizer.
-        add_bos = not (formatter.bos_token and prompt.startswith(formatter.bos_token))
-        return list(llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True))
+        return engine.tokenize(prompt, add_special=self._wants_bos(prompt), parse_special=True)
+
+    def _wants_bos(self, prompt: str) -> bool:
+        """Templates (and raw prompts) that print the BOS text themselves must not get a second one."""
+        _, formatter = self._require()
+        return not (formatter.bos_token and prompt.startswith(formatter.bos_token))
 
     def count_tokens(self, text: str) -> int:
-        llm, _ = self._require()
-        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        engine, _ = self._require()
+        return len(engine.tokenize(text, add_special=False, parse_special=False))
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
-        return len(self._tokenize_prompt(messages))
+        return len(self._tokenize_chat(messages))
 
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:
-        with self._lock:
-            self._active_cancel = cancel
-            try:
-                yield from self._generate(messages, params, cancel)
-            finally:
-                self._active_cancel = None
-
-    def _generate(
-        self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
-    ) -> Iterator[ChatEvent]:
-        import llama_cpp
-
-        llm, _ = self._require()
         started = time.perf_counter()
-        prompt = self._tokenize_prompt(messages)
-        room = self._context_length - len(prompt)
-        if room < 1:
+        yield from self._answer(self._tokenize_chat(messages), params, cancel, started)
+
+    def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
+        started = time.perf_counter()
+        engine, _ = self._require()
+        # Special-token text is read as special tokens, as llama.cpp's own server reads completion prompts.
+        tokens = engine.tokenize(prompt, add_special=self._wants_bos(prompt), parse_special=True)
+        if not tokens:
+            raise EmptyMessage("The prompt is empty.", "Send some text for the model to continue.")
+        yield from self._answer(tokens, params, cancel, started)
+
+    def _answer(
+        self, prompt: list[int], params: GenerationParams, cancel: CancelToken, started: float
+    ) -> Iterator[ChatEvent]:
+        engine, scheduler = self._engine, self._scheduler
+        if engine is None or scheduler is None:
+            raise ModelNotReady("No model is loaded.", "Wait for the model to finish loading, or pick a model.")
+        context = engine.shape.context_length
+        if len(prompt) >= context:
             raise ContextTooLong(
-                f"The prompt is {len(prompt)} tokens; the context window holds {self._context_length}.",
+                f"The prompt is {len(prompt)} tokens; the context window holds {context}.",
                 "Shorten the message or start a new conversation.",
             )
-        budget = min(params.max_new_tokens, room)
-        if params.seed is not None:
-            llm.set_seed(params.seed)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        vocab = llm._model.vocab
-        produced = 0
-        first_token_at: float | None = None
-        reason: FinishReason = "length"
-        tokens = llm.generate(
-            prompt,
-            temp=params.temperature,
-            top_p=params.top_p,
-            top_k=40,
-            min_p=0.05,
-            repeat_penalty=params.repeat_penalty,
-        )
+        request = scheduler.submit(prompt, params, cancel, started)
         try:
-            for token in tokens:
-                if first_token_at is None:
-                    first_token_at = time.perf_counter()
-                if llama_cpp.llama_vocab_is_eog(vocab, token):
-                    reason = "stop"
-                    break
-                produced += 1
-                text = decoder.decode(llm.detokenize([token], special=False))
-                if text:
-                    yield TextDelta(text)
-                if cancel.cancelled:
-                    reason = "cancelled"
-                    break
-                if produced >= budget:
-                    break
-        except RuntimeError as exc:  # llama_decode failed or was aborted; its KV cache no longer matches
-            llm.reset()
-            if not cancel.cancelled:
-                raise GenerationError(
-                    f"llama.cpp stopped in the middle of the answer ({exc}).",
-                    "Send the message again; if it keeps failing, start a new conversation or restart Hearth.",
-                ) from exc
-            reason = "cancelled"
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield TextDelta(tail)
-        finished = time.perf_counter()
-        ttft = (first_token_at or finished) - started
-        yield Usage(
-            prompt_tokens=len(prompt),
-            completion_tokens=produced,
-            time_to_first_token_ms=ttft * 1000,
-            total_ms=(finished - started) * 1000,
-        )
-        yield Finished(reason)
+            while True:
+                event = scheduler.next_event(request)
+                if isinstance(event, HearthError):
+                    raise event
+                if isinstance(event, TextDelta) and cancel.cancelled:
+                    continue  # Stop means no more text, even text written before the scheduler saw it
+                yield event
+                if isinstance(event, Finished):
+                    return
+        finally:
+            request.abandon()  # a no-op once finished; otherwise the slot is freed at the next step
 
     def close(self) -> None:
+        # Forget the handles first, so a call racing with close() finds no model rather than a freed one.
+        self._engine = None
+        self._scheduler = None
+        self._formatter = None
         self._stack.close()
         self._stack = ExitStack()
-        self._abort_callback = None
-        self._llm = None
-        self._formatter = None
-        self._model = None
-        self._context_length = 0

@@ -43,11 +43,15 @@ def compute_buffer_bytes(model: ModelInfo, context_length: int, batch_tokens: in
     return max(logits, attention) + activations
 
 
-def estimate_llamacpp(model: ModelInfo, context_length: int) -> MemoryEstimate:
-    """Everything on the CPU: the weights (mapped from the file), the whole KV cache, one compute buffer."""
+def estimate_llamacpp(model: ModelInfo, context_length: int, slots: int = 1) -> MemoryEstimate:
+    """Everything on the CPU: the weights (mapped from the file), the whole KV cache, one compute buffer.
+
+    Each of ``slots`` parallel answers has a KV cache of ``context_length`` tokens of its own. The compute
+    buffer does not grow with them: a batch of 512 tokens is shared among the sequences, and each attends
+    only over its own cache, so the attention scores stay heads x batch x one context."""
     return MemoryEstimate(
         weights_bytes=model.weights_bytes,
-        kv_cache_bytes=kv_cache_bytes(model, context_length),
+        kv_cache_bytes=kv_cache_bytes(model, context_length) * slots,
         compute_bytes=compute_buffer_bytes(model, context_length),
     )
 
@@ -81,10 +85,11 @@ class Offload:
         return sum(self.gpu_layers)
 
 
-def estimate_offload(model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...]) -> Offload:
-    """Per-device memory for a layer placement. Layers are assigned in order: GPU 0 gets the first ones."""
+def estimate_offload(model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...], slots: int = 1) -> Offload:
+    """Per-device memory for a layer placement. Layers are assigned in order: GPU 0 gets the first ones. A
+    layer's KV cache lives with the layer, for every one of the ``slots`` parallel answers."""
     layers = _layer_sizes(model)
-    kv_layer = kv_bytes_per_layer(model, context_length)
+    kv_layer = kv_bytes_per_layer(model, context_length) * slots
     compute = compute_buffer_bytes(model, context_length)
     everything = sum(gpu_layers) >= model.block_count
     gpus: list[MemoryEstimate] = []
@@ -112,12 +117,15 @@ def usable_bytes(available_bytes: int, headroom_bytes: int = HEADROOM_BYTES) -> 
     return max(available_bytes - headroom_bytes, 0)
 
 
-def layers_that_fit(model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0) -> int:
-    """How many consecutive layers from ``first_layer`` fit in ``free_bytes`` with their KV cache and a compute
-    buffer (the output projection is left out: callers add it when every layer fits)."""
+def layers_that_fit(
+    model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0, slots: int = 1
+) -> int:
+    """How many consecutive layers from ``first_layer`` fit in ``free_bytes`` with their KV cache (for each of
+    ``slots`` answers) and a compute buffer (the output projection is left out: callers add it when every
+    layer fits)."""
     layers = _layer_sizes(model)
     room = free_bytes - compute_buffer_bytes(model, context_length)
-    kv_layer = kv_bytes_per_layer(model, context_length)
+    kv_layer = kv_bytes_per_layer(model, context_length) * slots
     count = 0
     for size in layers[first_layer:]:
         if room < size + kv_layer:

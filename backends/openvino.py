@@ -36,6 +36,7 @@ from backends.base import (
 )
 from backends.chat_template import ChatFormatter, build_formatter
 from backends.memory import MemoryEstimate, estimate_openvino
+from backends.stops import StopScanner
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -167,17 +168,21 @@ class OpenVinoBackend(Backend):
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:
+        _, _, formatter = self._require()
+        prompt = formatter.render(messages)
+        # One LLMPipeline answers one prompt at a time: later requests wait here, in arrival order.
         with self._lock:
-            yield from self._generate(messages, params, cancel)
+            yield from self._generate(prompt, params, cancel)
 
-    def _generate(
-        self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
-    ) -> Iterator[ChatEvent]:
+    def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
+        with self._lock:
+            yield from self._generate(prompt, params, cancel)
+
+    def _generate(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
         import openvino_genai
 
-        pipe, _, formatter = self._require()
+        pipe, _, _ = self._require()
         started = time.perf_counter()
-        prompt = formatter.render(messages)
         prompt_tokens = self._encode(prompt, special=False)
         limit = self._max_prompt_tokens or self._context_length - 1
         if prompt_tokens > limit:
@@ -208,12 +213,16 @@ class OpenVinoBackend(Backend):
         first_at: list[float] = []
         stopped = threading.Event()
         output = _Handoff()
+        stops = StopScanner(params.stop)
 
         def streamer(text: str) -> Any:
             if not first_at:
                 first_at.append(time.perf_counter())
             pieces.append(text)
-            output.put(text)
+            if shown := stops.feed(text):
+                output.put(shown)
+            if stops.stopped:
+                return openvino_genai.StreamingStatus.STOP
             if cancel.cancelled:
                 stopped.set()
                 return openvino_genai.StreamingStatus.STOP
@@ -228,6 +237,8 @@ class OpenVinoBackend(Backend):
             for text in output.items():
                 yield TextDelta(text)
             drained = True
+            if tail := stops.flush():
+                yield TextDelta(tail)
         finally:
             if not drained:
                 cancel.cancel()  # the consumer went away: let the device stop at the next token
@@ -243,6 +254,8 @@ class OpenVinoBackend(Backend):
         reason: FinishReason
         if stopped.is_set():
             reason = "cancelled"
+        elif stops.stopped:
+            reason = "stop"
         elif completion >= config.max_new_tokens:
             reason = "length"
         else:

@@ -50,6 +50,7 @@ class Preferences:
     context_length: int = 4096
     device: str = "auto"  # auto, cpu, cuda, cuda:N, gpu (Intel, OpenVINO), npu, or an OpenVINO id such as GPU.1
     gpu_layers: int | None = None
+    slots: int = 1  # answers written at once, each with a context of its own (backends that batch; others: 1)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class BackendPlan:
     tensor_split: tuple[float, ...] = ()
     main_gpu: int = 0
     device: str = ""  # the backend's own device string
+    slots: int = 1  # answers written at once; ``context_length`` is each one's
 
     def load_options(self, seed: int = 0, cache_dir: str | None = None) -> LoadOptions:
         return LoadOptions(
@@ -88,6 +90,7 @@ class BackendPlan:
             tensor_split=self.tensor_split,
             main_gpu=self.main_gpu,
             cache_dir=cache_dir,
+            slots=self.slots,
         )
 
 
@@ -117,6 +120,7 @@ class _Context:
     context_reason: str
     threads: int
     threads_reason: str
+    slots: int = 1  # for backends that batch answers; the others always plan one
     rejections: list[str] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)  # why a faster device sits idle, shown with the plan
     memory_failures: list[DoesNotFit] = field(default_factory=list)
@@ -152,7 +156,44 @@ def select_backend(
     classes = _candidate_classes(prefs, automatic, named)
     context, context_reason = choose_context(model, prefs.context_length)
     threads, threads_reason = choose_threads(inventory, prefs.threads)
-    ctx = _Context(inventory, model, prefs, context, context_reason, threads, threads_reason)
+    # Parallel answers multiply the KV cache. Fewer of them never beat a faster placement: the best placement
+    # any count allows wins, with as many answers as still fit there.
+    chosen: tuple[_Option, _Context] | None = None
+    ctx: _Context | None = None
+    for slots in slot_counts(prefs.slots):
+        ctx = _Context(inventory, model, prefs, context, context_reason, threads, threads_reason, slots)
+        options = _options(ctx, classes)
+        if options:
+            best_here = min(options, key=lambda option: option.rank)
+            if chosen is None or best_here.rank < chosen[0].rank:
+                chosen = (best_here, ctx)
+    assert ctx is not None  # slot_counts always yields 1
+    if chosen is None:
+        if ctx.memory_failures:  # the model would run here, with less context or more free memory
+            raise ctx.memory_failures[0]
+        raise NoBackend(ctx.rejections)
+    option, ctx = chosen
+    best = option.plan
+    forced = prefs.backend != "auto" or prefs.device != "auto" or prefs.gpu_layers is not None
+    why = "chosen by you" if forced else "the best fit for this machine"
+    idle = [f"Not used: {reason}" for reason in ctx.not_used]
+    parallel = any(cls.name == best.backend and cls.capabilities.parallel for cls in classes)
+    slots_reason = _slots_reason(best, prefs.slots, parallel)
+    return dataclasses.replace(
+        best, reasons=(f"{best.label}: {why}", *best.reasons, *idle, threads_reason, context_reason, slots_reason)
+    )
+
+
+def slot_counts(requested: int) -> list[int]:
+    """The parallel answer counts to try, most first: the request, then halving down to one."""
+    counts = [max(requested, 1)]
+    while counts[-1] > 1:
+        counts.append(counts[-1] // 2)
+    return counts
+
+
+def _options(ctx: _Context, classes: Sequence[type[Backend]]) -> list[_Option]:
+    inventory, model = ctx.inventory, ctx.model
     options: list[_Option] = []
     for cls in classes:
         available = cls.availability(inventory)
@@ -172,17 +213,19 @@ def select_backend(
             options += _openvino_options(ctx, cls)
         else:
             options += _cpu_option(ctx, cls, RANK_CPU)
-    if not options:
-        if ctx.memory_failures:  # the model would run here, with less context or more free memory
-            raise ctx.memory_failures[0]
-        raise NoBackend(ctx.rejections)
-    best = min(options, key=lambda option: option.rank).plan
-    forced = prefs.backend != "auto" or prefs.device != "auto" or prefs.gpu_layers is not None
-    why = "chosen by you" if forced else "the best fit for this machine"
-    idle = [f"Not used: {reason}" for reason in ctx.not_used]
-    return dataclasses.replace(
-        best, reasons=(f"{best.label}: {why}", *best.reasons, *idle, threads_reason, context_reason)
-    )
+    return options
+
+
+def _slots_reason(plan: BackendPlan, requested: int, parallel: bool) -> str:
+    if not parallel:
+        return f"answers are served one at a time ({plan.label} writes one answer at once)"
+    each = f"of {plan.context_length} tokens each, each with its own context cache"
+    if plan.slots >= requested:
+        return f"{plan.slots} parallel answers {each}" if plan.slots > 1 else "one answer at a time, as configured"
+    short = f"{requested} were asked for, but more would not fit in memory with this placement"
+    if plan.slots > 1:
+        return f"{plan.slots} parallel answers {each} ({short})"
+    return f"one answer at a time ({short})"
 
 
 def _candidate_classes(
@@ -267,7 +310,7 @@ def _cpu_placement(ctx: _Context, memory: MemoryEstimate, layers: int) -> Placem
 def _gpu_full(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
     model, blocks = ctx.model, ctx.model.block_count
     for gpu in gpus:
-        offload = estimate_offload(model, ctx.context, (blocks,))
+        offload = estimate_offload(model, ctx.context, (blocks,), ctx.slots)
         need = offload.gpus[0].total_bytes
         if need <= usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES) and _cpu_fits(ctx, offload.cpu):
             placements = (
@@ -288,14 +331,17 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
     if len(gpus) < 2:
         return None
     ordered = sorted(gpus, key=lambda g: g.index)
-    capacities = [layers_that_fit(model, ctx.context, usable_bytes(g.free_bytes, GPU_HEADROOM_BYTES)) for g in ordered]
+    capacities = [
+        layers_that_fit(model, ctx.context, usable_bytes(g.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots)
+        for g in ordered
+    ]
     # The last GPU also holds the output projection; count that against it.
     last_room = usable_bytes(ordered[-1].free_bytes, GPU_HEADROOM_BYTES) - model.output_bytes
-    capacities[-1] = layers_that_fit(model, ctx.context, max(last_room, 0))
+    capacities[-1] = layers_that_fit(model, ctx.context, max(last_room, 0), slots=ctx.slots)
     if sum(capacities) < blocks:
         return None
     counts = split_layers(blocks, tuple(capacities))
-    offload = estimate_offload(model, ctx.context, counts)
+    offload = estimate_offload(model, ctx.context, counts, ctx.slots)
     if not _cpu_fits(ctx, offload.cpu):
         return None
     on_gpus = [
@@ -317,11 +363,11 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
 
 def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
     model, blocks = ctx.model, ctx.model.block_count
-    layers = layers_that_fit(model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES))
+    layers = layers_that_fit(model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots)
     if layers == 0:
         ctx.not_used.append(f"{_gpu_label(gpu)}: not even one layer fits")
         return None
-    offload = estimate_offload(model, ctx.context, (layers,))
+    offload = estimate_offload(model, ctx.context, (layers,), ctx.slots)
     if not _cpu_fits(ctx, offload.cpu):
         return None
     placements = (
@@ -341,11 +387,11 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
     model, blocks = ctx.model, ctx.model.block_count
     gpu = gpus[0]
     layers = min(requested, blocks)
-    offload = estimate_offload(model, ctx.context, (layers,))
+    offload = estimate_offload(model, ctx.context, (layers,), ctx.slots)
     need = offload.gpus[0].total_bytes
     room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
     if need > room:
-        most = layers_that_fit(model, ctx.context, room)
+        most = layers_that_fit(model, ctx.context, room, slots=ctx.slots)
         failure = DoesNotFit(
             f"{layers} layers of {model.display_name} need about {format_bytes(need)} on {gpu.name}, which has "
             f"{format_bytes(gpu.free_bytes)} free.",
@@ -387,6 +433,7 @@ def _gpu_plan(
         tensor_split=tensor_split,
         main_gpu=main_gpu,
         device=f"cuda:{main_gpu}",
+        slots=ctx.slots,
     )
 
 
@@ -397,9 +444,10 @@ def _cpu_fits(ctx: _Context, memory: MemoryEstimate) -> bool:
 def _cpu_option(ctx: _Context, cls: type[Backend], rank: int) -> list[_Option]:
     """The model on the CPU, on ``cls``'s CPU path, priced by ``cls``'s own memory rule."""
     inventory, model = ctx.inventory, ctx.model
+    slots = ctx.slots if cls.capabilities.parallel else 1
 
     def needs(context: int) -> MemoryEstimate:
-        return cls.estimate_memory(model, LoadOptions(context_length=context, threads=ctx.threads))
+        return cls.estimate_memory(model, LoadOptions(context_length=context, threads=ctx.threads, slots=slots))
 
     memory = needs(ctx.context)
     name, label = cls.name, cls.label
@@ -433,6 +481,7 @@ def _cpu_option(ctx: _Context, cls: type[Backend], rank: int) -> list[_Option]:
         reasons=tuple(reasons),
         placements=(Placement("CPU", inventory.cpu_model, model.block_count, memory, inventory.ram_available_bytes),),
         device="CPU",
+        slots=slots,
     )
     return [_Option(rank, plan)]
 

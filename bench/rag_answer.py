@@ -80,12 +80,14 @@ def main() -> int:
             plan, model = services.runtime.status.plan, services.runtime.model
             assert plan is not None and model is not None
             raw = open_raw_llama(model.path, plan.context_length, plan.threads)
-            backend = services.runtime.backend()
             documents.retriever.search("bench", "warm up", top_k=1)  # keyword index built, model loaded
             for index in range(args.runs):
                 question = questions[index % len(questions)]
                 system = rag_system_prompt(SYSTEM)
-                found = find_sources(documents, backend, "bench", question, system, params, services.settings.rag.top_k)
+                with services.runtime.lease() as engine:
+                    found = find_sources(
+                        documents, engine, "bench", question, system, params, services.settings.rag.top_k
+                    )
                 messages = [
                     {"role": "system", "content": system},
                     {"role": "user", "content": rag_question(question, found.sources)},

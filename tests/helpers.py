@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from app.services.runtime import EngineFactory
+from backends.base import Backend, LoadOptions
+from backends.engine.client import EngineExit
+from backends.engine.local import LocalEngine
 from backends.hardware import GpuDevice, HardwareInventory, LlamaCppBuild, OpenVinoDevice
 from models.gguf import ModelInfo
 
@@ -229,3 +234,12 @@ def assembled_model(key: str) -> Path:
     missing = catalog.missing_distributions(model)
     require(not missing, model.file_name, f"{', '.join(missing)} not installed; run `make setup-test`")
     return catalog.assemble(model, Path.home() / ".cache" / "hearth" / "test-models" / model.file_name)
+
+
+def local_engines(make_backend: Callable[[], Backend]) -> EngineFactory:
+    """An engine factory that runs each new backend in the test's own process (unit tests of pure logic)."""
+
+    def make(_name: str, model: ModelInfo, options: LoadOptions, _on_exit: Callable[[EngineExit], None]) -> LocalEngine:
+        return LocalEngine(make_backend(), model, options)
+
+    return make

@@ -5,14 +5,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from app.errors import EmptyMessage
 from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
 from app.services.runtime import ModelRuntime
-from backends.base import Backend, CancelToken, ChatEvent, ChatMessage, GenerationParams
+from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams
 from rag.prompt import RAG_SYSTEM_PROMPT, Source, pack_sources, rag_messages, rag_question
 
 # Tokens kept free for the chat template's framing around the passages.
@@ -36,9 +37,20 @@ class AskStarted:
     prompt_tokens: int
 
 
+class TokenCounting(Protocol):
+    """What packing passages needs of a model: its window and its tokenizer."""
+
+    @property
+    def context_length(self) -> int: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
+
+
 def find_sources(
     documents: DocumentServices,
-    backend: Backend,
+    backend: TokenCounting,
     collection: str,
     question: str,
     system_prompt: str,
@@ -65,8 +77,8 @@ def ask(
 ) -> Iterator[AskStarted | ChatEvent]:
     if not question.strip():
         raise EmptyMessage("There is nothing to ask.", "Type a question first.")
-    backend = runtime.backend()
-    found = find_sources(documents, backend, collection, question, RAG_SYSTEM_PROMPT, params, top_k)
-    messages = rag_messages(question, found.sources)
-    yield AskStarted(found, backend.count_chat_tokens(messages))
-    yield from backend.stream_chat(messages, params, cancel or CancelToken())
+    with runtime.lease() as engine:
+        found = find_sources(documents, engine, collection, question, RAG_SYSTEM_PROMPT, params, top_k)
+        messages = rag_messages(question, found.sources)
+        yield AskStarted(found, engine.count_chat_tokens(messages))
+        yield from engine.stream_chat(messages, params, cancel or CancelToken())

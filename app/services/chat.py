@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from app.errors import EmptyMessage, HearthError
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
 from app.services.history import fit_history, prompt_budget
-from app.services.runtime import ModelRuntime
-from backends.base import CancelSlot, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
+from app.services.runtime import Lease, ModelRuntime
+from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
 from rag.prompt import Source, rag_question, rag_system_prompt
 
 if TYPE_CHECKING:
@@ -64,18 +64,21 @@ class ChatService:
         self._runtime = runtime
         self._documents = documents
         self._top_k = top_k
-        self._current = CancelSlot()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._answering: set[CancelToken] = set()
+        self._idle = threading.Condition()
 
     def stop(self) -> None:
-        """Stop the answer being generated, if any; what was written so far is kept."""
-        self._current.cancel()
+        """Stop every answer being generated; what was written so far is kept. (Each front end stops its own
+        answers through the cancel token it passed in.)"""
+        with self._idle:
+            for token in self._answering:
+                token.cancel()
 
     def wait_until_idle(self, timeout_s: float) -> bool:
-        """Block while an answer is being generated (at most ``timeout_s``); True if none is. Background work
+        """Block while answers are being generated (at most ``timeout_s``); True if none is. Background work
         such as indexing calls this between batches, so a question never waits on the CPU behind it."""
-        return self._idle.wait(timeout_s)
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._answering, timeout_s)
 
     def send(
         self,
@@ -84,40 +87,49 @@ class ChatService:
         params: GenerationParams,
         system_prompt: str,
         collection: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> Iterator[TurnEvent]:
-        """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number."""
+        """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number. The model
+        is held (leased) from the first event to the last; ``cancel`` stops this answer only."""
         if not text.strip():
             raise EmptyMessage("There is nothing to send.", "Type a question first.")
-        self._runtime.backend()
-        conversation = self._store.get(conversation_id) if conversation_id else None
-        # Retrieve and fit before storing: a question that cannot be answered must not land in the conversation.
-        prompt = self._prompt(conversation.messages if conversation else (), text, params, system_prompt, collection)
-        if conversation is None:
-            conversation = self._store.create(system_prompt, collection=collection)
-        else:
+        with self._runtime.lease() as engine:
+            conversation = self._store.get(conversation_id) if conversation_id else None
+            # Retrieve and fit before storing: a question that cannot be answered must not land in the
+            # conversation.
+            earlier = conversation.messages if conversation else ()
+            prompt = self._prompt(engine, earlier, text, params, system_prompt, collection)
+            if conversation is None:
+                conversation = self._store.create(system_prompt, collection=collection)
+            else:
+                self._remember_settings(
+                    conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
+                )
+            self._store.append(conversation.id, "user", text)
+            yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken())
+
+    def regenerate(
+        self,
+        conversation_id: str,
+        params: GenerationParams,
+        system_prompt: str,
+        collection: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[TurnEvent]:
+        with self._runtime.lease() as engine:
+            conversation = self._store.get(conversation_id)
+            stored = list(conversation.messages)
+            if stored and stored[-1].role == "assistant":
+                stored.pop()
+            if not stored:
+                raise EmptyMessage("There is no question to answer again.", "Send a message first.")
+            question = stored.pop()
+            prompt = self._prompt(engine, stored, question.content, params, system_prompt, collection)
             self._remember_settings(
                 conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
             )
-        self._store.append(conversation.id, "user", text)
-        yield from self._answer(conversation.id, prompt, params)
-
-    def regenerate(
-        self, conversation_id: str, params: GenerationParams, system_prompt: str, collection: str | None = None
-    ) -> Iterator[TurnEvent]:
-        self._runtime.backend()
-        conversation = self._store.get(conversation_id)
-        stored = list(conversation.messages)
-        if stored and stored[-1].role == "assistant":
-            stored.pop()
-        if not stored:
-            raise EmptyMessage("There is no question to answer again.", "Send a message first.")
-        question = stored.pop()
-        prompt = self._prompt(stored, question.content, params, system_prompt, collection)
-        self._remember_settings(
-            conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
-        )
-        self._store.delete_trailing_assistant(conversation.id)
-        yield from self._answer(conversation.id, prompt, params)
+            self._store.delete_trailing_assistant(conversation.id)
+            yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken())
 
     def _remember_settings(
         self, conversation_id: str, old_prompt: str, old_collection: str | None, prompt: str, collection: str | None
@@ -129,6 +141,7 @@ class ChatService:
 
     def _prompt(
         self,
+        engine: Lease,
         earlier: Sequence[StoredMessage],
         question: str,
         params: GenerationParams,
@@ -142,28 +155,27 @@ class ChatService:
             if self._documents is None:
                 raise RuntimeError("this chat service was built without documents")
             system_prompt = rag_system_prompt(system_prompt)
-            found = find_sources(
-                self._documents(), self._runtime.backend(), collection, question, system_prompt, params, self._top_k
-            )
+            found = find_sources(self._documents(), engine, collection, question, system_prompt, params, self._top_k)
             question = rag_question(question, found.sources)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
-        backend = self._runtime.backend()
-        budget = prompt_budget(backend.context_length, params.max_new_tokens)
-        fitted = fit_history(history, budget, backend.count_chat_tokens)
+        budget = prompt_budget(engine.context_length, params.max_new_tokens)
+        fitted = fit_history(history, budget, engine.count_chat_tokens)
         return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found)
 
-    def _answer(self, conversation_id: str, prompt: _Prompt, params: GenerationParams) -> Iterator[TurnEvent]:
-        cancel = self._current.start()
+    def _answer(
+        self, engine: Lease, conversation_id: str, prompt: _Prompt, params: GenerationParams, cancel: CancelToken
+    ) -> Iterator[TurnEvent]:
         sources = prompt.found.sources if prompt.found else ()
         retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
         embed_ms = prompt.found.embed_ms if prompt.found else 0.0
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
-        self._idle.clear()
+        with self._idle:
+            self._answering.add(cancel)
         try:
             yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms)
-            for event in self._runtime.backend().stream_chat(prompt.messages, params, cancel):
+            for event in engine.stream_chat(prompt.messages, params, cancel):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
                 elif isinstance(event, Usage):
@@ -175,7 +187,9 @@ class ChatService:
             reason = "error"
             raise
         finally:
-            self._idle.set()
+            with self._idle:
+                self._answering.discard(cancel)
+                self._idle.notify_all()
             saved = self._save(conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms)
         if saved is not None:
             yield TurnSaved(saved)

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.chat import ChatService
+from app.services.control import ModelControl
 from app.services.conversations import ConversationStore
 from app.services.documents import LazyDocuments, build_documents
-from app.services.runtime import ModelChoice, ModelRuntime
+from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
-from backends.base import Backend, GenerationParams
+from backends.base import GenerationParams
 from backends.hardware import HardwareInventory, probe
 from backends.selection import Preferences
 from models.embedded import embedded_chat_model
@@ -26,11 +27,13 @@ class Services:
     inventory: HardwareInventory
     store: ConversationStore
     runtime: ModelRuntime
+    control: ModelControl
     chat: ChatService
     documents: LazyDocuments
 
     def model_choice(self) -> ModelChoice:
-        return model_choice(self.settings)
+        """The choice in force (what is loaded, else what Hearth starts with)."""
+        return self.control.choice
 
     def generation_params(self) -> GenerationParams:
         return generation_params(self.settings)
@@ -57,10 +60,6 @@ def enforce_offline() -> None:
         os.environ.setdefault(key, value)
 
 
-def make_backend(name: str) -> Backend:
-    return registry.ALL[name]()
-
-
 def model_choice(settings: Settings) -> ModelChoice:
     """What to load: --model / HEARTH_MODEL__PATH if given, else the default chosen in the model catalog, else
     the embedded model."""
@@ -80,6 +79,7 @@ def preferences(settings: Settings) -> Preferences:
         context_length=settings.model.context_length,
         device=settings.backend.device,
         gpu_layers=settings.backend.gpu_layers,
+        slots=settings.backend.slots,
     )
 
 
@@ -94,12 +94,15 @@ def generation_params(settings: Settings) -> GenerationParams:
     )
 
 
-def build_services(settings: Settings, inventory: HardwareInventory | None = None) -> Services:
+def build_services(
+    settings: Settings, inventory: HardwareInventory | None = None, make_engine: EngineFactory = start_engine
+) -> Services:
     enforce_offline()
     paths = ensure_data_dir(resolve_data_paths(settings.home))
     inventory = inventory or probe()
     store = ConversationStore(paths.conversations_db)
-    runtime = ModelRuntime(inventory, make_backend, registry.AUTOMATIC, registry.ALL)
+    runtime = ModelRuntime(inventory, registry.AUTOMATIC, registry.ALL, make_engine)
+    control = ModelControl(runtime, paths, lambda: model_choice(settings))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
     chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)
-    return Services(settings, paths, inventory, store, runtime, chat, documents)
+    return Services(settings, paths, inventory, store, runtime, control, chat, documents)

@@ -10,9 +10,11 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError
+from app.api.server import RunningServer, start_server
+from app.errors import EngineStopped, HearthError
 from app.services.chat import TurnEvent
 from app.services.container import Services
+from app.ui.api_panel import api_section
 from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.errors import as_gradio_error
@@ -22,13 +24,15 @@ from app.ui.models_tab import ModelsPanel
 from app.ui.models_view import LADDER_HEADERS, MODEL_HEADERS
 from app.ui.render import AnswerView, chat_history, conversation_choices, neutralize_remote_media, status_markdown
 from app.ui.streaming import BatchedStream
-from backends.base import GenerationParams
+from backends.base import CancelSlot, CancelToken, GenerationParams
 from models.quantize import TYPES as QUANT_TYPES
 
 log = logging.getLogger(__name__)
 
 # How often the page is redrawn while an answer streams; the model itself never waits for the page.
 UPDATE_INTERVAL_S = 0.05
+# Answers the page streams at once, across all tabs; beyond the engine's slots they wait there, in order.
+PARALLEL_ANSWERS = 16
 
 CSS = """
 #status-line { font-size: 0.9em; }
@@ -43,6 +47,14 @@ class ChatPage:
     def __init__(self, services: Services, documents: DocumentsPanel) -> None:
         self.services = services
         self.documents = documents
+        # Each browser tab stops only its own answer: one cancel slot per Gradio session.
+        self._answers: dict[str, CancelSlot] = {}
+        self._answers_lock = threading.Lock()
+
+    def _slot(self, request: gr.Request | None) -> CancelSlot:
+        key = (request.session_hash if request is not None else None) or ""
+        with self._answers_lock:
+            return self._answers.setdefault(key, CancelSlot())
 
     def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
         """The configured defaults with the page's two sliders applied."""
@@ -80,8 +92,8 @@ class ChatPage:
             self.services.store.delete(conversation_id)
         return [], None, self.sidebar(None), ""
 
-    def stop(self) -> None:
-        self.services.chat.stop()
+    def stop(self, request: gr.Request) -> None:
+        self._slot(request).cancel()
 
     def send(
         self,
@@ -91,6 +103,7 @@ class ChatPage:
         temperature: float,
         max_new_tokens: float,
         collection: str | None,
+        request: gr.Request,
     ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             gr.Warning("Type a question first.")
@@ -98,8 +111,9 @@ class ChatPage:
         history = self._history(conversation_id)
         history.append({"role": "user", "content": neutralize_remote_media(text)})
         params = self.params(temperature, max_new_tokens)
-        events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None)
-        yield from self._stream(events, history, clear_box=True)
+        cancel = self._slot(request).start()
+        events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
+        yield from self._stream(events, history, clear_box=True, cancel=cancel)
 
     def regenerate(
         self,
@@ -108,6 +122,7 @@ class ChatPage:
         temperature: float,
         max_new_tokens: float,
         collection: str | None,
+        request: gr.Request,
     ) -> Iterator[tuple[Any, ...]]:
         if not conversation_id:
             gr.Warning("There is nothing to regenerate yet.")
@@ -116,8 +131,9 @@ class ChatPage:
         if history and history[-1]["role"] == "assistant":
             history.pop()
         params = self.params(temperature, max_new_tokens)
-        events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None)
-        yield from self._stream(events, history, clear_box=False)
+        cancel = self._slot(request).start()
+        events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
+        yield from self._stream(events, history, clear_box=False, cancel=cancel)
 
     def _history(self, conversation_id: str | None) -> list[dict[str, str]]:
         if not conversation_id:
@@ -128,10 +144,10 @@ class ChatPage:
             raise as_gradio_error(exc) from exc
 
     def _stream(
-        self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool
+        self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool, cancel: CancelToken
     ) -> Iterator[tuple[Any, ...]]:
         view = AnswerView(history)
-        batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=self.services.chat.stop).batches()
+        batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=cancel.cancel).batches()
         try:
             # The first batch comes only after validation and history fitting: errors raised there leave the
             # typed message in the box and the conversation untouched.
@@ -148,6 +164,12 @@ class ChatPage:
                 for event in batch:
                     view.apply(event)
                 yield view.render(), gr.update(), gr.update(), gr.update(), gr.update()
+        except EngineStopped as exc:
+            if view.conversation_id is None:
+                raise as_gradio_error(exc) from exc
+            # The answer began: keep it on screen, say what happened under it (it is saved as it stands).
+            view.interrupt(f"{exc.message} {exc.remedy}")
+            gr.Warning(exc.message, title="The model stopped")
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         yield view.render(), gr.update(), view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
@@ -344,6 +366,7 @@ def build_ui(services: Services) -> gr.Blocks:
                     )
                     switch_button = gr.Button("Use these (reloads the model)", elem_id="switch", scale=1)
                 switch_progress = gr.Markdown("", elem_id="switch-progress")
+                api_section(services)
         timer = gr.Timer(1.0, active=True)
 
         collection_view = [collection, table, file_picker, summary]
@@ -355,13 +378,16 @@ def build_ui(services: Services) -> gr.Blocks:
         timer.tick(page.on_tick, outputs=[status, timer], show_progress="hidden")
         stream_outputs = [chatbot, message, conversation_id, conversations, notice]
         send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens, chat_collection]
-        message.submit(page.send, send_inputs, stream_outputs, concurrency_id="generate")
-        send_button.click(page.send, send_inputs, stream_outputs, concurrency_id="generate")
+        # Answers run in parallel (the engine writes several at once and queues the rest); the runtime's leases,
+        # not the page's queue, keep a model switch from closing the model under an answer.
+        answer_queue: dict[str, Any] = {"concurrency_id": "generate", "concurrency_limit": PARALLEL_ANSWERS}
+        message.submit(page.send, send_inputs, stream_outputs, **answer_queue)
+        send_button.click(page.send, send_inputs, stream_outputs, **answer_queue)
         regenerate_button.click(
             page.regenerate,
             [conversation_id, system_prompt, temperature, max_new_tokens, chat_collection],
             stream_outputs,
-            concurrency_id="generate",
+            **answer_queue,
         )
         stop_button.click(page.stop, queue=False)
         conversations.input(
@@ -382,13 +408,14 @@ def build_ui(services: Services) -> gr.Blocks:
             page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
         ).then(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
 
-        # Models. Loading another model shares the chat's queue; quantizing and measuring get their own.
+        # Models. Loading another model waits for the answers being written (the runtime sees to it); quantizing
+        # and measuring get their own queue.
         models_tab.select(models_panel.view, outputs=[models_table, model_pick])
         import_button.click(
             models_panel.import_model, [import_path, import_file], [models_table, model_pick, import_path, import_file]
         )
         use_button.click(
-            models_panel.use, [model_pick], [job_progress, models_table, model_pick, status], concurrency_id="generate"
+            models_panel.use, [model_pick], [job_progress, models_table, model_pick, status], concurrency_id="switch"
         )
         remove_model_button.click(models_panel.remove, [model_pick], [models_table, model_pick])
         quantize_button.click(
@@ -405,13 +432,13 @@ def build_ui(services: Services) -> gr.Blocks:
         )
         cancel_job.click(models_panel.cancel, queue=False)
 
-        # Hardware. Switching shares the chat's queue, so the model is never swapped in the middle of an answer.
+        # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
         switch_button.click(
             hardware.switch,
             [backend_choice, device_choice],
             [switch_progress, plan_view, status],
-            concurrency_id="generate",
+            concurrency_id="switch",
         )
 
         # Documents. Their queue is not the chat's, so chat keeps answering while files are indexed.
@@ -442,15 +469,10 @@ def build_ui(services: Services) -> gr.Blocks:
 def load_model_in_background(services: Services) -> threading.Thread:
     def run() -> None:
         try:
-            choice = services.model_choice()
-        except HearthError as exc:
-            services.runtime.record_error(exc)
-            return
-        try:
-            for progress in services.runtime.load(choice):
+            for progress in services.control.start():
                 log.info("load %.0f%%: %s", progress.fraction * 100, progress.message)
-        except HearthError:
-            pass  # the runtime keeps the error; the status line and every chat attempt show it
+        except HearthError as exc:
+            services.runtime.record_error(exc)  # the status line and every chat attempt show it
         try:
             # Warm up documents, so the first question about a collection waits neither for the embedding model
             # nor for its keyword index (about 15 s at 100,000 passages). With no collection yet there is nothing
@@ -469,23 +491,16 @@ def load_model_in_background(services: Services) -> threading.Thread:
     return thread
 
 
-def launch(services: Services, open_browser: bool = False) -> gr.Blocks:
-    """Start the page without blocking; the caller prints the URL and waits on ``demo.block_thread()``."""
-    settings = services.settings.server
+def launch(services: Services, open_browser: bool = False) -> RunningServer:
+    """Start the page and the API on one port without blocking; the caller prints the URLs and waits on
+    ``server.block_thread()``."""
     load_model_in_background(services)
     demo = build_ui(services)
     demo.queue(default_concurrency_limit=1)
-    demo.launch(
-        prevent_thread_lock=True,
-        server_name=settings.host,
-        server_port=settings.port,
-        inbrowser=open_browser,
-        share=False,
-        css=CSS,
-        footer_links=[],
-        ssr_mode=False,
-        mcp_server=False,
-        show_error=True,
-        quiet=True,
-    )
-    return demo
+    # run_history off: the page would keep every question in the browser, and offers to copy it to a cloud bucket.
+    server = start_server(services, demo, {"css": CSS, "footer_links": [], "run_history": False})
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    return server

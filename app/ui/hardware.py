@@ -10,7 +10,6 @@ import gradio as gr
 
 from app.errors import HearthError
 from app.services.container import Services
-from app.settings import BackendSettings
 from app.ui.hardware_view import device_choices, inventory_markdown, plan_html
 from app.ui.render import status_markdown
 
@@ -20,29 +19,22 @@ class HardwarePanel:
         self.services = services
 
     def view(self) -> tuple[Any, ...]:
-        settings = self.services.settings.backend
+        prefs = self.services.control.preferences
         status = self.services.runtime.status
         return (
             inventory_markdown(self.services.inventory),
             plan_html(status.plan, status.message),
-            gr.update(value=settings.name),
-            gr.update(choices=device_choices(self.services.inventory), value=settings.device),
+            gr.update(value=prefs.backend),
+            gr.update(choices=device_choices(self.services.inventory), value=prefs.device),
         )
 
     def switch(self, backend: str, device: str) -> Iterator[tuple[Any, ...]]:
-        """Reload the model on the chosen backend and device. If the choice cannot work here, say why and keep
-        the current model running."""
-        current = self.services.settings
+        """Reload the model on the chosen backend and device, after the answers being written. If the choice
+        cannot work here, say why and keep the current model running."""
         try:
-            chosen = BackendSettings(name=backend, device=device or "auto", threads=current.backend.threads)
-        except ValueError as exc:
-            raise gr.Error(f"That choice is not valid: {exc}", title="Hearth", print_exception=False) from exc
-        self.services.settings = current.model_copy(update={"backend": chosen})
-        try:
-            for progress in self.services.runtime.load(self.services.model_choice()):
+            for progress in self.services.control.switch_backend(backend, device):
                 yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), self._status()
         except HearthError as exc:
-            self.services.settings = current  # what is running is what the settings say
             gr.Warning(f"{exc.message} {exc.remedy}", title="Could not switch")
             status = self.services.runtime.status
             yield f"Not switched: {exc.message}", plan_html(status.plan, status.message), self._status()

@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 
 from app.errors import HearthError
-from app.services.container import Services, preferences
+from app.services.container import Services
 from app.services.models import HELDOUT_TEXT, Made, make_quantized, model_rows, open_model_store, run_ladder
 from app.ui.errors import as_gradio_error
 from app.ui.models_view import ladder_table, model_choices, model_table
@@ -34,7 +34,7 @@ class ModelsPanel:
     def view(self, selected: str | None = None) -> tuple[Any, ...]:
         store = self._store()
         try:
-            rows = model_rows(store, self.services.inventory, preferences(self.services.settings))
+            rows = model_rows(store, self.services.inventory, self.services.control.preferences)
         finally:
             store.close()
         choices = model_choices(rows)
@@ -59,24 +59,14 @@ class ModelsPanel:
         return (*self.view(stored.id), "", None)
 
     def use(self, model_id: str | None) -> Iterator[tuple[Any, ...]]:
-        """Make the model the default and load it for chat, with progress."""
+        """Load the model for chat, with progress (after the answers being written); once it has loaded it
+        becomes the default."""
         if not model_id:
             raise gr.Error("Pick a model first.", title="Hearth")
-        store = self._store()
         try:
-            stored = store.set_default(model_id)
-        except HearthError as exc:
-            raise as_gradio_error(exc) from exc
-        finally:
-            store.close()
-        current = self.services.settings
-        model = current.model.model_copy(update={"path": stored.path})
-        self.services.settings = current.model_copy(update={"model": model})
-        try:
-            for progress in self.services.runtime.load(self.services.model_choice()):
+            for progress in self.services.control.use_model(model_id):
                 yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), gr.update(), self._status()
         except HearthError as exc:
-            self.services.settings = current
             yield f"Could not load it: {exc.message} {exc.remedy}", gr.update(), gr.update(), self._status()
             return
         yield ("Chat now uses it (and will after a restart).", *self.view(model_id), self._status())

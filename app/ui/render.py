@@ -94,7 +94,7 @@ def conversation_choices(summaries: Sequence[ConversationSummary]) -> list[tuple
 def status_markdown(status: RuntimeStatus) -> str:
     if status.state == "error":
         return f"**Model not loaded** — {status.message}"
-    if status.state == "loading":
+    if status.state in ("loading", "restarting"):
         return f"**{status.model_name}** — {status.message}"
     if status.state == "idle" or status.plan is None:
         return f"**No model** — {status.message}"
@@ -103,6 +103,8 @@ def status_markdown(status: RuntimeStatus) -> str:
         f"**{status.model_name}** · {plan.label} · {plan.threads} threads · "
         f"context {plan.context_length} tokens · offline"
     )
+    if status.slots > 1:
+        line += f" · {status.slots} answers at once"
     for note in status.notes:
         line += f"  \nNote: {note}"
     return line
@@ -120,6 +122,10 @@ class AnswerView:
     saved_stats: AnswerStats | None = None
     sources: tuple[Source, ...] = ()
     notices: list[str] = field(default_factory=list)
+    interrupted: str | None = None  # why the answer ended early, shown under it
+
+    def interrupt(self, reason: str) -> None:
+        self.interrupted = reason
 
     def apply(self, event: TurnEvent) -> list[dict[str, str]]:
         if isinstance(event, TurnStarted):
@@ -144,4 +150,6 @@ class AnswerView:
             content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
         else:
             content = assistant_text(self.text, self.saved_stats, self.sources)
+        if self.interrupted:
+            content += f"\n\n*⚠ {escape_markdown(self.interrupted)}*"
         return [*self.history, {"role": "assistant", "content": content}]

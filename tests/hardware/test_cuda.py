@@ -46,10 +46,11 @@ def test_the_embedded_model_runs_entirely_on_the_gpu(cuda_machine: None, isolate
         )
         estimate_mib = plan.placements[0].memory.total_bytes / (1 << 20)
         assert abs(estimate_mib - cuda_mib) / cuda_mib <= 0.15, (estimate_mib, cuda_mib)
-        events = services.runtime.backend().stream_chat(
-            [ChatMessage("user", "What is the capital of France?")], GenerationParams(0.0, 16), CancelToken()
-        )
-        assert "Paris" in "".join(e.text for e in events if isinstance(e, TextDelta))
+        with services.runtime.lease() as engine:
+            events = engine.stream_chat(
+                [ChatMessage("user", "What is the capital of France?")], GenerationParams(0.0, 16), CancelToken()
+            )
+            assert "Paris" in "".join(e.text for e in events if isinstance(e, TextDelta))
     finally:
         services.close()
         logging.getLogger("llama.cpp").removeHandler(handler)

@@ -91,6 +91,27 @@ def test_cancel_stops_the_answer_early(backend: Backend) -> None:
     assert 3 <= len(pieces) <= 6  # at most a few tokens after the cancel
 
 
+def test_a_stop_string_ends_the_answer_before_it(backend: Backend) -> None:
+    full, _, _ = run(backend, QUESTION, GREEDY)
+    words = full.split()
+    assert len(words) >= 3
+    stop = words[2]  # a word from the middle of the greedy answer
+    params = GenerationParams(temperature=0.0, max_new_tokens=24, stop=(stop,))
+    text, _, finished = run(backend, QUESTION, params)
+    assert text == full[: full.index(stop)]
+    assert finished.reason == "stop"
+
+
+def test_a_completion_continues_raw_text(backend: Backend) -> None:
+    prompt = "The capital of France is"
+    events = list(backend.stream_completion(prompt, GREEDY, CancelToken()))
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    usage = next(e for e in events if isinstance(e, Usage))
+    assert text.strip()
+    assert usage.prompt_tokens <= backend.count_tokens(prompt) + 1  # the text itself and perhaps a BOS token
+    assert isinstance(events[-1], Finished)
+
+
 def test_a_prompt_longer_than_the_context_is_refused(backend: Backend) -> None:
     long = [ChatMessage("user", "lighthouse " * CONTEXT)]
     with pytest.raises(ContextTooLong) as caught:

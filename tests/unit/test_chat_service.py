@@ -10,17 +10,20 @@ from app.errors import ContextTooLong, EmptyMessage, ModelFileError
 from app.services.chat import TurnSaved, TurnStarted
 from app.services.container import Services, build_services
 from app.settings import load_settings
-from backends.base import Finished, GenerationParams, TextDelta
+from backends.base import CancelToken, Finished, GenerationParams, TextDelta
 from backends.fake import FakeBackend
-from tests.helpers import make_inventory, write_tiny_gguf
+from tests.helpers import local_engines, make_inventory, write_tiny_gguf
 
 PARAMS = GenerationParams(temperature=0.0, max_new_tokens=16)
 
 
-def make_services(tmp_path: Path, context: int = 2048, model: Path | None = None) -> Services:
+def make_services(
+    tmp_path: Path, context: int = 2048, model: Path | None = None, backend: FakeBackend | None = None
+) -> Services:
     model = model or write_tiny_gguf(tmp_path / "tiny.gguf")
     settings = load_settings(model={"path": model, "context_length": context}, backend={"name": "fake"})
-    return build_services(settings, inventory=make_inventory())
+    engines = local_engines(lambda: backend or FakeBackend())
+    return build_services(settings, inventory=make_inventory(), make_engine=engines)
 
 
 @pytest.fixture
@@ -92,17 +95,15 @@ def test_old_turns_are_trimmed_and_the_user_is_told(tmp_path: Path) -> None:
 
 
 def test_stop_keeps_the_partial_answer(tmp_path: Path) -> None:
-    services = make_services(tmp_path)
+    services = make_services(tmp_path, backend=FakeBackend(token_delay_s=0.01))
     list(services.runtime.load(services.model_choice()))
-    backend = services.runtime.backend()
-    assert isinstance(backend, FakeBackend)
-    backend.token_delay_s = 0.01
-    events = services.chat.send(None, "one two three four five six seven eight nine ten", PARAMS, "sys")
+    cancel = CancelToken()
+    events = services.chat.send(None, "one two three four five six seven eight nine ten", PARAMS, "sys", cancel=cancel)
     seen = []
     for event in events:
         seen.append(event)
         if isinstance(event, TextDelta) and len([e for e in seen if isinstance(e, TextDelta)]) == 3:
-            threading.Thread(target=services.chat.stop).start()
+            threading.Thread(target=cancel.cancel).start()
     finished = next(e for e in seen if isinstance(e, Finished))
     assert finished.reason == "cancelled"
     saved = seen[-1]

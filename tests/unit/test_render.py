@@ -107,3 +107,28 @@ def test_an_answer_from_documents_lists_its_sources_under_the_stats() -> None:
     assert body == "In 1852 [1]."
     assert stats_line.startswith("*42 ms to find sources · 0.30 s to first token")
     assert listed.startswith("**Sources**") and "guide.pdf, page 3" in listed
+
+
+def test_a_restarting_engine_shows_why_in_the_status_line() -> None:
+    status = RuntimeStatus("restarting", "SmolLM2", "The model stopped unexpectedly (SIGKILL); it is restarting…")
+    assert status_markdown(status) == "**SmolLM2** — The model stopped unexpectedly (SIGKILL); it is restarting…"
+
+
+def test_an_interrupted_answer_keeps_its_text_and_says_why() -> None:
+    view = AnswerView([{"role": "user", "content": "hi"}])
+    view.apply(TurnStarted("c1", 0, 5))
+    view.apply(TextDelta("Once upon"))
+    view.interrupt("The model stopped unexpectedly (SIGKILL); it is restarting.")
+    content = view.render()[-1]["content"]
+    assert content.startswith("Once upon")
+    assert content.endswith(r"*⚠ The model stopped unexpectedly \(SIGKILL\); it is restarting\.*")
+
+
+def test_the_status_line_says_how_many_answers_run_at_once() -> None:
+    from backends.memory import MemoryEstimate
+    from backends.selection import BackendPlan
+
+    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
+    line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
+    assert line.endswith("context 2048 tokens · offline · 4 answers at once")
+    assert "answers at once" not in status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=1))

@@ -1,0 +1,73 @@
+"""The engine side of one answer, run on the answer's own thread (``answers.AnswerJob``): hold the model, check
+the model id against what is loaded, fit the prompt, then stream. The request was validated before; everything
+here either needs the model or may wait for it."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+
+from app.api.answers import Started, Step, Work
+from app.api.directory import ModelDirectory
+from app.api.ids import collection_id
+from app.api.prompting import fit_answer, split_question
+from app.api.responses import Extension
+from app.errors import EmptyMessage
+from app.services.ask import find_sources
+from app.services.container import Services
+from app.services.history import fit_history, prompt_budget
+from backends.base import CancelToken, ChatMessage, GenerationParams
+from rag.prompt import rag_question, rag_system_prompt
+
+
+@dataclass(frozen=True)
+class ChatJob:
+    model: str  # as requested
+    messages: Sequence[ChatMessage]
+    params: GenerationParams
+    collection: str | None = None
+    top_k: int = 5
+
+
+def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Work:
+    def work(cancel: CancelToken) -> Generator[Step, None, None]:
+        collection = directory.collection(job.collection, job.model) if job.collection is not None else None
+        with services.runtime.lease() as engine:
+            if collection is None:
+                model_id = directory.check_chat_model(job.model)
+                params = fit_answer(job.params, engine.count_chat_tokens(job.messages), engine.context_length)
+                yield Started(model_id, Extension())
+                yield from engine.stream_chat(job.messages, params, cancel)
+                return
+            if not job.model.casefold().startswith("hearth:"):
+                directory.check_chat_model(job.model)  # a chat model id with the hearth.collection field
+            system, before, after, question = split_question(job.messages)
+            if not question.strip():
+                raise EmptyMessage("The last user message is empty.", "Put the question in the last user message.")
+            system_prompt = rag_system_prompt(system)
+            documents = directory.documents()
+            found = find_sources(documents, engine, collection, question, system_prompt, job.params, job.top_k)
+            asked = ChatMessage("user", rag_question(question, found.sources))
+            history = [ChatMessage("system", system_prompt), *before, asked, *after]
+            budget = prompt_budget(engine.context_length, job.params.max_new_tokens)
+            fitted = fit_history(history, budget, engine.count_chat_tokens)
+            params = fit_answer(job.params, fitted.prompt_tokens, engine.context_length)
+            extension = Extension(collection=collection, sources=found.sources, dropped_messages=fitted.dropped)
+            yield Started(collection_id(collection), extension)
+            yield from engine.stream_chat(fitted.messages, params, cancel)
+
+    return work
+
+
+def completion_work(
+    services: Services, directory: ModelDirectory, model: str, prompt: str, params: GenerationParams
+) -> Work:
+    def work(cancel: CancelToken) -> Generator[Step, None, None]:
+        with services.runtime.lease() as engine:
+            model_id = directory.check_chat_model(model)
+            # The model adds its BOS token in front of a raw prompt; one token is the most it costs.
+            fitted = fit_answer(params, engine.count_tokens(prompt) + 1, engine.context_length)
+            yield Started(model_id, Extension())
+            yield from engine.stream_completion(prompt, fitted, cancel)
+
+    return work

@@ -1,0 +1,182 @@
+"""The JSON Hearth answers with, in OpenAI's shapes, plus one extension field, ``hearth``: the collection and its
+numbered sources when the answer came from documents, the turns left out to fit, and the engine's timings.
+Pure functions of what the engine reported."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from backends.base import FinishReason, Usage
+from rag.prompt import Source
+
+Kind = Literal["chat", "completion"]
+_OBJECT = {
+    ("chat", False): "chat.completion",
+    ("chat", True): "chat.completion.chunk",
+    ("completion", False): "text_completion",
+    ("completion", True): "text_completion",
+}
+
+
+@dataclass(frozen=True)
+class AnswerMeta:
+    """What every chunk of one answer repeats."""
+
+    kind: Kind
+    model: str
+    id: str = ""
+    created: int = 0
+
+    @staticmethod
+    def new(kind: Kind, model: str) -> AnswerMeta:
+        prefix = "chatcmpl" if kind == "chat" else "cmpl"
+        return AnswerMeta(kind, model, f"{prefix}-{secrets.token_hex(12)}", int(time.time()))
+
+    def envelope(self, chunk: bool) -> dict[str, Any]:
+        kind = _OBJECT[(self.kind, chunk)]
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+
+@dataclass(frozen=True)
+class Extension:
+    """The ``hearth`` field: known once the answer has started (sources) and when it ends (timings)."""
+
+    collection: str | None = None
+    sources: tuple[Source, ...] = ()
+    dropped_messages: int = 0
+    usage: Usage | None = None
+    finish: FinishReason | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.collection is not None:
+            body["collection"] = self.collection
+            body["sources"] = [source_json(s) for s in self.sources]
+        if self.dropped_messages:
+            body["dropped_messages"] = self.dropped_messages
+        if self.usage is not None:
+            body["timings"] = {
+                "time_to_first_token_ms": round(self.usage.time_to_first_token_ms, 1),
+                "total_ms": round(self.usage.total_ms, 1),
+                "decode_tokens_per_s": round(self.usage.decode_tokens_per_s, 1),
+            }
+        if self.finish == "cancelled":
+            # OpenAI clients know only stop/length; the answer was cut short by a model switch or shutdown.
+            body["cancelled"] = True
+        return body
+
+
+def finish_reason(reason: FinishReason | None) -> str:
+    return "length" if reason == "length" else "stop"
+
+
+def source_json(source: Source) -> dict[str, Any]:
+    return {
+        "number": source.number,
+        "label": source.label,
+        "file": Path(source.path).name,
+        "page": source.page,
+        "section": source.section,
+        "text": source.text,
+    }
+
+
+def usage_json(usage: Usage | None) -> dict[str, Any]:
+    prompt = usage.prompt_tokens if usage else 0
+    completion = usage.completion_tokens if usage else 0
+    # Reported by engines that reuse a cached prompt prefix; older ones do not have the field.
+    cached = int(getattr(usage, "cached_tokens", 0) or 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def answer_json(meta: AnswerMeta, text: str, extension: Extension) -> dict[str, Any]:
+    """A whole, non-streamed answer."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(extension.finish), "logprobs": None}
+    if meta.kind == "chat":
+        choice["message"] = {"role": "assistant", "content": text}
+    else:
+        choice["text"] = text
+    return meta.envelope(chunk=False) | {
+        "choices": [choice],
+        "usage": usage_json(extension.usage),
+        "hearth": extension.to_json(),
+    }
+
+
+def chunk_json(
+    meta: AnswerMeta, text: str | None, finish: FinishReason | None = None, first: bool = False
+) -> dict[str, Any]:
+    """One streamed piece: text, or (with ``finish``) the end of the answer."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(finish) if finish else None}
+    if meta.kind == "chat":
+        delta: dict[str, Any] = {"role": "assistant"} if first else {}
+        if text is not None:
+            delta["content"] = text
+        choice["delta"] = delta
+    else:
+        choice["text"] = text or ""
+        choice["logprobs"] = None
+    return meta.envelope(chunk=True) | {"choices": [choice]}
+
+
+def usage_chunk_json(meta: AnswerMeta, extension: Extension) -> dict[str, Any]:
+    """The chunk ``stream_options.include_usage`` asks for: no choices, the usage of the whole answer."""
+    return meta.envelope(chunk=True) | {"choices": [], "usage": usage_json(extension.usage)}
+
+
+def embeddings_json(
+    model: str, vectors: np.ndarray, encoding: Literal["float", "base64"], prompt_tokens: int
+) -> dict[str, Any]:
+    rows = np.asarray(vectors, dtype="<f4")
+    data = [
+        {
+            "object": "embedding",
+            "index": index,
+            # base64 of little-endian float32 is what the openai client asks for by default and decodes itself.
+            "embedding": base64.b64encode(row.tobytes()).decode("ascii") if encoding == "base64" else row.tolist(),
+        }
+        for index, row in enumerate(rows)
+    ]
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    }
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    kind: Literal["chat", "collection", "embedding"]
+    created: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def models_json(entries: Sequence[ModelEntry]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": entry.id,
+                "object": "model",
+                "created": entry.created,
+                "owned_by": "hearth",
+                "hearth": {"kind": entry.kind, **entry.details},
+            }
+            for entry in entries
+        ],
+    }

@@ -1,0 +1,112 @@
+"""The ``/v1`` endpoints. Each validates its request (400 before anything else happens), then hands the work to
+``generation`` on a thread of its own and the reply to ``delivery``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from app.api.answers import AnswerJob
+from app.api.delivery import deliver, error_response
+from app.api.directory import ModelDirectory
+from app.api.errors import RequestInvalid, UnknownEndpoint
+from app.api.generation import ChatJob, chat_work, completion_work
+from app.api.ids import COLLECTION_PREFIX, requested_collection
+from app.api.prompting import chat_messages, completion_prompt, requested_params
+from app.api.responses import embeddings_json, models_json
+from app.api.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, parse_request
+from app.errors import HearthError
+from app.services.container import Services
+
+ENDPOINTS = "GET /v1/models, GET /v1/models/ID, POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings"
+
+
+def build_router(services: Services) -> APIRouter:
+    directory = ModelDirectory(services)
+    router = APIRouter(prefix="/v1")
+
+    @router.get("/models")
+    async def list_models() -> Response:
+        try:
+            entries = await anyio.to_thread.run_sync(directory.entries)
+        except Exception as exc:
+            return error_response(exc)
+        return JSONResponse(models_json(entries))
+
+    @router.get("/models/{model_id:path}")
+    async def retrieve_model(model_id: str) -> Response:
+        try:
+            entry = await anyio.to_thread.run_sync(directory.entry, model_id)
+        except Exception as exc:
+            return error_response(exc)
+        return JSONResponse(models_json([entry])["data"][0])
+
+    @router.post("/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        try:
+            chat = parse_request(ChatRequest, await request.body())
+            extension = chat.hearth
+            job = ChatJob(
+                model=chat.model,
+                messages=chat_messages(chat.messages),
+                params=requested_params(services.generation_params(), chat),
+                collection=requested_collection(chat.model, extension.collection if extension else None),
+                top_k=(extension.top_k if extension else None) or services.settings.rag.top_k,
+            )
+        except HearthError as exc:
+            return error_response(exc)
+        work = chat_work(services, directory, job)
+        answer = AnswerJob(work, asyncio.get_running_loop())
+        return await deliver(answer, request, "chat", chat.stream, chat.include_usage)
+
+    @router.post("/completions")
+    async def completions(request: Request) -> Response:
+        try:
+            completion = parse_request(CompletionRequest, await request.body())
+            if completion.model.casefold().startswith(COLLECTION_PREFIX):
+                raise RequestInvalid(
+                    "Collections answer chat requests only.",
+                    "Send the question to /v1/chat/completions with this model id.",
+                    param="model",
+                )
+            prompt = completion_prompt(completion)
+            params = requested_params(services.generation_params(), completion)
+        except HearthError as exc:
+            return error_response(exc)
+        work = completion_work(services, directory, completion.model, prompt, params)
+        answer = AnswerJob(work, asyncio.get_running_loop())
+        return await deliver(answer, request, "completion", completion.stream, completion.include_usage)
+
+    @router.post("/embeddings")
+    async def embeddings(request: Request) -> Response:
+        try:
+            wanted = parse_request(EmbeddingRequest, await request.body())
+            body = await anyio.to_thread.run_sync(_embed, directory, wanted)
+        except Exception as exc:
+            return error_response(exc)
+        return JSONResponse(body)
+
+    @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"])
+    async def unknown(request: Request) -> Response:
+        # Without this, unknown /v1 paths would fall through to the page mounted at "/".
+        return error_response(
+            UnknownEndpoint(
+                f"There is no endpoint {request.method} {request.url.path}.",
+                f"Hearth serves {ENDPOINTS}.",
+            )
+        )
+
+    return router
+
+
+def _embed(directory: ModelDirectory, request: EmbeddingRequest) -> dict[str, Any]:
+    model = directory.check_embedder(request.model)
+    embedder = directory.documents().embedder
+    texts = request.texts
+    vectors = embedder.embed(texts)
+    tokens = sum(embedder.count_tokens(text) for text in texts)
+    return embeddings_json(model, vectors, request.encoding_format, tokens)

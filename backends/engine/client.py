@@ -1,0 +1,328 @@
+"""The web process's handle on one engine process: start it, stream answers from it, stop it, and learn at once
+when it dies.
+
+One reader thread receives everything the engine sends and routes it by request id to the caller waiting for
+it, so any number of threads can stream at the same time. When the engine dies, every waiting caller gets
+:class:`EngineStopped` and ``on_exit`` is told how it ended (a signal, an exit code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from app.errors import EngineStopped, HearthError, ModelLoadError
+from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, LoadOptions, LoadProgress
+from backends.engine.protocol import (
+    CancelRequest,
+    ChatRequest,
+    CompletionRequest,
+    CountRequest,
+    Failed,
+    LoadFailed,
+    LogLine,
+    Ready,
+    Reply,
+    Request,
+    Shutdown,
+    Start,
+)
+from models.gguf import ModelInfo
+
+log = logging.getLogger(__name__)
+
+# How often a waiting caller looks at its cancel token, so Stop reaches the engine even before the next token.
+CANCEL_POLL_S = 0.05
+SHUTDOWN_GRACE_S = 5.0
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class EngineExit:
+    """How an engine process ended, in words a person can read."""
+
+    pid: int
+    returncode: int | None
+    expected: bool  # True when Hearth asked it to stop
+
+    @property
+    def description(self) -> str:
+        code = self.returncode
+        if code is None:
+            return "it stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hints = {"SIGKILL": " — killed, perhaps by the out-of-memory killer", "SIGABRT": " — llama.cpp aborted"}
+            return f"{name}{hints.get(name, '')}"
+        return f"exit code {code}"
+
+
+@dataclass(frozen=True)
+class _Died:
+    exit: EngineExit
+
+
+class EngineProcess:
+    """One model in one child process. Safe to use from many threads once :meth:`start` has finished."""
+
+    def __init__(
+        self,
+        backend: str,
+        model: ModelInfo,
+        options: LoadOptions,
+        on_exit: Callable[[EngineExit], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.model = model
+        self.options = options
+        self._on_exit = on_exit
+        self._process: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, queue.SimpleQueue[object]] = {}
+        self._waiting_lock = threading.Lock()
+        self._startup: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._exit: EngineExit | None = None
+        self._stopping = False
+        self.context_length = 0
+        self.slots = 1
+        self.notes: tuple[str, ...] = ()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._exit is None
+
+    # --- lifetime -------------------------------------------------------------------------------------------
+    def start(self) -> Iterator[LoadProgress]:
+        """Start the process and load the model, yielding its progress. Raises the engine's own typed error if
+        the load fails, or :class:`EngineStopped` if the process dies while loading."""
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "backends.engine", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+            )
+        except OSError as exc:
+            raise ModelLoadError(
+                f"Could not start the engine process: {exc}.", "Check that Hearth's Python is still installed."
+            ) from exc
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
+        threading.Thread(target=self._read, name=f"engine-reader-{self._process.pid}", daemon=True).start()
+        level = min(logging.getLogger().getEffectiveLevel(), logging.getLogger("llama.cpp").getEffectiveLevel())
+        self._send(Start(self.backend, self.model, self.options, level))
+        log.info("engine process %d started for %s", self._process.pid, self.model.path.name)
+        while True:
+            message = self._startup.get()
+            if isinstance(message, LoadProgress):
+                yield message
+            elif isinstance(message, Ready):
+                self.context_length, self.slots, self.notes = message.context_length, message.slots, message.notes
+                return
+            elif isinstance(message, LoadFailed):
+                self.close()
+                raise message.error.to_exception()
+            elif isinstance(message, _Died):
+                raise EngineStopped(
+                    f"The engine stopped while loading {self.model.path.name} ({message.exit.description}).",
+                    "The model may be damaged or need more memory than is free; try another model or a smaller "
+                    "context.",
+                )
+
+    def close(self) -> None:
+        """Ask the engine to stop; kill it if it does not within a few seconds. Safe to call more than once."""
+        process = self._process
+        if process is None:
+            return
+        self._stopping = True
+        if self._exit is None:
+            with contextlib.suppress(HearthError):
+                self._send(Shutdown())
+            try:
+                process.wait(SHUTDOWN_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("engine process %d did not stop; killing it", process.pid)
+                process.kill()
+                process.wait()
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+
+    def kill(self) -> None:
+        """End the process at once (what a crash looks like from here)."""
+        if self._process is not None and self._exit is None:
+            self._process.kill()
+
+    # --- requests -------------------------------------------------------------------------------------------
+    def stream_chat(
+        self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
+    ) -> Iterator[ChatEvent]:
+        return self._stream(lambda id_: ChatRequest(id_, tuple(messages), params), cancel)
+
+    def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
+        return self._stream(lambda id_: CompletionRequest(id_, prompt, params), cancel)
+
+    def count_tokens(self, text: str) -> int:
+        return self._call(lambda id_: CountRequest(id_, text=text))
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        return self._call(lambda id_: CountRequest(id_, messages=tuple(messages)))
+
+    def _stream(self, make: Callable[[int], Request], cancel: CancelToken) -> Iterator[ChatEvent]:
+        request_id, inbox = self._open()
+        finished = False
+        cancel_sent = False
+        try:
+            self._send(make(request_id))
+            while True:
+                try:
+                    message = inbox.get(timeout=CANCEL_POLL_S)
+                except queue.Empty:
+                    message = None
+                if cancel.cancelled and not cancel_sent:
+                    cancel_sent = True
+                    self._send_quietly(CancelRequest(request_id))
+                if message is None:
+                    continue
+                event = self._unwrap(message)
+                assert not isinstance(event, int)
+                yield event
+                if isinstance(event, Finished):
+                    finished = True
+                    return
+        finally:
+            if not finished and not cancel_sent:
+                # The caller stopped listening (a closed browser tab, a dropped API client): free the slot.
+                self._send_quietly(CancelRequest(request_id))
+            self._close_inbox(request_id)
+
+    def _call(self, make: Callable[[int], Request]) -> int:
+        request_id, inbox = self._open()
+        try:
+            self._send(make(request_id))
+            value = self._unwrap(inbox.get())
+            assert isinstance(value, int)
+            return value
+        finally:
+            self._close_inbox(request_id)
+
+    def _unwrap(self, message: object) -> ChatEvent | int:
+        if isinstance(message, Reply):
+            return message.event
+        if isinstance(message, Failed):
+            raise message.error.to_exception()
+        assert isinstance(message, _Died)
+        raise self._stopped_error(message.exit)
+
+    def _stopped_error(self, exit_: EngineExit) -> EngineStopped:
+        if exit_.expected:
+            return EngineStopped("The model was closed.", "Send your message again.")
+        return EngineStopped(
+            f"The model stopped unexpectedly ({exit_.description}); it is restarting.",
+            "What was written so far is kept; send your message again in a moment.",
+        )
+
+    def _open(self) -> tuple[int, queue.SimpleQueue[object]]:
+        inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        request_id = next(self._ids)
+        with self._waiting_lock:
+            if self._exit is not None:
+                raise self._stopped_error(self._exit)
+            self._waiting[request_id] = inbox
+        return request_id, inbox
+
+    def _close_inbox(self, request_id: int) -> None:
+        with self._waiting_lock:
+            self._waiting.pop(request_id, None)
+
+    def _send(self, message: object) -> None:
+        if self._conn is None:
+            raise EngineStopped("The engine has not started.", "Load a model first.")
+        try:
+            with self._send_lock:
+                self._conn.send(message)
+        except OSError as exc:
+            raise self._stopped_error(self._exit or EngineExit(self.pid or 0, None, self._stopping)) from exc
+
+    def _send_quietly(self, message: object) -> None:
+        with contextlib.suppress(HearthError):
+            self._send(message)
+
+    # --- the reader thread ----------------------------------------------------------------------------------
+    def _read(self) -> None:
+        assert self._conn is not None and self._process is not None
+        while True:
+            try:
+                message = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            if isinstance(message, Reply | Failed):
+                with self._waiting_lock:
+                    inbox = self._waiting.get(message.id)
+                if inbox is not None:  # else: an answer whose caller already left
+                    inbox.put(message)
+            elif isinstance(message, LogLine):
+                logging.getLogger(message.name).log(message.level, "%s", message.message)
+            else:
+                self._startup.put(message)
+        self._finish()
+
+    def _finish(self) -> None:
+        assert self._process is not None
+        try:
+            returncode: int | None = self._process.wait(SHUTDOWN_GRACE_S)
+        except subprocess.TimeoutExpired:
+            # The connection broke but the process lives on (it closed its end): it is of no use any more.
+            self._process.kill()
+            returncode = self._process.wait()
+        died = _Died(EngineExit(self._process.pid, returncode, self._stopping))
+        with self._waiting_lock:
+            self._exit = died.exit
+        if died.exit.expected:
+            log.info("engine process %d stopped", died.exit.pid)
+        else:
+            log.error("engine process %d died: %s", died.exit.pid, died.exit.description)
+        # The supervisor hears first, so whoever learns of the death from their answer already finds Hearth
+        # restarting the engine.
+        if self._on_exit is not None:
+            self._on_exit(died.exit)
+        with self._waiting_lock:
+            waiting = list(self._waiting.values())
+        for inbox in waiting:
+            inbox.put(died)
+        self._startup.put(died)
+
+
+def wait_for_exit(engine: EngineProcess, timeout_s: float) -> bool:
+    """For tests and tools: True once the engine's process has ended and been noticed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not engine.alive:
+            return True
+        time.sleep(0.02)
+    return False

@@ -1,0 +1,118 @@
+"""Typed messages between the web process and an engine process. They travel pickled over a private socket
+pair between two processes of the same installation, never over a network."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import app.errors
+from app.errors import GenerationError, HearthError
+from backends.base import ChatEvent, ChatMessage, GenerationParams, LoadOptions, LoadProgress
+from models.gguf import ModelInfo
+
+# --- from the web process -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    """The first message: what to load, and the lowest log level the web process wants to see."""
+
+    backend: str
+    model: ModelInfo
+    options: LoadOptions
+    log_level: int
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    id: int
+    messages: tuple[ChatMessage, ...]
+    params: GenerationParams
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    id: int
+    prompt: str
+    params: GenerationParams
+
+
+@dataclass(frozen=True)
+class CountRequest:
+    """Tokens of ``text`` (plain) or of ``messages`` rendered as a chat prompt."""
+
+    id: int
+    text: str | None = None
+    messages: tuple[ChatMessage, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    id: int
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+Request = ChatRequest | CompletionRequest | CountRequest | CancelRequest | Shutdown
+
+# --- from the engine ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A typed error, by the name of its class in ``app.errors``: exceptions themselves do not pickle well."""
+
+    kind: str
+    message: str
+    remedy: str
+
+    @classmethod
+    def of(cls, exc: HearthError) -> ErrorInfo:
+        return cls(type(exc).__name__, exc.message, exc.remedy)
+
+    def to_exception(self) -> HearthError:
+        error_class = getattr(app.errors, self.kind, None)
+        if not (isinstance(error_class, type) and issubclass(error_class, HearthError)):
+            error_class = GenerationError
+        return error_class(self.message, self.remedy)
+
+
+@dataclass(frozen=True)
+class Ready:
+    context_length: int
+    slots: int
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoadFailed:
+    error: ErrorInfo
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One event of a streamed answer, or the result of a count."""
+
+    id: int
+    event: ChatEvent | int
+
+
+@dataclass(frozen=True)
+class Failed:
+    id: int
+    error: ErrorInfo
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A log record of the engine's, re-emitted in the web process under the same logger name."""
+
+    name: str
+    level: int
+    message: str
+
+
+Response = LoadProgress | Ready | LoadFailed | Reply | Failed | LogLine

@@ -1,0 +1,340 @@
+"""Continuous batching: one thread owns the llama.cpp context and writes every slot's answer together.
+
+Requests wait in arrival order. Between two steps each free slot takes the next request (the free slot whose
+sequence already holds the longest part of its prompt, see ``backends.batch_policy``). A step evaluates one
+token for every slot writing an answer, all in one ``llama_decode``, then the next piece of each prompt still
+being read, within a per-step token budget (a long prompt is read in chunks, so it delays the others' next
+token by one chunk, not by the whole prompt). Each slot with logits samples with its own chain, turns the token
+into text, and puts events on its request's queue. A request that was cancelled, or whose reader went away,
+leaves at the next step; the others never notice. Busy slots are kept side by side (an answer is moved, its
+cache copied, when a slot between busy ones frees up), because llama.cpp evaluates sequences in one pass only
+when their ids follow each other.
+
+Cancellation needs no abort callback: a step holds at most one budget of prompt tokens, so a request cancelled
+while its prompt is read leaves within one chunk, and aborting a graph would also throw away the other slots'
+work in it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import queue
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from app.errors import GenerationError, HearthError, ModelNotReady
+from backends.base import CancelToken, ChatEvent, Finished, FinishReason, GenerationParams, TextDelta, Usage
+from backends.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
+from backends.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
+from backends.stops import StopScanner
+
+if TYPE_CHECKING:
+    from backends.llamacpp_native import NativeModel, TokenBatch
+
+log = logging.getLogger(__name__)
+
+# While other answers are being written, a prompt is read this many tokens per step, so each step delays their
+# next token by one chunk's evaluation (about 0.6 s here) rather than by the whole prompt's. Measured on the
+# embedded model, 2 threads: 128-token pieces read a prompt at 0.85-1.0x the speed of 512-token ones.
+PREFILL_CHUNK_TOKENS = 128
+_POLL_S = 0.5  # how often a reader checks that the scheduler is still alive while it waits
+
+Outcome = ChatEvent | HearthError
+
+
+@dataclass(eq=False)
+class Request:
+    """One answer asked for: the caller reads ``events`` until a ``Finished`` (or an error) arrives."""
+
+    prompt: list[int]
+    params: GenerationParams
+    cancel: CancelToken
+    started: float  # time.perf_counter() when the caller asked
+    events: queue.SimpleQueue[Outcome] = field(default_factory=queue.SimpleQueue)
+    _abandoned: threading.Event = field(default_factory=threading.Event)
+
+    def abandon(self) -> None:
+        """The reader is gone (its generator was closed or collected): stop writing at the next step."""
+        self._abandoned.set()
+
+    @property
+    def unwanted(self) -> bool:
+        return self.cancel.cancelled or self._abandoned.is_set()
+
+
+@dataclass(eq=False)
+class _Answer:
+    """What one request's answer needs while a slot writes it."""
+
+    request: Request
+    admitted: int  # arrival order, for first-come prompt reading
+    pending: list[int]  # prompt tokens still to read
+    sampler: SamplerChain
+    decoder: codecs.IncrementalDecoder
+    scanner: StopScanner
+    budget: int  # most tokens it may write
+    reused: int  # prompt tokens found in the slot's cache
+    next_token: int | None = None  # sampled and shown, to be evaluated in the next step
+    produced: int = 0
+    first_token_at: float | None = None
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One KV sequence (seq_id == index), what it caches, and the answer it is writing, if any."""
+
+    index: int
+    cached: list[int] = field(default_factory=list)  # exactly the tokens in this sequence's KV cache
+    last_used: int = 0  # the step its last answer ended
+    answer: _Answer | None = None
+
+
+class BatchScheduler:
+    """Serves requests on ``engine``'s slots from one thread; ``close()`` ends whatever is left as cancelled."""
+
+    def __init__(self, engine: NativeModel, batch: TokenBatch, seeds: random.Random) -> None:
+        self._engine = engine
+        self._batch = batch
+        self._seeds = seeds
+        self._slots = [_Slot(index) for index in range(engine.shape.slots)]
+        self._waiting: deque[Request] = deque()
+        self._wake = threading.Condition()
+        self._closing = False
+        self._steps = 0
+        self._arrivals = 0
+        self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
+        self._thread.start()
+
+    # --- any thread ----------------------------------------------------------------------------------------
+    def submit(self, prompt: list[int], params: GenerationParams, cancel: CancelToken, started: float) -> Request:
+        request = Request(prompt, params, cancel, started)
+        with self._wake:
+            if self._closing or not self._thread.is_alive():
+                raise ModelNotReady("The model was closed.", "Load a model, then send the message again.")
+            self._waiting.append(request)
+            self._wake.notify()
+        return request
+
+    def next_event(self, request: Request) -> Outcome:
+        """Wait for the request's next event; an error if the scheduler died without ending it."""
+        while True:
+            try:
+                return request.events.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self._thread.is_alive() and request.events.empty():
+                    return GenerationError(
+                        "llama.cpp stopped answering.", "Reload the model; if it keeps happening, restart Hearth."
+                    )
+
+    def close(self) -> None:
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # --- the scheduler thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while self._admit_waiting():
+                self._retire_unwanted()
+                self._close_gaps()
+                self._step()
+        except Exception:  # a bug here must not leave readers waiting forever
+            log.exception("the llama.cpp scheduler stopped")
+            failure = GenerationError("llama.cpp stopped in the middle of the answer.", "Reload the model.")
+            for slot in self._slots:
+                if slot.answer is not None:
+                    slot.answer.request.events.put(failure)
+                    self._release(slot)
+        finally:
+            with self._wake:
+                self._closing = True
+                left = list(self._waiting)
+                self._waiting.clear()
+            for request in left:
+                self._end(request, "cancelled")
+            for slot in self._slots:
+                if slot.answer is not None:
+                    self._finish(slot, "cancelled")
+
+    def _admit_waiting(self) -> bool:
+        """Wait until there is work, then give free slots to waiting requests in arrival order. False: closing."""
+        with self._wake:
+            while not self._closing and not self._waiting and not self._busy():
+                self._wake.wait()
+            if self._closing:
+                return False
+            gone = [request for request in self._waiting if request.unwanted]
+            for request in gone:
+                self._waiting.remove(request)
+            free = sum(1 for slot in self._slots if slot.answer is None)
+            admitted = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
+        for request in gone:
+            self._end(request, "cancelled")
+        for request in admitted:
+            self._start(request)
+        return True
+
+    def _busy(self) -> bool:
+        return any(slot.answer is not None for slot in self._slots)
+
+    def _start(self, request: Request) -> None:
+        free = [FreeSlot(s.index, s.cached, s.last_used) for s in self._slots if s.answer is None]
+        choice = choose_slot(free, request.prompt)
+        slot = self._slots[choice.index]
+        if len(slot.cached) > choice.reused:
+            self._engine.forget(slot.index, choice.reused)
+            del slot.cached[choice.reused :]
+        sampler = SamplerChain(sampler_steps(request.params, self._seeds.getrandbits(32)), self._engine.vocab_size)
+        sampler.accept(request.prompt[-PENALTY_LAST_N:])
+        self._arrivals += 1
+        slot.answer = _Answer(
+            request=request,
+            admitted=self._arrivals,
+            pending=request.prompt[choice.reused :],
+            sampler=sampler,
+            decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"),
+            scanner=StopScanner(request.params.stop),
+            budget=min(request.params.max_new_tokens, self._engine.shape.context_length - len(request.prompt)),
+            reused=choice.reused,
+        )
+
+    def _retire_unwanted(self) -> None:
+        for slot in self._slots:
+            if slot.answer is not None and slot.answer.request.unwanted:
+                self._finish(slot, "cancelled")
+
+    def _close_gaps(self) -> None:
+        """Move answers so the busy slots sit side by side. The target's own cache is dropped; the source keeps
+        a copy of the moved tokens, still good for reuse."""
+        for source, target in gap_moves(slot.index for slot in self._slots if slot.answer is not None):
+            self._engine.copy_sequence(source, target)
+            moved, into = self._slots[source], self._slots[target]
+            into.cached = list(moved.cached)
+            into.answer, moved.answer = moved.answer, None
+
+    def _step(self) -> None:
+        """One token for every slot writing an answer, then the next piece of each prompt being read."""
+        active = [(slot, slot.answer) for slot in self._slots if slot.answer is not None]
+        writing = [(slot, [answer.next_token]) for slot, answer in active if answer.next_token is not None]
+        reading = sorted(((slot, answer) for slot, answer in active if answer.pending), key=lambda p: p[1].admitted)
+        shares = prefill_shares(
+            [len(answer.pending) for _, answer in reading], len(writing), self._batch.capacity, PREFILL_CHUNK_TOKENS
+        )
+        self._steps += 1
+        if writing:
+            self._evaluate(writing)
+        for (slot, answer), share in zip(reading, shares, strict=True):
+            if share:
+                self._evaluate([(slot, answer.pending[:share])])
+
+    def _evaluate(self, pieces: list[tuple[_Slot, list[int]]]) -> None:
+        """One llama_decode over ``pieces`` (slot, tokens it reads), then a token sampled for every slot whose
+        piece ends where its logits are wanted: every answer token, and the last token of a prompt.
+
+        The answer tokens of all writing slots share one call, in ascending sequence order (llama.cpp evaluates
+        sequences together only when their ids follow each other). A prompt piece gets a call of its own: with
+        a cache per sequence llama.cpp cuts a batch into equal-length runs per sequence, so a piece mixed with
+        answer tokens would be read one token at a time at first (see ``backends.batch_policy``)."""
+        batch = self._batch
+        batch.clear()
+        rows: list[int | None] = []
+        for slot, tokens in pieces:
+            answer = slot.answer
+            assert answer is not None
+            wants_logits = answer.next_token is not None or len(tokens) == len(answer.pending)
+            row = None
+            for offset, token in enumerate(tokens):
+                last = offset == len(tokens) - 1
+                row = batch.add(token, len(slot.cached) + offset, slot.index, logits=wants_logits and last)
+            rows.append(row if wants_logits else None)
+        status = self._engine.decode(batch)
+        if status != 0:
+            self._decode_failed([slot for slot, _ in pieces], status)
+            return
+        for (slot, tokens), row in zip(pieces, rows, strict=True):
+            answer = slot.answer
+            assert answer is not None
+            slot.cached.extend(tokens)
+            if answer.next_token is not None:
+                answer.next_token = None
+            else:
+                del answer.pending[: len(tokens)]
+            if row is not None:
+                self._take(slot, answer, answer.sampler.sample(self._engine.ctx, row))
+
+    def _take(self, slot: _Slot, answer: _Answer, token: int) -> None:
+        if answer.first_token_at is None:
+            answer.first_token_at = time.perf_counter()
+        if self._engine.is_end_of_generation(token):
+            self._finish(slot, "stop")
+            return
+        answer.produced += 1
+        text = answer.scanner.feed(answer.decoder.decode(self._engine.piece(token)))
+        if text:
+            answer.request.events.put(TextDelta(text))
+        if answer.scanner.stopped:
+            self._finish(slot, "stop")
+        elif answer.request.unwanted:
+            self._finish(slot, "cancelled")
+        elif answer.produced >= answer.budget:
+            self._finish(slot, "length")
+        else:
+            answer.next_token = token
+
+    def _decode_failed(self, slots: list[_Slot], status: int) -> None:
+        """llama_decode refused or failed: the affected answers end with an error and their sequences are
+        cleared (llama.cpp keeps what earlier sub-batches wrote); the other slots carry on."""
+        log.error("llama_decode failed with status %d for slots %s", status, [slot.index for slot in slots])
+        for slot in slots:
+            self._engine.forget(slot.index)
+            slot.cached.clear()
+            answer = slot.answer
+            assert answer is not None
+            if answer.request.unwanted:
+                self._finish(slot, "cancelled")
+                continue
+            answer.request.events.put(
+                GenerationError(
+                    f"llama.cpp stopped in the middle of the answer (llama_decode status {status}).",
+                    "Send the message again; if it keeps failing, start a new conversation or restart Hearth.",
+                )
+            )
+            self._release(slot)
+
+    def _finish(self, slot: _Slot, reason: FinishReason) -> None:
+        answer = slot.answer
+        assert answer is not None
+        if reason != "cancelled":  # an unfinished character, or text that turned out not to be a stop string
+            tail = answer.scanner.feed(answer.decoder.decode(b"", final=True)) + answer.scanner.flush()
+            if tail:
+                answer.request.events.put(TextDelta(tail))
+        self._end(answer.request, reason, answer)
+        self._release(slot)
+
+    def _end(self, request: Request, reason: FinishReason, answer: _Answer | None = None) -> None:
+        """Usage and Finished for ``request``; ``answer`` is None when it never reached a slot."""
+        finished = time.perf_counter()
+        first_token_at = answer.first_token_at if answer else None
+        request.events.put(
+            Usage(
+                prompt_tokens=len(request.prompt),
+                completion_tokens=answer.produced if answer else 0,
+                time_to_first_token_ms=((first_token_at or finished) - request.started) * 1000,
+                total_ms=(finished - request.started) * 1000,
+                cached_tokens=answer.reused if answer else 0,
+            )
+        )
+        request.events.put(Finished(reason))
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.answer is not None:
+            slot.answer.sampler.close()
+        slot.answer = None
+        slot.last_used = self._steps

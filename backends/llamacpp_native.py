@@ -1,0 +1,220 @@
+"""The llama.cpp C API, wrapped just enough for the batching backend: a model with one multi-sequence context,
+its tokenizer, and a reusable token batch. Everything here owns native memory and frees it in ``close()``.
+
+Why the C API and not ``llama_cpp.Llama``: ``Llama`` always creates its own single-sequence context (with a KV
+cache of its ``n_ctx``) and batch, which a multi-sequence engine would have to allocate a second time beside
+it. Loading through the C API takes the same few model parameters ``Llama`` sets (GPU layers, tensor split,
+main GPU, mmap) and nothing is allocated twice.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import ModelLoadError
+from backends.base import LoadOptions
+
+# Tokens one llama_decode call takes (and one graph evaluates, n_ubatch): llama.cpp's default, large enough
+# that a prompt is read at full speed, small enough to bound one step's time.
+BATCH_TOKENS = 512
+# llama.cpp's own "every layer" value for n_gpu_layers (what llama-cpp-python passes for -1).
+ALL_LAYERS = 0x7FFFFFFF
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    import llama_cpp
+
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+@dataclass(frozen=True)
+class ContextShape:
+    """What the context holds: ``slots`` sequences of ``context_length`` tokens each (llama.cpp's
+    ``n_seq_max`` and ``n_ctx_seq``; it rounds the latter up to a multiple of 256)."""
+
+    slots: int
+    context_length: int
+
+
+class NativeModel:
+    """A loaded GGUF and a context whose KV cache keeps one separate stream per slot."""
+
+    def __init__(self, path: Path, options: LoadOptions) -> None:
+        import llama_cpp
+
+        _init_backend()
+        self._tensor_split: Any = None
+        self.model: Any = None
+        self.ctx: Any = None
+        # Loading through the C API redirects no file descriptor (llama-cpp-python's verbose=False points the
+        # process's stdout/stderr at /dev/null while it loads, swallowing other threads' output); llama.cpp's
+        # log lines, buffer sizes included, reach `logging` through route_llama_logs().
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = ALL_LAYERS if options.gpu_layers < 0 else options.gpu_layers
+        model_params.split_mode = llama_cpp.LLAMA_SPLIT_MODE_LAYER
+        model_params.main_gpu = options.main_gpu
+        model_params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP
+        if options.tensor_split:
+            if len(options.tensor_split) > llama_cpp.LLAMA_MAX_DEVICES:
+                raise ModelLoadError(
+                    f"This llama.cpp build splits a model across at most {llama_cpp.LLAMA_MAX_DEVICES} devices.",
+                    "Use fewer GPUs for this model.",
+                )
+            # llama.cpp reads the array while loading; the reference keeps ctypes from freeing it before then.
+            self._tensor_split = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*options.tensor_split)
+            model_params.tensor_split = self._tensor_split
+        self.model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
+        if not self.model:
+            raise ModelLoadError(
+                f"llama.cpp could not load {path.name}.",
+                "The file may use an architecture this llama.cpp build does not know; try another model.",
+            )
+        self.vocab: Any = llama_cpp.llama_model_get_vocab(self.model)
+
+        slots = max(options.slots, 1)
+        context_params = llama_cpp.llama_context_default_params()
+        context_params.n_ctx = slots * options.context_length
+        context_params.n_seq_max = slots
+        # One KV stream per sequence: each slot has its whole context_length of its own, and attention reads
+        # only its own cells (a unified cache would make every token attend over all slots' cells).
+        context_params.kv_unified = False
+        context_params.n_batch = BATCH_TOKENS
+        context_params.n_ubatch = BATCH_TOKENS
+        context_params.n_threads = options.threads
+        context_params.n_threads_batch = options.threads
+        # On GPUs flash attention saves memory and time; the CPU keeps llama.cpp's default path.
+        context_params.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if options.gpu_layers else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+        self.ctx = llama_cpp.llama_init_from_model(self.model, context_params)
+        if not self.ctx:
+            self.close()
+            raise ModelLoadError(
+                f"llama.cpp could not create a context of {slots} x {options.context_length} tokens for {path.name}.",
+                "Lower the context (--context) or the number of parallel answers (--slots).",
+            )
+        self.memory: Any = llama_cpp.llama_get_memory(self.ctx)
+        self.shape = ContextShape(
+            slots=int(llama_cpp.llama_n_seq_max(self.ctx)), context_length=int(llama_cpp.llama_n_ctx_seq(self.ctx))
+        )
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+        self.vocab_size = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self._pieces: dict[int, bytes] = {}
+
+    # --- tokenizer: reads only the vocabulary, so any thread may call it while another decodes -------------
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        import llama_cpp
+
+        data = text.encode("utf-8")
+        capacity = len(data) + 8  # a token covers at least one byte, plus the special tokens added around
+        while True:
+            tokens = (llama_cpp.llama_token * capacity)()
+            count = llama_cpp.llama_tokenize(self.vocab, data, len(data), tokens, capacity, add_special, parse_special)
+            if count >= 0:
+                return list(tokens[:count])
+            capacity = -count  # too small: llama.cpp says how many it needs
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token, without special tokens' text (a UTF-8 character may span several tokens)."""
+        cached = self._pieces.get(token)
+        if cached is not None:
+            return cached
+        import llama_cpp
+
+        size = 32
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            written = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, size, 0, False)
+            if written >= 0:
+                break
+            size = -written
+        piece = buffer.raw[:written]
+        self._pieces[token] = piece
+        return piece
+
+    def is_end_of_generation(self, token: int) -> bool:
+        import llama_cpp
+
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    # --- the context: only the scheduler thread touches these ---------------------------------------------
+    def forget(self, sequence: int, from_position: int = 0) -> None:
+        """Drop a sequence's cached tokens from ``from_position`` on (all of them from 0)."""
+        import llama_cpp
+
+        if not llama_cpp.llama_memory_seq_rm(self.memory, sequence, from_position, -1):
+            # Partial removal can fail only for recurrent models; dropping the whole sequence never does.
+            llama_cpp.llama_memory_seq_rm(self.memory, sequence, -1, -1)
+
+    def copy_sequence(self, source: int, target: int) -> None:
+        """Make ``target``'s cache a copy of ``source``'s (its own is dropped). With a cache per sequence this
+        copies the whole stream; llama.cpp does it at the start of the next llama_decode, before anything is
+        written, so neither sequence may change until then."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_seq_cp(self.memory, source, target, -1, -1)
+
+    def decode(self, batch: TokenBatch) -> int:
+        """llama_decode's status: 0 is success."""
+        import llama_cpp
+
+        return int(llama_cpp.llama_decode(self.ctx, batch.native))
+
+    def close(self) -> None:
+        import llama_cpp
+
+        if self.ctx:
+            llama_cpp.llama_free(self.ctx)
+        if self.model:
+            llama_cpp.llama_model_free(self.model)
+        self.ctx = None
+        self.model = None
+        self.memory = None
+
+
+class TokenBatch:
+    """A llama_batch allocated once and refilled every step; each token belongs to exactly one sequence."""
+
+    def __init__(self, capacity: int) -> None:
+        import llama_cpp
+
+        self.capacity = capacity
+        self.native: Any = llama_cpp.llama_batch_init(capacity, 0, 1)
+        self.size = 0
+
+    def clear(self) -> None:
+        self.size = 0
+        self.native.n_tokens = 0
+
+    def add(self, token: int, position: int, sequence: int, logits: bool) -> int:
+        """Append one token; returns its row, which is where its logits are read when ``logits`` is true."""
+        if self.size >= self.capacity:
+            raise IndexError("the batch is full")
+        row = self.size
+        native = self.native
+        native.token[row] = token
+        native.pos[row] = position
+        native.n_seq_id[row] = 1
+        native.seq_id[row][0] = sequence
+        native.logits[row] = logits
+        self.size += 1
+        native.n_tokens = self.size
+        return row
+
+    def close(self) -> None:
+        import llama_cpp
+
+        if self.native is not None:
+            llama_cpp.llama_batch_free(self.native)
+            self.native = None

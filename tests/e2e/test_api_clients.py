@@ -1,0 +1,215 @@
+"""The OpenAI-compatible API against a real `hearth ui` with the real embedded model, driven by the official
+`openai` client and LangChain's ChatOpenAI, as developers use it: chat, completions, embeddings, models, a
+collection's answer with its sources, and the errors clients must be able to tell apart."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import RunningApp, free_port
+from tests.helpers import require
+
+pytestmark = pytest.mark.e2e
+
+CORPUS = Path(__file__).parents[1] / "data" / "corpus"
+COLLECTION = "Coast"
+QUESTION = "Name three colours of the rainbow."
+
+
+@dataclass(frozen=True)
+class Api:
+    base_url: str
+    key: str
+    model: str
+
+
+def hearth(args: list[str], home: Path, **options: Any) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"HEARTH_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "app", *args], env=env, capture_output=True, text=True, **options)
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory, embedded_model: Path) -> Iterator[Api]:
+    """One real Hearth for the module: a collection made with `hearth ingest`, then `hearth ui`."""
+    home = tmp_path_factory.mktemp("api-e2e") / "home"
+    ingest = hearth(["ingest", str(CORPUS / "lighthouse-history.md"), "--collection", COLLECTION], home, timeout=600)
+    assert ingest.returncode == 0, ingest.stderr
+    port = free_port()
+    log = home.parent / "ui.log"
+    env = os.environ | {"HEARTH_HOME": str(home)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "ui", "--port", str(port)],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        key = wait_until_serving(process, log, port, home)
+        yield Api(f"http://127.0.0.1:{port}/v1", key, wait_for_model(port, key))
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def wait_until_serving(process: subprocess.Popen[bytes], log: Path, port: int, home: Path) -> str:
+    deadline = time.monotonic() + 120
+    while "Hearth is running at" not in log.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, f"hearth ui did not start:\n{log.read_text()}"
+        time.sleep(0.2)
+    assert f"OpenAI-compatible API at http://127.0.0.1:{port}/v1" in log.read_text()
+    printed = hearth(["api-key"], home, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    return printed.stdout.strip()
+
+
+def wait_for_model(port: int, key: str) -> str:
+    """The chat model's id, once it is loaded (until then only the collection and the embedder are listed)."""
+    deadline = time.monotonic() + 180
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
+        while time.monotonic() < deadline:
+            listed = client.get(f"http://127.0.0.1:{port}/v1/models").json()["data"]
+            chat = [m["id"] for m in listed if m["hearth"]["kind"] == "chat"]
+            if chat:
+                return str(chat[0])
+            time.sleep(0.5)
+    raise AssertionError("the model never finished loading")
+
+
+@pytest.fixture(scope="module")
+def openai_module() -> Any:
+    try:
+        import openai
+    except ImportError:
+        require(False, "the openai package", "pip install -e '.[dev]'")
+        raise
+    return openai
+
+
+@pytest.fixture
+def client(api: Api, openai_module: Any) -> Any:
+    return openai_module.OpenAI(base_url=api.base_url, api_key=api.key, max_retries=0)
+
+
+def test_models_list_the_chat_model_the_collection_and_the_embedder(client: Any, api: Api) -> None:
+    ids = [model.id for model in client.models.list()]
+    assert api.model == "SmolLM2-135M-Instruct.Q4_1"
+    assert ids == [api.model, f"hearth:{COLLECTION}", "all-MiniLM-L6-v2"]
+    assert client.models.retrieve("hearth").id == api.model
+
+
+def test_chat_streamed_and_not_writes_the_same_greedy_answer(client: Any, api: Api) -> None:
+    asked = {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "max_tokens": 40, "seed": 1}
+    whole = client.chat.completions.create(model="hearth", **asked)
+    text = whole.choices[0].message.content
+    assert text.strip()
+    assert whole.model == api.model and whole.choices[0].finish_reason in ("stop", "length")
+    assert whole.usage.prompt_tokens > 5 and 0 < whole.usage.completion_tokens <= 40
+    assert whole.usage.total_tokens == whole.usage.prompt_tokens + whole.usage.completion_tokens
+
+    chunks = list(
+        client.chat.completions.create(model=api.model, stream=True, stream_options={"include_usage": True}, **asked)
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == text  # nothing lost or repeated between the engine and the client
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+
+
+def test_completions_streamed_and_not(client: Any) -> None:
+    prompt = "The capital of France is"
+    whole = client.completions.create(model="hearth", prompt=prompt, max_tokens=8, temperature=0)
+    assert whole.choices[0].text.strip()
+    streamed = client.completions.create(model="hearth", prompt=prompt, max_tokens=8, temperature=0, stream=True)
+    assert "".join(c.choices[0].text for c in streamed) == whole.choices[0].text
+
+
+def test_embeddings(client: Any) -> None:
+    # The client asks for base64 unless told otherwise, and decodes it itself.
+    packed = client.embeddings.create(model="all-MiniLM-L6-v2", input=["a lighthouse", "a sourdough loaf"])
+    floats = client.embeddings.create(model="all-MiniLM-L6-v2", input="a lighthouse", encoding_format="float")
+    assert [len(row.embedding) for row in packed.data] == [384, 384]
+    assert packed.data[0].embedding == pytest.approx(floats.data[0].embedding, abs=1e-5)
+
+
+def test_a_collection_answer_carries_its_sources(client: Any) -> None:
+    question = [{"role": "user", "content": "Who designed the Skerry lighthouse?"}]
+    reply = client.chat.completions.create(
+        model=f"hearth:{COLLECTION}", messages=question, temperature=0, max_tokens=48
+    )
+    assert reply.choices[0].message.content.strip()
+    sources = reply.model_extra["hearth"]["sources"]
+    assert sources[0]["number"] == 1 and sources[0]["file"] == "lighthouse-history.md"
+    assert any("Alan Brody" in s["text"] for s in sources)
+
+    stream = client.chat.completions.create(
+        model="hearth", messages=question, stream=True, max_tokens=16, extra_body={"hearth": {"collection": COLLECTION}}
+    )
+    last = list(stream)[-1]
+    assert last.model_extra["hearth"]["sources"][0]["file"] == "lighthouse-history.md"
+
+
+def test_errors_clients_can_tell_apart(api: Api, openai_module: Any) -> None:
+    wrong = openai_module.OpenAI(base_url=api.base_url, api_key="hearth-wrong-key-0000000000000000", max_retries=0)
+    with pytest.raises(openai_module.AuthenticationError) as unauthorized:
+        wrong.models.list()
+    assert "hearth api-key" in str(unauthorized.value)
+    right = openai_module.OpenAI(base_url=api.base_url, api_key=api.key, max_retries=0)
+    with pytest.raises(openai_module.NotFoundError) as unknown:
+        right.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert api.model in str(unknown.value)  # the message lists the ids that work
+    with pytest.raises(openai_module.BadRequestError):
+        right.chat.completions.create(model="hearth", messages=[{"role": "user", "content": "hi"}], max_tokens=0)
+    with pytest.raises(openai_module.APIStatusError) as too_long:
+        right.chat.completions.create(model="hearth", messages=[{"role": "user", "content": "word " * 20_000}])
+    assert too_long.value.status_code == 413
+
+
+def test_langchain_chat_openai(api: Api) -> None:
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError:
+        require(False, "langchain-openai", "pip install -e '.[dev]'")
+        raise
+    llm = ChatOpenAI(
+        base_url=api.base_url, api_key=api.key, model="hearth", temperature=0, max_tokens=32, max_retries=0
+    )
+    message = llm.invoke(QUESTION)
+    assert isinstance(message.content, str) and message.content.strip()
+    assert message.usage_metadata is not None and message.usage_metadata["output_tokens"] > 0
+    streamed = "".join(str(chunk.content) for chunk in llm.stream(QUESTION))
+    assert streamed == message.content
+
+
+def test_the_hardware_tab_shows_the_address_the_key_and_an_example(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+) -> None:
+    app = start_app("--backend", "fake")
+    page = open_page(app)
+    page.get_by_role("tab", name="Hardware").click()
+    page.click("#api-accordion button")
+    page.locator("#api-address", has_text="/v1").wait_for(timeout=15_000)
+    assert f"{app.url}v1" in page.inner_text("#api-address")
+    assert page.locator("#api-key input").get_attribute("type") == "password"
+    page.click("#api-reveal")
+    # Revealed, the box is a plain text field (Gradio draws it as a textarea).
+    shown = page.locator("#api-key textarea")
+    shown.wait_for(timeout=15_000)
+    key = shown.input_value()
+    assert key.startswith("hearth-")
+    assert key == hearth(["api-key"], app.home, timeout=60).stdout.strip()
+    page.locator("#api-example", has_text=key).wait_for(timeout=15_000)
+    assert "OpenAI(base_url=" in page.inner_text("#api-example")
+    assert app.remote_requests == []

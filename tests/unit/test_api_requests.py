@@ -1,0 +1,206 @@
+"""Requests as the API reads them: validation messages, the engine's messages and parameters, and model ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.api.errors import RequestInvalid, UnknownModel
+from app.api.ids import chat_model_ids, requested_collection, unknown_model
+from app.api.prompting import chat_messages, completion_prompt, fit_answer, requested_params, split_question
+from app.api.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, parse_request
+from app.errors import ContextTooLong, EmptyMessage
+from backends.base import ChatMessage, GenerationParams
+
+USER = {"role": "user", "content": "hi"}
+
+
+def chat(**fields: Any) -> ChatRequest:
+    return parse_request(ChatRequest, json.dumps({"model": "hearth", "messages": [USER], **fields}).encode())
+
+
+def refused(body: bytes | dict[str, Any], model: type[Any] = ChatRequest) -> RequestInvalid:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with pytest.raises(RequestInvalid) as caught:
+        parse_request(model, raw)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "says"),
+    [
+        (b"{not json", None, "not valid JSON"),
+        (b"", None, "not valid JSON"),
+        (b"[1, 2]", None, "must be a JSON object"),
+        ({"model": "hearth"}, "messages", "messages is required"),
+        ({"messages": [USER]}, "model", "model is required"),
+        ({"model": "hearth", "messages": []}, "messages", "at least 1"),
+        ({"model": "hearth", "messages": "hi"}, "messages", "valid array"),
+        ({"model": "hearth", "messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role", "'user'"),
+        ({"model": "hearth", "messages": [{"role": "tool", "content": "hi"}]}, "messages[0].role", "'assistant'"),
+        ({"model": "hearth", "messages": [{"role": "user", "content": 5}]}, "messages[0].content", "string"),
+        ({"model": "hearth", "messages": [USER], "temperature": "hot"}, "temperature", "number"),
+        ({"model": "hearth", "messages": [USER], "temperature": 3}, "temperature", "less than or equal to 2"),
+        ({"model": "hearth", "messages": [USER], "max_tokens": 0}, "max_tokens", "greater than or equal to 1"),
+        ({"model": "hearth", "messages": [USER], "max_tokens": -5}, "max_tokens", "greater than or equal to 1"),
+        ({"model": "hearth", "messages": [USER], "n": 2}, "n", "less than or equal to 1"),
+        ({"model": "hearth", "messages": [USER], "stop": ["x"] * 40}, "stop", "at most 16"),
+        ({"model": "hearth", "messages": [USER], "tools": [{"type": "function"}]}, None, "tools"),
+    ],
+)
+def test_bad_chat_requests_name_the_field_and_the_problem(body: bytes | dict[str, Any], param: str, says: str) -> None:
+    error = refused(body)
+    assert error.param == param
+    assert says in error.message
+    assert error.remedy
+
+
+def test_image_parts_are_refused_with_a_reason() -> None:
+    content = [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "x"}}]
+    error = refused({"model": "hearth", "messages": [{"role": "user", "content": content}]})
+    assert "only text parts" in error.message
+    assert error.param == "messages[0].content"
+
+
+def test_text_parts_and_the_developer_role_are_read() -> None:
+    request = chat(
+        messages=[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "system", "content": "Answer in English."},
+            {"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]},
+        ]
+    )
+    assert chat_messages(request.messages) == [
+        ChatMessage("system", "Be brief.\n\nAnswer in English."),
+        ChatMessage("user", "Hello there"),
+    ]
+
+
+def test_unknown_fields_are_ignored() -> None:
+    assert chat(user="me", presence_penalty=0.5, logit_bias={}).model == "hearth"
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "You help."}],
+        [{"role": "user", "content": "   "}],
+        [{"role": "user", "content": None}, {"role": "assistant", "content": "hello"}],
+        [{"role": "user", "content": []}],
+    ],
+)
+def test_no_user_text_is_an_empty_message(messages: list[dict[str, Any]]) -> None:
+    with pytest.raises(EmptyMessage, match="no user message"):
+        chat_messages(chat(messages=messages).messages)
+
+
+def test_an_empty_prompt_is_refused() -> None:
+    request = parse_request(CompletionRequest, b'{"model": "hearth", "prompt": "  "}')
+    with pytest.raises(EmptyMessage, match="prompt is empty"):
+        completion_prompt(request)
+
+
+def test_completions_take_one_prompt() -> None:
+    assert refused({"model": "hearth", "prompt": ["a", "b"]}, CompletionRequest).param == "prompt"
+    single = parse_request(CompletionRequest, b'{"model": "hearth", "prompt": ["once"]}')
+    assert completion_prompt(single) == "once"
+
+
+def test_parameters_override_the_defaults_and_stop_may_be_a_string_or_a_list() -> None:
+    defaults = GenerationParams(temperature=0.7, max_new_tokens=512, top_p=0.95, seed=None, repeat_penalty=1.1)
+    params = requested_params(defaults, chat(temperature=0, top_p=0, max_tokens=20, seed=-1, stop="END"))
+    assert (params.temperature, params.max_new_tokens, params.stop, params.repeat_penalty) == (0, 20, ("END",), 1.1)
+    assert 0 < params.top_p < 0.01  # an exact 0 is nudged up: "only the likeliest token"
+    assert params.seed == 2**32 - 1  # llama.cpp seeds are 32-bit; -1 wraps like C would
+    assert requested_params(defaults, chat(stop=["a", "", "b"])).stop == ("a", "b")
+    assert requested_params(defaults, chat()) == defaults
+
+
+def test_max_completion_tokens_wins_over_max_tokens() -> None:
+    defaults = GenerationParams()
+    assert requested_params(defaults, chat(max_tokens=10, max_completion_tokens=30)).max_new_tokens == 30
+
+
+def test_a_huge_max_tokens_is_clamped_to_what_the_context_leaves() -> None:
+    params = requested_params(GenerationParams(), chat(max_tokens=10**9))
+    assert fit_answer(params, prompt_tokens=1000, context_length=4096).max_new_tokens == 3096
+    assert fit_answer(params, prompt_tokens=4095, context_length=4096).max_new_tokens == 1
+
+
+def test_a_prompt_that_fills_the_context_is_too_long() -> None:
+    with pytest.raises(ContextTooLong, match="4096"):
+        fit_answer(GenerationParams(), prompt_tokens=4096, context_length=4096)
+
+
+def test_the_question_is_the_last_user_message() -> None:
+    messages = [
+        ChatMessage("system", "sys"),
+        ChatMessage("user", "first"),
+        ChatMessage("assistant", "answer"),
+        ChatMessage("user", "second"),
+    ]
+    assert split_question(messages) == ("sys", messages[1:3], [], "second")
+
+
+def test_embedding_inputs() -> None:
+    request = parse_request(EmbeddingRequest, b'{"model": "m", "input": "one"}')
+    assert (request.texts, request.encoding_format) == (["one"], "float")
+    assert refused({"model": "m", "input": []}, EmbeddingRequest).param == "input"
+    assert refused({"model": "m", "input": [1, 2, 3]}, EmbeddingRequest).param.startswith("input")
+    assert "besides spaces" in refused({"model": "m", "input": ["a", " "]}, EmbeddingRequest).message
+    assert refused({"model": "m", "input": "a", "encoding_format": "hex"}, EmbeddingRequest).param == (
+        "encoding_format"
+    )
+
+
+def test_the_loaded_model_answers_to_its_stem_its_file_name_its_catalog_id_and_hearth() -> None:
+    ids = chat_model_ids(Path("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "b179c9523d0e")
+    assert ids.primary == "SmolLM2-135M-Instruct.Q4_1"
+    for name in (
+        "SmolLM2-135M-Instruct.Q4_1",
+        "smollm2-135m-instruct.q4_1",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "b179c9523d0e",
+        "hearth",
+        "HEARTH",
+    ):
+        assert ids.names(name), name
+    assert not ids.names("gpt-4o")
+    assert not ids.names("b179c9")
+    assert not chat_model_ids(Path("/m/x.gguf"), None).names("b179c9523d0e")
+
+
+@pytest.mark.parametrize(
+    ("model", "extension", "expected"),
+    [
+        ("hearth", None, None),
+        ("hearth:Work notes", None, "Work notes"),
+        ("Hearth:Work notes", None, "Work notes"),
+        ("hearth", "Work notes", "Work notes"),
+        ("hearth:Work notes", "Work  notes", "Work notes"),
+        ("hearth", "  ", None),
+    ],
+)
+def test_a_collection_is_named_by_the_model_id_or_the_extension(
+    model: str, extension: str | None, expected: str | None
+) -> None:
+    assert requested_collection(model, extension) == expected
+
+
+def test_two_different_collections_or_none_after_the_prefix_are_refused() -> None:
+    with pytest.raises(RequestInvalid, match=r"hearth\.collection"):
+        requested_collection("hearth:a", "b")
+    with pytest.raises(RequestInvalid, match="names no collection"):
+        requested_collection("hearth:", None)
+
+
+def test_an_unknown_model_lists_what_there_is() -> None:
+    error = unknown_model("gpt-4o", ["SmolLM2", "hearth:Garden"])
+    assert isinstance(error, UnknownModel)
+    assert "gpt-4o" in error.message and "SmolLM2, hearth:Garden" in error.message
+    assert "/v1/models" in error.remedy
+    many = unknown_model("x", [f"hearth:c{i}" for i in range(30)])
+    assert "and 18 more" in many.message

@@ -1,0 +1,164 @@
+"""Server-sent events: the framing OpenAI clients parse, every token exactly once, and cancellation that frees
+the model (the answer's generator is closed) when the reader goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Generator, Iterator
+from typing import Any
+
+from app.api.answers import AnswerJob, Started, Step
+from app.api.delivery import _events
+from app.api.responses import AnswerMeta, Extension
+from app.api.sse import DONE, sse_event
+from app.errors import EngineStopped
+from backends.base import CancelToken, Finished, TextDelta, Usage
+from rag.prompt import Source
+
+# Tokens that break naive framing: line separators str.splitlines() honours, SSE's own markers, emoji, CR/LF.
+TRICKY = ["Hello", " wor", "ld\u2028", "\u0085next", "\r\n", "data: [DONE]", "\n\n", " 🔥", "é", ""]
+
+
+def parse(stream: bytes) -> list[Any]:
+    """As the openai client reads a stream: events end at a blank line, lines split with str.splitlines()."""
+    events: list[Any] = []
+    for block in stream.split(b"\n\n"):
+        for line in block.decode().splitlines():
+            assert line.startswith("data: "), line
+            payload = line.removeprefix("data: ")
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def test_an_event_is_one_ascii_line() -> None:
+    event = sse_event({"text": "".join(TRICKY)})
+    assert event.isascii() and event.endswith(b"\n\n") and event.count(b"\n") == 2
+    assert parse(event) == [{"text": "".join(TRICKY)}]
+
+
+def run_stream(work: Any, include_usage: bool, kind: str = "chat") -> tuple[bytes, AnswerJob]:
+    async def main() -> tuple[bytes, AnswerJob]:
+        job = AnswerJob(work, asyncio.get_running_loop()).start()
+        first = await job.next()
+        assert isinstance(first, Started)
+        meta = AnswerMeta.new(kind, first.model)  # type: ignore[arg-type]
+        chunks = [chunk async for chunk in _events(job, meta, first.extension, include_usage)]
+        return b"".join(chunks), job
+
+    return asyncio.run(main())
+
+
+def answer(extension: Extension | None = None) -> Any:
+    def work(cancel: CancelToken) -> Generator[Step, None, None]:
+        yield Started("model-a", extension or Extension())
+        for text in TRICKY:
+            yield TextDelta(text)
+        yield Usage(7, len(TRICKY), 1.0, 2.0)
+        yield Finished("length")
+
+    return work
+
+
+def test_every_token_arrives_once_in_order() -> None:
+    stream, _ = run_stream(answer(), include_usage=False)
+    events = parse(stream)
+    assert events[-1] == "[DONE]" and stream.endswith(DONE)
+    chunks = events[:-1]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    texts = [c["choices"][0]["delta"].get("content", "") for c in chunks]
+    assert "".join(texts) == "".join(TRICKY)
+    assert texts[1:-1] == [t for t in TRICKY if t]  # one chunk per token, none empty, none merged
+    last = chunks[-1]
+    assert last["choices"][0]["finish_reason"] == "length" and last["choices"][0]["delta"] == {}
+    assert last["hearth"]["timings"]["total_ms"] == 2.0
+    assert {c["id"] for c in chunks} == {chunks[0]["id"]} and chunks[0]["object"] == "chat.completion.chunk"
+    assert all("usage" not in c for c in chunks)
+
+
+def test_usage_comes_last_when_asked_for_with_the_sources() -> None:
+    source = Source(1, "/docs/lighthouse.md", None, "Construction", "Alan Brody designed it.")
+    stream, _ = run_stream(answer(Extension(collection="Coast", sources=(source,))), include_usage=True)
+    chunks = parse(stream)[:-1]
+    usage = chunks[-1]
+    assert usage["choices"] == []
+    assert usage["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": len(TRICKY),
+        "total_tokens": 7 + len(TRICKY),
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+    assert usage["hearth"]["sources"] == [
+        {
+            "number": 1,
+            "label": "lighthouse.md, Construction",
+            "file": "lighthouse.md",
+            "page": None,
+            "section": "Construction",
+            "text": "Alan Brody designed it.",
+        }
+    ]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+
+
+def test_completions_stream_text_chunks() -> None:
+    stream, _ = run_stream(answer(), include_usage=False, kind="completion")
+    chunks = parse(stream)[:-1]
+    assert chunks[0]["object"] == "text_completion"
+    assert "".join(c["choices"][0]["text"] for c in chunks) == "".join(TRICKY)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_failure_mid_stream_is_an_error_event_without_done() -> None:
+    def work(cancel: CancelToken) -> Generator[Step, None, None]:
+        yield Started("model-a", Extension())
+        yield TextDelta("partial")
+        raise EngineStopped("The model stopped unexpectedly (killed); it is restarting.", "Send again in a moment.")
+
+    stream, _ = run_stream(work, include_usage=True)
+    events = parse(stream)
+    assert "[DONE]" not in events
+    assert events[1]["choices"][0]["delta"]["content"] == "partial"
+    assert events[-1]["error"]["code"] == "engine_restarting"
+    assert "restarting" in events[-1]["error"]["message"]
+
+
+def test_cancelling_stops_the_engine_and_ends_the_lease() -> None:
+    lease_released = threading.Event()
+    produced: list[int] = []
+
+    def tokens(cancel: CancelToken) -> Iterator[TextDelta]:
+        for index in range(10_000):
+            if cancel.cancelled:
+                return
+            produced.append(index)
+            cancel_wait(cancel)
+            yield TextDelta(f" t{index}")
+
+    def work(cancel: CancelToken) -> Generator[Step, None, None]:
+        try:
+            yield Started("model-a", Extension())
+            yield from tokens(cancel)
+        finally:
+            lease_released.set()
+
+    async def main() -> None:
+        job = AnswerJob(work, asyncio.get_running_loop()).start()
+        assert isinstance(await job.next(), Started)
+        assert isinstance(await job.next(), TextDelta)
+        job.cancel()  # what the server does when the client disconnects
+        while await job.next() is not None:
+            pass
+
+    asyncio.run(main())
+    assert lease_released.wait(10)
+    assert len(produced) < 10_000
+
+
+def cancel_wait(cancel: CancelToken) -> None:
+    """A token takes a moment, as a real one does; a cancel cuts the wait short."""
+    deadline = threading.Event()
+    for _ in range(20):
+        if cancel.cancelled or deadline.wait(0.005):
+            return

@@ -1,0 +1,29 @@
+import os
+from pathlib import Path
+
+from app.services.instance import ServerRecord, read_record, remove_record, write_record
+
+
+def test_a_record_is_read_back_while_its_process_lives(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    record = ServerRecord("http://127.0.0.1:7860/", "http://127.0.0.1:7860/v1", os.getpid())
+    write_record(path, record)
+    assert read_record(path) == record
+
+
+def test_a_record_left_by_a_dead_process_or_damaged_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    assert read_record(path) is None
+    write_record(path, ServerRecord("u", "a", 2**22 + 12345))  # above Linux's largest pid
+    assert read_record(path) is None
+    path.write_text("{not json")
+    assert read_record(path) is None
+
+
+def test_only_the_owner_removes_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    write_record(path, ServerRecord("u", "a", os.getpid()))
+    remove_record(path, os.getpid() + 1)
+    assert path.exists()
+    remove_record(path, os.getpid())
+    assert not path.exists()
