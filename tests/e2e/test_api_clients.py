@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -126,6 +127,47 @@ def test_chat_streamed_and_not_writes_the_same_greedy_answer(client: Any, api: A
     assert streamed == text  # nothing lost or repeated between the engine and the client
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+
+
+def test_parallel_streams_are_written_together_and_each_matches_its_own_prompt(client: Any) -> None:
+    """Four streamed requests at once on the real model: all four are under way before any ends (the engine
+    writes them together), and each answer is exactly what its question gets when asked alone."""
+    # Long answers, so each runs to max_tokens and none can end before the last one has begun.
+    questions = [
+        "Write a long story about a lighthouse keeper.",
+        "Write a long essay about the history of bread.",
+        "Describe in detail how a bicycle works.",
+        "Write a long poem about the sea at night.",
+    ]
+    asked = {"temperature": 0, "max_tokens": 48, "seed": 1}
+    first_at: dict[int, float] = {}
+    last_at: dict[int, float] = {}
+    together: dict[int, str] = {}
+
+    def ask(index: int) -> None:
+        stream = client.chat.completions.create(
+            model="hearth", messages=[{"role": "user", "content": questions[index]}], stream=True, **asked
+        )
+        pieces = []
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                first_at.setdefault(index, time.monotonic())
+                pieces.append(chunk.choices[0].delta.content)
+        last_at[index] = time.monotonic()
+        together[index] = "".join(pieces)
+
+    threads = [threading.Thread(target=ask, args=(index,)) for index in range(len(questions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert sorted(together) == list(range(len(questions)))
+    assert max(first_at.values()) < min(last_at.values()), "the answers were written one after the other"
+    for index, question in enumerate(questions):
+        alone = client.chat.completions.create(
+            model="hearth", messages=[{"role": "user", "content": question}], **asked
+        )
+        assert together[index] == alone.choices[0].message.content, question
 
 
 def test_completions_streamed_and_not(client: Any) -> None:
