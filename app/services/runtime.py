@@ -203,8 +203,13 @@ class ModelRuntime:
             raise ModelNotReady("Hearth is switching models.", "Send again in a moment.")
         if self._state == "loading":
             raise ModelNotReady("The model is still loading.", "Wait a moment and send again.")
-        if self._state in ("restarting", "ready"):
-            raise ModelNotReady(f"{self._message}", "Send again in a moment; Hearth restarts the model by itself.")
+        if self._state == "restarting":
+            raise ModelNotReady(self._message, "Send again in a moment; Hearth restarts the model by itself.")
+        if self._state == "ready":  # the engine died a moment ago; its supervisor is about to hear of it
+            raise ModelNotReady(
+                "The model stopped unexpectedly; it is restarting.",
+                "Send again in a moment; Hearth restarts the model by itself.",
+            )
         raise ModelNotReady("No model is loaded.", "Pick a model, or restart Hearth to load the default one.")
 
     # --- loading and switching ------------------------------------------------------------------------------

@@ -98,19 +98,25 @@ def test_sigkill_mid_answer_keeps_what_was_written_and_the_engine_comes_back(ser
     assert texts(follow_up) and isinstance(follow_up[-1], TurnSaved)
 
 
-def test_a_switch_waits_for_the_answer_in_flight(services: Services) -> None:
+def answer_in_background(services: Services, params: GenerationParams) -> tuple[threading.Thread, list[object]]:
+    """A chat answer written on another thread; returns once its first words have arrived."""
     events: list[object] = []
     streaming = threading.Event()
 
     def answer() -> None:
-        for event in services.chat.send(None, STORY, GenerationParams(0.0, 120), "sys"):
+        for event in services.chat.send(None, STORY, params, "sys"):
             events.append(event)
             if isinstance(event, TextDelta):
                 streaming.set()
 
     writer = threading.Thread(target=answer)
     writer.start()
-    streaming.wait(WAIT_S)
+    assert streaming.wait(WAIT_S)
+    return writer, events
+
+
+def test_a_switch_waits_for_the_answer_in_flight(services: Services) -> None:
+    writer, events = answer_in_background(services, GenerationParams(0.0, 120))
     old_pid = services.runtime.status.engine_pid
     progress = [p.message for p in services.control.set_context(1024)]
     writer.join(WAIT_S)
@@ -123,18 +129,7 @@ def test_a_switch_waits_for_the_answer_in_flight(services: Services) -> None:
 
 
 def test_a_switch_can_cancel_the_answer_in_flight_and_refuses_new_ones_meanwhile(services: Services) -> None:
-    events: list[object] = []
-    streaming = threading.Event()
-
-    def answer() -> None:
-        for event in services.chat.send(None, STORY, LONG, "sys"):
-            events.append(event)
-            if isinstance(event, TextDelta):
-                streaming.set()
-
-    writer = threading.Thread(target=answer)
-    writer.start()
-    streaming.wait(WAIT_S)
+    writer, events = answer_in_background(services, LONG)
     switch = services.control.set_context(1024, cancel_running=True)
     next(switch)  # planned; now switching
     next(switch)
