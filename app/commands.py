@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -55,12 +56,18 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
     print(f"Hearth is running at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
     print(f"OpenAI-compatible API at {server.api_url}  (its key: hearth api-key)", flush=True)
     write_record(services.paths.server_file, ServerRecord(server.url, server.api_url, os.getpid()))
+    # `kill PID` (SIGTERM) shuts down as Ctrl+C does: the engine is stopped and the server record removed.
+    signal.signal(signal.SIGTERM, _exit_on_terminate)
     try:
         server.block_thread()
     finally:
         remove_record(services.paths.server_file, os.getpid())
         services.close()
     return EXIT_OK
+
+
+def _exit_on_terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def run_api_key(settings: Settings, rotate: bool) -> int:

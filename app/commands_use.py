@@ -81,7 +81,9 @@ def _post(url: str, body: dict[str, Any], key: str) -> dict[str, Any]:
             message = json.loads(exc.read())["error"]["message"]
         except (ValueError, KeyError, TypeError):
             message = f"HTTP {exc.code}"
-        raise HearthError(f"The running Hearth refused: {message}", "Nothing was changed.") from None
+        raise HearthError(
+            f"The running Hearth refused: {message}", "Nothing was changed; the model that was running still is."
+        ) from None
     except (urllib.error.URLError, TimeoutError) as exc:
         raise HearthError(
             f"Could not reach the running Hearth at {url}: {exc}.", "Check that `hearth ui` is still running."

@@ -127,3 +127,19 @@ def test_the_cli_switches_the_running_hearth_after_the_answer_in_flight(start_ap
     refused = hearth(["use", "--device", "npu"], app.home, timeout=120)
     assert refused.returncode == 1 and "Nothing was changed" in refused.stderr
     assert ready(app, key)["engine_pid"] == after["engine_pid"]  # the running model kept running
+
+
+def test_stopping_hearth_stops_its_engine_and_forgets_where_it_ran(start_app: Callable[..., RunningApp]) -> None:
+    app = start_app()
+    ready(app, api_key(app))
+    engine = engine_pid(app)
+    assert (app.home / "server.json").exists()
+    app.process.terminate()  # `kill PID`, as a service manager would
+    assert app.process.wait(timeout=30) != -signal.SIGTERM  # it shut down itself, not killed by the signal
+    assert not (app.home / "server.json").exists()
+    deadline = time.monotonic() + 15
+    while psutil.pid_exists(engine) and psutil.Process(engine).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the engine outlived Hearth"
+        time.sleep(0.1)
+    unused = hearth(["use", "--context", "2048"], app.home, timeout=60)
+    assert unused.returncode == 1 and "Hearth is not running" in unused.stderr

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Generator, Iterator
-from typing import Any
+from collections.abc import Coroutine, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from app.api.answers import AnswerJob, Started, Step
 from app.api.delivery import _events
@@ -16,6 +17,8 @@ from app.api.sse import DONE, sse_event
 from app.errors import EngineStopped
 from backends.base import CancelToken, Finished, TextDelta, Usage
 from rag.prompt import Source
+
+T = TypeVar("T")
 
 # Tokens that break naive framing: line separators str.splitlines() honours, SSE's own markers, emoji, CR/LF.
 TRICKY = ["Hello", " wor", "ld\u2028", "\u0085next", "\r\n", "data: [DONE]", "\n\n", " 🔥", "é", ""]
@@ -38,6 +41,13 @@ def test_an_event_is_one_ascii_line() -> None:
     assert parse(event) == [{"text": "".join(TRICKY)}]
 
 
+def run_isolated(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on a thread of its own: a test that ran before (Playwright's sync API) may have left an
+    event loop running on this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def run_stream(work: Any, include_usage: bool, kind: str = "chat") -> tuple[bytes, AnswerJob]:
     async def main() -> tuple[bytes, AnswerJob]:
         job = AnswerJob(work, asyncio.get_running_loop()).start()
@@ -47,7 +57,7 @@ def run_stream(work: Any, include_usage: bool, kind: str = "chat") -> tuple[byte
         chunks = [chunk async for chunk in _events(job, meta, first.extension, include_usage)]
         return b"".join(chunks), job
 
-    return asyncio.run(main())
+    return run_isolated(main())
 
 
 def answer(extension: Extension | None = None) -> Any:
@@ -151,7 +161,7 @@ def test_cancelling_stops_the_engine_and_ends_the_lease() -> None:
         while await job.next() is not None:
             pass
 
-    asyncio.run(main())
+    run_isolated(main())
     assert lease_released.wait(10)
     assert len(produced) < 10_000
 
