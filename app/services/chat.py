@@ -64,21 +64,14 @@ class ChatService:
         self._runtime = runtime
         self._documents = documents
         self._top_k = top_k
-        self._answering: set[CancelToken] = set()
+        self._answers = 0  # being generated now
         self._idle = threading.Condition()
-
-    def stop(self) -> None:
-        """Stop every answer being generated; what was written so far is kept. (Each front end stops its own
-        answers through the cancel token it passed in.)"""
-        with self._idle:
-            for token in self._answering:
-                token.cancel()
 
     def wait_until_idle(self, timeout_s: float) -> bool:
         """Block while answers are being generated (at most ``timeout_s``); True if none is. Background work
         such as indexing calls this between batches, so a question never waits on the CPU behind it."""
         with self._idle:
-            return self._idle.wait_for(lambda: not self._answering, timeout_s)
+            return self._idle.wait_for(lambda: self._answers == 0, timeout_s)
 
     def send(
         self,
@@ -172,7 +165,7 @@ class ChatService:
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
         with self._idle:
-            self._answering.add(cancel)
+            self._answers += 1
         try:
             yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms)
             for event in engine.stream_chat(prompt.messages, params, cancel):
@@ -188,7 +181,7 @@ class ChatService:
             raise
         finally:
             with self._idle:
-                self._answering.discard(cancel)
+                self._answers -= 1
                 self._idle.notify_all()
             saved = self._save(conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms)
         if saved is not None:

@@ -315,7 +315,7 @@ class ModelRuntime:
         self._choice = choice
         log.error("model load failed: %s", exc)
 
-    def record_error(self, error: HearthError, model_name: str = "") -> None:
+    def record_error(self, error: HearthError) -> None:
         """Remember a failure that happened before loading could start (for example, no model file)."""
         with self._changed:
             self._error = error

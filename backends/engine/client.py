@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -173,11 +172,6 @@ class EngineProcess:
             with contextlib.suppress(OSError):
                 self._conn.close()
 
-    def kill(self) -> None:
-        """End the process at once (what a crash looks like from here)."""
-        if self._process is not None and self._exit is None:
-            self._process.kill()
-
     # --- requests -------------------------------------------------------------------------------------------
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
@@ -316,13 +310,3 @@ class EngineProcess:
         for inbox in waiting:
             inbox.put(died)
         self._startup.put(died)
-
-
-def wait_for_exit(engine: EngineProcess, timeout_s: float) -> bool:
-    """For tests and tools: True once the engine's process has ended and been noticed."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not engine.alive:
-            return True
-        time.sleep(0.02)
-    return False
