@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError
+from app.paths import keep_new_files_private
+from app.terminal_text import TerminalLogFormatter, for_terminal
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -60,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     use.add_argument(
         "--cancel-running", action="store_true", help="stop the answers being written instead of waiting for them"
     )
+    use.add_argument(
+        "--cancel-load",
+        action="store_true",
+        help="stop a model load in progress (stuck, or slow to answer); the model serving before keeps serving",
+    )
 
     api_key = commands.add_parser("api-key", help="print the key of the local API (made on first use)")
     api_key.add_argument("--rotate", action="store_true", help="replace the key; clients with the old one are refused")
@@ -87,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     eval_retrieval.add_argument("questions", type=Path, help='JSON Lines: {"question", "gold_file", "gold_page"?}')
     eval_retrieval.add_argument("--collection", "-c", required=True, help="collection to search")
     eval_retrieval.add_argument("--top-k", type=int, default=5, help="passages per question (default 5)")
+
+    repair = commands.add_parser(
+        "repair", help="check every store and rebuild damaged ones, keeping all that can be read (deletes nothing)"
+    )
+    repair.add_argument("--check", action="store_true", help="only check and report; change nothing")
 
     collections = commands.add_parser("collections", help="list collections, or show/delete one")
     collections.add_argument("name", nargs="?", help="a collection to show")
@@ -167,11 +179,11 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    keep_new_files_private()  # conversations, document copies, keys and indexes are the user's alone
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_lines = logging.StreamHandler()
+    log_lines.setFormatter(TerminalLogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_lines])
     if not args.verbose:
         # Damaged files are reported per file by Hearth itself; the parsers' own warnings only add noise.
         for noisy in ("pypdf", "httpx"):
@@ -179,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except HearthError as exc:
-        print(f"error: {exc.message}\n  what to do: {exc.remedy}", file=sys.stderr)
+        # Messages quote file names and paths, which may hold terminal escapes.
+        print(f"error: {for_terminal(exc.message)}\n  what to do: {for_terminal(exc.remedy)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -206,11 +219,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
     if args.command == "use":
-        from app.commands_use import run_use
+        from app.commands_use import run_cancel_load, run_use
 
+        if args.cancel_load:
+            return run_cancel_load(settings)
         return run_use(settings, args.model, args.backend, args.device, args.context, args.cancel_running)
     if args.command == "api-key":
         return commands.run_api_key(settings, rotate=args.rotate)
+    if args.command == "repair":
+        from app.commands_repair import run_repair
+
+        return run_repair(settings, check_only=args.check)
     if args.command in ("ingest", "collections", "ask", "eval"):
         from app import commands_documents
 

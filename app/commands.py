@@ -13,6 +13,7 @@ from app.errors import HearthError
 from app.services.container import Services, build_services, enforce_offline, model_choice
 from app.services.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings
+from app.terminal_text import for_terminal, for_terminal_lines
 from backends.base import TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
 from backends.memory import format_bytes
@@ -109,7 +110,7 @@ def run_chat(settings: Settings, question: str) -> int:
         events = services.chat.send(None, question, services.generation_params(), settings.generation.system_prompt)
         for event in events:
             if isinstance(event, TextDelta):
-                sys.stdout.write(event.text)
+                sys.stdout.write(for_terminal_lines(event.text))
                 sys.stdout.flush()
             elif isinstance(event, Usage):
                 usage = event
@@ -181,11 +182,14 @@ def run_doctor(settings: Settings, as_json: bool) -> int:
         print(f"  {line}")
     for note in inventory.notes:
         print(f"  note: {note}")
-    print(f"Data directory\n  {report['data_dir']}")
+    print(f"Data directory\n  {for_terminal(report['data_dir'])}")
     if model := report.get("model"):
         print("Model")
-        print(f"  {model['name']} — {model['architecture']}, {model['parameters'] / 1e6:.0f}M parameters")
-        print(f"  {model['path']} ({format_bytes(model['file_size_bytes'])})")
+        print(
+            f"  {for_terminal(model['name'])} — {for_terminal(model['architecture'])}, "
+            f"{model['parameters'] / 1e6:.0f}M parameters"
+        )
+        print(f"  {for_terminal(model['path'])} ({format_bytes(model['file_size_bytes'])})")
         print(f"  trained context {model['trained_context_length']} tokens; sha256 {model['sha256']}")
     if plan := report.get("plan"):
         print("Plan")
@@ -194,8 +198,8 @@ def run_doctor(settings: Settings, as_json: bool) -> int:
         for placement in plan["placements"]:
             print(f"  {memory_bar(placement)}")
         for reason in plan["reasons"]:
-            print(f"  - {reason}")
+            print(f"  - {for_terminal(reason)}")
     if error := report.get("error"):
-        print(f"Problem\n  {error['message']}\n  what to do: {error['remedy']}")
+        print(f"Problem\n  {for_terminal(error['message'])}\n  what to do: {for_terminal(error['remedy'])}")
         return 1
     return EXIT_OK

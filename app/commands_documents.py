@@ -10,6 +10,7 @@ from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
 from app.services.documents import DocumentServices, build_documents
 from app.settings import Settings
+from app.terminal_text import for_terminal, for_terminal_lines
 from app.wording import format_eta, plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
@@ -31,12 +32,12 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
     started = time.perf_counter()
     try:
         info = documents.ingestor.open_collection(collection)
-        print(f"Adding to collection {info.name!r}", file=sys.stderr)
+        print(f"Adding to collection {for_terminal(repr(info.name))}", file=sys.stderr)
         for event in documents.ingestor.ingest(paths, info.name):
             if isinstance(event, IngestProgress):
                 if interactive and event.current:
                     line = (
-                        f"[{event.files_done}/{event.files_total}] {event.current} · "
+                        f"[{event.files_done}/{event.files_total}] {for_terminal(event.current)} · "
                         f"{event.chunks_per_s:.0f} chunks/s · {format_eta(event.eta_s)}"
                     )
                     print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
@@ -64,14 +65,16 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
 
 
 def describe_outcome(event: FileOutcome) -> str:
-    name = Path(event.path).name
+    """One line per file; names and reasons (which quote names) come from outside and are escaped."""
+    name = for_terminal(Path(event.path).name)
+    reason = for_terminal(event.reason)
     if event.outcome == "indexed":
         return f"indexed    {name} ({plural(event.chunks, 'chunk')})"
     if event.outcome == "unchanged":
         return f"unchanged  {name} ({plural(event.chunks, 'chunk')})"
     if event.outcome == "removed":
-        return f"removed    {name} ({event.reason})"
-    return f"skipped    {name}: {event.reason}"
+        return f"removed    {name} ({reason})"
+    return f"skipped    {name}: {reason}"
 
 
 def run_collections(settings: Settings, name: str | None, delete: bool, remove_file: Path | None) -> int:
@@ -83,22 +86,26 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
                 print("No collections yet. Add documents with: hearth ingest PATH --collection NAME")
             for summary in summaries:
                 print(
-                    f"{summary.info.name}: {plural(summary.indexed_files, 'file')}, {plural(summary.chunks, 'chunk')}"
+                    f"{for_terminal(summary.info.name)}: {plural(summary.indexed_files, 'file')}, "
+                    f"{plural(summary.chunks, 'chunk')}"
                     + (f", {summary.skipped_files} skipped" if summary.skipped_files else "")
-                    + f" (embedder {summary.info.embedder})"
+                    + f" (embedder {for_terminal(summary.info.embedder)})"
                 )
             return EXIT_OK
         if delete:
             documents.delete_collection(name)
-            print(f"Deleted collection {name!r}. The original files were not touched.")
+            print(f"Deleted collection {for_terminal(repr(name))}. The original files were not touched.")
             return EXIT_OK
         if remove_file is not None:
             documents.remove_file(name, str(remove_file.expanduser().resolve()))
-            print(f"Removed {remove_file.name} from {name!r}. The file itself was not touched.")
+            print(
+                f"Removed {for_terminal(remove_file.name)} from {for_terminal(repr(name))}. "
+                "The file itself was not touched."
+            )
             return EXIT_OK
         for record in documents.files(name):
             state = plural(record.chunks, "chunk") if record.status == "indexed" else f"skipped: {record.reason}"
-            print(f"{record.path}\t{state}")
+            print(f"{for_terminal(record.path)}\t{for_terminal(state)}")
         return EXIT_OK
     finally:
         documents.close()
@@ -123,7 +130,7 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
             if isinstance(event, AskStarted):
                 started = event
             elif isinstance(event, TextDelta):
-                sys.stdout.write(event.text)
+                sys.stdout.write(for_terminal_lines(event.text))  # passages can steer the answer into escapes
                 sys.stdout.flush()
             elif isinstance(event, Usage):
                 usage = event
@@ -131,7 +138,8 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
         if started is not None:
             print("\nSources:" if started.found.sources else "\nNo passage in the collection matched the question.")
             for source in started.found.sources:
-                print(f"[{source.number}] {source.label}\n    {shorten(source.text, EXCERPT_CHARS)}")
+                excerpt = for_terminal(shorten(source.text, EXCERPT_CHARS))
+                print(f"[{source.number}] {for_terminal(source.label)}\n    {excerpt}")
         if started is not None and usage is not None:
             print(
                 f"[embed {started.found.embed_ms:.0f} ms · retrieve {started.found.retrieve_ms:.0f} ms · "
@@ -163,7 +171,7 @@ def run_eval_retrieval(settings: Settings, questions_path: Path, collection: str
         if result.rank != 1:
             got = ", ".join(f"{r.file_name}" + (f" p{r.page}" if r.page else "") for r in result.retrieved[:3])
             where = f"rank {result.rank}" if result.rank else f"not in top {top_k}"
-            print(f"miss ({where}): {result.question.question!r} -> {got}")
-    print(f"{len(report.results)} questions, collection {collection!r}, top {top_k}")
+            print(f"miss ({where}): {for_terminal(repr(result.question.question))} -> {for_terminal(got)}")
+    print(f"{len(report.results)} questions, collection {for_terminal(repr(collection))}, top {top_k}")
     print(f"hit@1 {report.hit_at_1:.3f}   hit@{top_k} {report.hit_at_k:.3f}   MRR {report.mrr:.3f}")
     return EXIT_OK

@@ -20,7 +20,9 @@ from app.services.models import (
 )
 from app.services.models import run_ladder as run_ladder_steps
 from app.settings import Settings
+from app.terminal_text import for_terminal
 from backends.base import CancelToken
+from backends.llamacpp_architectures import llamacpp_architectures
 from backends.memory import format_bytes
 from models.gguf import read_model_info
 from models.store import ModelStore
@@ -28,6 +30,7 @@ from models.store import ModelStore
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
 FIT_MARK = {"green": "fits", "amber": "tight", "red": "too big"}
+CANNOT_RUN_MARK = "cannot run here"
 
 
 def _store(settings: Settings) -> ModelStore:
@@ -50,13 +53,16 @@ def run_list(settings: Settings, as_json: bool) -> int:
     for row in rows:
         mark = "*" if row.is_default else " "
         if row.info is None:
-            print(f"{row.stored.id:<13}{mark} {row.stored.path.name:<34}unreadable: {row.problem}")
+            name = for_terminal(row.stored.path.name)
+            print(f"{row.stored.id:<13}{mark} {name:<34}unreadable: {for_terminal(row.problem)}")
             continue
         info = row.info
+        fit = CANNOT_RUN_MARK if not row.fit.runnable else FIT_MARK[row.fit.level]
         print(
-            f"{row.stored.id:<13}{mark} {info.name[:33]:<34}{info.architecture:<9}"
-            f"{info.parameter_count / 1e6:>7.0f}M{info.quantization:>8}{format_bytes(info.file_size_bytes):>10}"
-            f"{info.trained_context_length:>9}  {FIT_MARK[row.fit.level]} ({row.fit.level}): {row.fit.summary}"
+            f"{row.stored.id:<13}{mark} {for_terminal(info.name[:33]):<34}{for_terminal(info.architecture):<9}"
+            f"{info.parameter_count / 1e6:>7.0f}M{for_terminal(info.quantization):>8}"
+            f"{format_bytes(info.file_size_bytes):>10}{info.trained_context_length:>9}  "
+            f"{fit} ({row.fit.level}): {for_terminal(row.fit.summary)}"
         )
     print("* the default model. Details: hearth models list --json")
     return EXIT_OK
@@ -81,7 +87,15 @@ def run_import(settings: Settings, path: Path, copy: bool) -> int:
     finally:
         store.close()
     where = f"copied to {model.path}" if copy else f"used where it is, {model.path}"
-    print(f"Imported {info.display_name} as {model.id} ({where}).")
+    print(f"Imported {for_terminal(info.display_name)} as {model.id} ({for_terminal(where)}).")
+    known = llamacpp_architectures()
+    if known is not None and info.architecture not in known:
+        print(
+            f"Note: it cannot run here: llama.cpp in this Hearth does not know the architecture "
+            f"{for_terminal(repr(info.architecture))}. A newer Hearth may.",
+            file=sys.stderr,
+        )
+        return EXIT_OK
     print(f"Chat with it: hearth models default {model.id}")
     return EXIT_OK
 
@@ -94,7 +108,7 @@ def run_remove(settings: Settings, reference: str) -> int:
     finally:
         store.close()
     print(
-        f"Removed {model.path.name} ({model.id})"
+        f"Removed {for_terminal(model.path.name)} ({model.id})"
         + (", and deleted its file." if owned else "; the file was not touched.")
     )
     return EXIT_OK
@@ -106,7 +120,9 @@ def run_default(settings: Settings, reference: str) -> int:
         model = store.set_default(reference)
     finally:
         store.close()
-    print(f"{model.path.name} ({model.id}) is now the default model; it loads the next time Hearth starts.")
+    print(
+        f"{for_terminal(model.path.name)} ({model.id}) is now the default model; it loads the next time Hearth starts."
+    )
     return EXIT_OK
 
 
@@ -137,7 +153,10 @@ def _report(made: Made | None) -> int:
     if made is None:
         return EXIT_INTERRUPTED
     info = made.info
-    print(f"Made {info.display_name}: {format_bytes(info.file_size_bytes)} as {made.stored.id} ({made.stored.path}).")
+    print(
+        f"Made {for_terminal(info.display_name)}: {format_bytes(info.file_size_bytes)} as {made.stored.id} "
+        f"({for_terminal(made.stored.path)})."
+    )
     return EXIT_OK
 
 
@@ -149,7 +168,7 @@ def _follow(steps: Iterator[str | Made], cancel: CancelToken) -> Made | None:
                 print(file=sys.stderr)
                 return step
             if step.startswith("warning: "):
-                print(step, file=sys.stderr)
+                print(for_terminal(step), file=sys.stderr)
             else:
                 _progress(step)
     except KeyboardInterrupt:
@@ -187,7 +206,7 @@ def run_ladder(
         store.close()
     print(file=sys.stderr)
     print(
-        f"{name} on this machine ({threads} threads); "
+        f"{for_terminal(name)} on this machine ({threads} threads); "
         f"perplexity over {rungs[0].scored_tokens} tokens of {HELDOUT_TEXT.name}"
     )
     print(f"{'type':<18}{'size':>10}{'load s':>8}{'memory':>10}{'prefill t/s':>13}{'decode t/s':>12}{'perplexity':>12}")
@@ -203,13 +222,13 @@ def run_ladder(
     payload = {"model": name, "threads": threads, "rungs": [asdict(r) for r in rungs]}
     json_path.write_text(json.dumps(payload, indent=2))
     chart(rungs, name, chart_path)
-    print(f"Saved {json_path} and {chart_path}")
+    print(f"Saved {for_terminal(json_path)} and {for_terminal(chart_path)}")
     return EXIT_OK
 
 
 def _progress(message: str) -> None:
     if sys.stderr.isatty():
-        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+        print(f"\r\033[K{for_terminal(message)}", end="", file=sys.stderr, flush=True)
 
 
 def run_available() -> int:
@@ -242,5 +261,8 @@ def run_install(settings: Settings, key: str) -> int:
         stored = known or store.add(path, source="imported")[0]
     finally:
         store.close()
-    print(f"{model.key} is ready as {stored.id} ({stored.path}). Chat with it: hearth models default {stored.id}")
+    print(
+        f"{model.key} is ready as {stored.id} ({for_terminal(stored.path)}). "
+        f"Chat with it: hearth models default {stored.id}"
+    )
     return EXIT_OK

@@ -13,6 +13,7 @@ from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.instance import read_record
 from app.settings import Settings
+from app.terminal_text import for_terminal
 
 # A switch waits for the answers being written, then loads; a big model on a slow disk takes minutes.
 SWITCH_TIMEOUT_S = 900
@@ -44,7 +45,24 @@ def run_use(
     how = "stopping the answers being written" if cancel_running else "after the answers being written"
     print(f"Switching the Hearth running at {record.url} ({how})…", file=sys.stderr, flush=True)
     status = _post(f"{record.api_url}/hearth/switch", wanted, ApiKeyStore(paths.api_key_file).get())
-    print(f"Now running {status['model']} on {status['backend']}, context {status['context_length']} tokens.")
+    model, backend = for_terminal(status["model"]), for_terminal(status["backend"])
+    print(f"Now running {model} on {backend}, context {status['context_length']} tokens.")
+    return 0
+
+
+def run_cancel_load(settings: Settings) -> int:
+    """Stop the running Hearth's model load (a stuck one): the model that served before keeps serving."""
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    record = read_record(paths.server_file)
+    if record is None:
+        raise HearthError("Hearth is not running, so no model is loading.", "Start it with `hearth ui`.")
+    from app.api.keys import ApiKeyStore
+
+    status = _post(f"{record.api_url}/hearth/cancel-load", {}, ApiKeyStore(paths.api_key_file).get())
+    if not status["cancelled"]:
+        print(f"No model was loading; {for_terminal(status['model'] or 'no model')} is {status['state']}.")
+        return 0
+    print("Cancelled the load; the model that was serving keeps serving.")
     return 0
 
 
@@ -62,7 +80,7 @@ def _set_default(settings: Settings, model: str | None, running_only: object) ->
         stored = store.set_default(model)
     finally:
         store.close()
-    print(f"Hearth is not running; it will start with {stored.path.name} ({stored.id}).")
+    print(f"Hearth is not running; it will start with {for_terminal(stored.path.name)} ({stored.id}).")
     return 0
 
 

@@ -1,5 +1,11 @@
 """A small SQLite wrapper shared by Hearth's stores: WAL mode, one lock, one transaction per change, and
-errors that say what to do. A database that cannot be opened is never deleted or rewritten."""
+errors that say what to do. A database that cannot be opened is never deleted or rewritten.
+
+A damaged database (SQLite reports it corrupt, or it is not a database at all) does not stop Hearth from
+starting: the store opens in a damaged state, and every use of it raises :class:`DamagedStore`, naming the file
+and `hearth repair`, while the rest of Hearth keeps working. Nothing is written into a damaged file (writing into
+a broken tree can spread the damage); `hearth repair` sets it aside and rebuilds from what can still be read.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,62 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import StorageError
+from app.paths import create_private_file
+
+# SQLite's primary result codes for a damaged file (the extended codes keep these in their low byte).
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+DETAIL_CHARS = 160
+REPAIR_REMEDY = (
+    "Stop Hearth and run `hearth repair`: it sets the damaged file aside (it deletes nothing) and rebuilds the store "
+    "with everything it can still read."
+)
+
+
+class DamagedStore(StorageError):
+    """One of Hearth's stores is damaged on disk: ``store`` says which ("conversation database", "documents
+    vector store", …) and ``path`` where it is."""
+
+    def __init__(self, message: str, remedy: str, store: str, path: Path, detail: str = "") -> None:
+        super().__init__(message, remedy)
+        self.store = store
+        self.path = path
+        self.detail = detail  # what the library reported, for `hearth repair`'s own report
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file itself is damaged (as opposed to busy, full, read-only or missing)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+
+
+def _is_storage(exc: sqlite3.DatabaseError) -> bool:
+    """A problem with the file or the disk, not with Hearth's own SQL (a constraint Hearth relies on stays raw)."""
+    return is_damage(exc) or isinstance(exc, sqlite3.OperationalError)
+
+
+def first_problem(db: sqlite3.Connection) -> str | None:
+    """SQLite's quick check of every page (about 10 ms per MB): None when the file is sound, else its first
+    complaint. Raises what SQLite raises when even the check cannot run."""
+    return first_complaint(db.execute("PRAGMA quick_check").fetchall())
+
+
+def first_complaint(rows: list[Any]) -> str | None:
+    """The first problem in the rows of an integrity or quick check, or None when it says "ok"."""
+    problems = [str(row[0]) for row in rows if row[0] != "ok"]
+    if not problems:
+        return None
+    # SQLite heads its report with "*** in database main ***"; the first real complaint follows.
+    lines = [line for text in problems for line in text.splitlines() if line.strip() and not line.startswith("***")]
+    return lines[0] if lines else problems[0]
+
+
+def damaged(what: str, path: Path, detail: str, meanwhile: str = "") -> DamagedStore:
+    """The error every front end shows for a damaged store (the page as a dialog, the CLI as a message)."""
+    detail = " ".join(detail.split())[:DETAIL_CHARS]
+    remedy = f"{REPAIR_REMEDY} {meanwhile}".strip()
+    message = f"The {what} {path} is damaged ({detail}). Hearth has not changed it."
+    return DamagedStore(message, remedy, what, path, detail)
 
 
 class Database:
@@ -22,15 +84,25 @@ class Database:
         what: str,
         fresh_start: str,
         migrations: Mapping[int, str] | None = None,
+        meanwhile: str = "",
     ) -> None:
         """``schema`` creates the first version's tables; ``migrations`` maps each later version to the SQL that
         brings the previous one up to it, so new and old databases end up with the same tables. ``what`` names
-        the database in messages ("conversation database"); ``fresh_start`` says what the user loses by moving a
-        damaged one aside."""
+        the database in messages ("conversation database"); ``fresh_start`` says what the user loses by moving an
+        unopenable one aside; ``meanwhile`` says what still works while it is damaged."""
         self.path = path
+        self.what = what
+        self._meanwhile = meanwhile
         self._lock = threading.Lock()
+        self._damage: str | None = None
+        create_private_file(path)  # owner-only, and SQLite gives its side files (-wal, -shm) the same mode
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            # Checked before anything is written: a damaged file is left exactly as it was found.
+            problem = first_problem(self._db)
+            if problem is not None:
+                self._set_damaged(problem)
+                return
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -46,14 +118,24 @@ class Database:
                 self._db.executescript(f"BEGIN; {(migrations or {})[target]}; PRAGMA user_version={target}; COMMIT;")
             self._db.execute(f"PRAGMA user_version={schema_version}")
         except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                self._set_damaged(str(exc))
+                return
             raise StorageError(
                 f"The {what} {path} cannot be opened ({exc}). Hearth has not changed it.",
-                f"Move it aside (for example to {path.name}.broken) {fresh_start}, or restore a backup.",
+                f"Check that you may read and write {path.parent}, or move the file aside (for example to "
+                f"{path.name}.broken) {fresh_start}, or restore a backup.",
             ) from exc
+
+    @property
+    def damage(self) -> DamagedStore | None:
+        """Why this database cannot be used, if it is damaged."""
+        return None if self._damage is None else damaged(self.what, self.path, self._damage, self._meanwhile)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            self._refuse_if_damaged()
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
@@ -62,16 +144,22 @@ class Database:
                     self._db.execute("ROLLBACK")
                     raise
                 self._db.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                raise StorageError(
-                    f"Could not write to {self.path}: {exc}.", "Check free disk space and folder permissions."
-                ) from exc
+            except sqlite3.DatabaseError as exc:
+                if not _is_storage(exc):
+                    raise
+                raise self._translate(exc, "write to") from exc
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """The connection for reads; no write from this process lands between reads made inside one ``with``."""
         with self._lock:
-            yield self._db
+            self._refuse_if_damaged()
+            try:
+                yield self._db
+            except sqlite3.DatabaseError as exc:
+                if not _is_storage(exc):
+                    raise
+                raise self._translate(exc, "read") from exc
 
     def rows(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
         with self.reading() as db:
@@ -80,3 +168,19 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _set_damaged(self, detail: str) -> None:
+        self._damage = detail
+        self._db.close()  # nothing more is read from or written to it
+
+    def _refuse_if_damaged(self) -> None:
+        error = self.damage
+        if error is not None:
+            raise error
+
+    def _translate(self, exc: sqlite3.DatabaseError, verb: str) -> StorageError:
+        if is_damage(exc):
+            # Found in use (the file was damaged after Hearth opened it): stop writing into it from now on.
+            self._set_damaged(str(exc))
+            return damaged(self.what, self.path, str(exc), self._meanwhile)
+        return StorageError(f"Could not {verb} {self.path}: {exc}.", "Check free disk space and folder permissions.")

@@ -41,6 +41,10 @@ class EmptyMessage(HearthError):
     """The user sent nothing to answer."""
 
 
+class LoadCancelled(HearthError):
+    """The person cancelled a model load (one stuck loading, or slow to answer its first question)."""
+
+
 class ModelNotReady(HearthError):
     """A chat was attempted while no model is loaded."""
 

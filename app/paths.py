@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+# The data folder holds conversations, document copies and the API key: only its owner may read it.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077
+# What Hearth keeps in the data folder (besides the folders below): each database with SQLite's side files.
+_DATABASE_NAMES = ("conversations.db", "index.db", "models.db")
+_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,12 @@ class DataPaths:
         """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
         return self.root / "server.json"
 
+    def hearths_own(self) -> list[Path]:
+        """Everything Hearth writes in the data folder (the folder itself may hold other things of the user's)."""
+        databases = [self.root / f"{name}{side}" for name in _DATABASE_NAMES for side in _SQLITE_SIDE_FILES]
+        folders = [self.vectors_dir, self.uploads_dir, self.models_dir, self.root / "cache", self.logs_dir]
+        return [*databases, *folders, self.root / "ladders", self.api_key_file, self.server_file]
+
 
 def resolve_data_paths(home: Path | None) -> DataPaths:
     if home is None:
@@ -66,11 +85,71 @@ def resolve_data_paths(home: Path | None) -> DataPaths:
 
 
 def ensure_data_dir(paths: DataPaths) -> DataPaths:
+    """Create the data folder owner-only, and make private a folder left readable by an older Hearth."""
     try:
-        paths.root.mkdir(parents=True, exist_ok=True)
+        paths.root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     except OSError as exc:
         raise StorageError(
             f"Cannot create the data directory {paths.root}: {exc.strerror}.",
             "Set HEARTH_HOME to a folder you can write to.",
         ) from exc
+    make_private(paths)
     return paths
+
+
+def keep_new_files_private() -> None:
+    """From now on, every file and folder this process creates, and those of the processes it starts (the engine,
+    the quantizer), SQLite's and Chroma's included, is its owner's only. Set once, where the command line starts."""
+    os.umask(PRIVATE_UMASK)
+
+
+def make_private(paths: DataPaths) -> None:
+    """Make the data folder 0700; if it was open to others (made by an earlier Hearth, or copied), also take
+    the group's and others' permissions off everything Hearth keeps in it. Best effort: a folder this user does
+    not own stays as it is, with a warning in the log."""
+    if os.name == "nt":  # permissions there are ACLs that the user profile already restricts
+        return
+    try:
+        if not stat.S_IMODE(paths.root.stat().st_mode) & 0o077:
+            return
+        paths.root.chmod(PRIVATE_DIR_MODE)
+    except OSError as exc:
+        log.warning("could not make the data folder %s private: %s", paths.root, exc.strerror or exc)
+        return
+    for entry in paths.hearths_own():
+        _tighten_tree(entry)
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` empty and owner-only if it is missing, else take others' permissions off it. Called before
+    SQLite opens a database: SQLite gives the -wal, -shm and -journal files the database file's own mode."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        _tighten(path)
+    except OSError as exc:  # the caller's own open reports the problem with its remedy
+        log.debug("could not create %s privately: %s", path, exc)
+    else:
+        os.close(descriptor)
+
+
+def _tighten_tree(top: Path) -> None:
+    _tighten(top)
+    if not top.is_dir() or top.is_symlink():
+        return
+    for folder, dirs, files in os.walk(top):  # symbolic links are not followed
+        for name in [*dirs, *files]:
+            _tighten(Path(folder) / name)
+
+
+def _tighten(path: Path) -> None:
+    """Take the group's and others' permissions off ``path`` (never through a symbolic link); best effort."""
+    try:
+        info = path.lstat()
+        mode = stat.S_IMODE(info.st_mode)
+        if not stat.S_ISLNK(info.st_mode) and mode & 0o077:
+            path.chmod(mode & ~0o077)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        log.warning("could not make %s private: %s", path, exc.strerror or exc)

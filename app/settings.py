@@ -67,6 +67,27 @@ class GenerationSettings(BaseModel):
 
 class RagSettings(BaseModel):
     max_file_mb: int = Field(default=100, ge=1, le=100_000, description="Files larger than this are skipped.")
+    max_text_chars: int = Field(
+        default=5_000_000,
+        ge=1_000,
+        le=1_000_000_000,
+        description="Files whose text is longer than this many characters (about 2,000 pages of prose by default) "
+        "are skipped, whatever their size on disk: a small compressed file can expand to gigabytes of text.",
+    )
+    max_pdf_pages: int = Field(default=5_000, ge=1, le=1_000_000, description="PDFs with more pages are skipped.")
+    read_timeout_s: float = Field(
+        default=120.0,
+        ge=1.0,
+        le=86_400.0,
+        description="Longest time reading one file (extracting its text) may take; a file that takes longer is "
+        "stopped and skipped.",
+    )
+    read_memory_mb: int = Field(
+        default=1024,
+        ge=128,
+        le=1_048_576,
+        description="Memory the process that reads one file may use; a file that needs more is stopped and skipped.",
+    )
     top_k: int = Field(default=5, ge=1, le=50, description="Passages retrieved for each question.")
     reranker_path: Path | None = Field(
         default=None,

@@ -31,7 +31,7 @@ from backends.base import (
     Support,
     TextDelta,
 )
-from backends.chat_template import ChatFormatter, build_formatter
+from backends.chat_template import ChatFormatter
 from backends.memory import MemoryEstimate, estimate_llamacpp
 
 if TYPE_CHECKING:
@@ -131,9 +131,13 @@ class LlamaCppBackend(Backend):
                 f"llama-cpp-python cannot be loaded: {exc}.", "Run `make run` to (re)build it."
             ) from exc
         route_llama_logs()
+        # The template's renderer process starts now, so it is up by the time the model is and the probe runs.
+        formatter = ChatFormatter(model.chat_template, model.bos_token, model.eos_token)
+        self._stack.callback(formatter.close)
         try:
             engine = NativeModel(model.path, options)
         except (ValueError, RuntimeError, OSError) as exc:
+            self.close()
             raise ModelLoadError(
                 f"llama.cpp could not load {model.path.name}: {exc}.",
                 "The file may use an architecture this llama.cpp build does not know; try another model.",
@@ -145,9 +149,11 @@ class LlamaCppBackend(Backend):
         # Answers that name no seed draw a fresh one from here: a fixed load seed makes a run repeatable.
         scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None))
         self._stack.callback(scheduler.close)
+        yield LoadProgress(0.9, "Checking the model's chat template")
+        formatter.probe()
         self._engine = engine
         self._scheduler = scheduler
-        self._formatter = build_formatter(model.chat_template, model.bos_token, model.eos_token)
+        self._formatter = formatter
         yield LoadProgress(1.0, "Model ready")
 
     def _require(self) -> tuple[NativeModel, ChatFormatter]:

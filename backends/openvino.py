@@ -34,7 +34,7 @@ from backends.base import (
     TextDelta,
     Usage,
 )
-from backends.chat_template import ChatFormatter, build_formatter
+from backends.chat_template import ChatFormatter
 from backends.memory import MemoryEstimate, estimate_openvino
 from backends.stops import StopScanner
 
@@ -133,16 +133,20 @@ class OpenVinoBackend(Backend):
         if device.startswith("NPU"):
             max_prompt = max_prompt or min(NPU_MAX_PROMPT_TOKENS, options.context_length - NPU_MIN_RESPONSE_TOKENS)
             config |= {"MAX_PROMPT_LEN": max_prompt, "MIN_RESPONSE_LEN": NPU_MIN_RESPONSE_TOKENS}
+        # The template's renderer process starts now, so it is up by the time the model is and the probe runs.
+        formatter = ChatFormatter(model.chat_template, model.bos_token, model.eos_token)
         try:
             pipe = openvino_genai.LLMPipeline(str(model.path), device, **config)
         except RuntimeError as exc:
+            formatter.close()
             raise ModelLoadError(
                 f"OpenVINO could not load {model.path.name} on {device}: {_first_line(exc)}.",
                 "Update the device driver, or choose another backend with --backend llamacpp.",
             ) from exc
+        formatter.probe()
         self._pipe = pipe
         self._tokenizer = pipe.get_tokenizer()
-        self._formatter = build_formatter(model.chat_template, model.bos_token, model.eos_token)
+        self._formatter = formatter
         self._device = device
         self._context_length = min(options.context_length, model.trained_context_length)
         self._max_prompt_tokens = max_prompt
@@ -267,6 +271,8 @@ class OpenVinoBackend(Backend):
     def close(self) -> None:
         self._pipe = None
         self._tokenizer = None
+        if self._formatter is not None:
+            self._formatter.close()
         self._formatter = None
         self._device = ""
         self._context_length = 0

@@ -1,6 +1,7 @@
 """Whether a model fits this machine, as a traffic light: green runs fully on the chosen device with its cache at
-the configured context; amber needs partial GPU offload or a smaller context; red does not fit at all. Pure: it
-asks the backend selection, which knows the memory planner."""
+the configured context; amber needs partial GPU offload or a smaller context; red does not fit at all, or cannot
+run here (an architecture the installed llama.cpp does not know). Pure: it asks the backend selection, which knows
+the memory planner, and is told which architectures llama.cpp knows."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ SMALLEST_CONTEXT = 256
 class FitVerdict:
     level: Level
     summary: str
+    runnable: bool = True  # False: no backend here can run this model at all, whatever the memory
+
+
+def cannot_run(reason: str) -> FitVerdict:
+    return FitVerdict("red", reason, runnable=False)
 
 
 def fit_verdict(
@@ -33,21 +39,29 @@ def fit_verdict(
     prefs: Preferences,
     automatic: Sequence[type[Backend]],
     named: Mapping[str, type[Backend]],
+    llama_architectures: frozenset[str] | None = None,
 ) -> FitVerdict:
+    """``llama_architectures``: the names the installed llama.cpp loads (None: unknown, every name is assumed)."""
     from backends.memory import format_bytes
     from backends.selection import select_backend
 
+    unknown = llama_architectures is not None and model.architecture not in llama_architectures
+    unknown_reason = f"llama.cpp in this Hearth does not know the architecture {model.architecture!r}"
     try:
         plan = select_backend(inventory, model, prefs, automatic, named)
     except DoesNotFit:
+        if unknown:
+            return cannot_run(unknown_reason)
         try:
             small = dataclasses.replace(prefs, context_length=SMALLEST_CONTEXT)
             select_backend(inventory, model, small, automatic, named)
         except HearthError as exc:
             return FitVerdict("red", f"does not fit: {exc.message}")
         return FitVerdict("amber", f"fits only with a context below {prefs.context_length} tokens")
-    except HearthError as exc:
-        return FitVerdict("red", exc.message)
+    except HearthError as exc:  # no backend here can run it (not installed, unsupported type or device)
+        return cannot_run(unknown_reason if unknown else exc.message)
+    if unknown and plan.backend == "llamacpp":
+        return cannot_run(unknown_reason)
     where = f"{plan.label}, about {format_bytes(plan.memory.total_bytes)} at {plan.context_length} tokens"
     if plan.label == "llama.cpp (CPU + GPU)":
         return FitVerdict("amber", f"partly on the GPU: {where}")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelFileError
-from models.gguf_reader import LazyStrings, TensorEntry, metadata_getter, read_header
+from models.gguf_reader import SkippedArray, TensorEntry, metadata_getter, read_header, read_strings
 
 _BLOCK = re.compile(r"blk\.(\d+)\.")
 
@@ -92,13 +92,18 @@ def read_model_info(path: Path) -> ModelInfo:
 
     quantization = _quantization_label(get("general.file_type", int))
     tokens = header.metadata.get("tokenizer.ggml.tokens")
-    vocab_size = len(tokens) if isinstance(tokens, LazyStrings | list) else 0
+    if not (isinstance(tokens, SkippedArray) and tokens.of_strings):
+        tokens = SkippedArray(0, 0, 0)
+    bos_id = get("tokenizer.ggml.bos_token_id", int)
+    eos_id = get("tokenizer.ggml.eos_token_id", int)
+    # The vocabulary is not kept; only the two tokens the chat template needs are read from the file.
+    special = read_strings(path, tokens, [i for i in (bos_id, eos_id) if i is not None])
     return ModelInfo(
         path=path,
         file_size_bytes=header.file_size_bytes,
         gguf_version=header.version,
         architecture=arch,
-        name=_display_name(path, quantization),
+        name=display_name(path, quantization),
         quantization=quantization,
         parameter_count=sum(_elements(t.shape) for t in header.tensors),
         trained_context_length=trained_ctx,
@@ -108,10 +113,10 @@ def read_model_info(path: Path) -> ModelInfo:
         head_count_kv=heads_kv,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
-        vocab_size=vocab_size,
+        vocab_size=len(tokens),
         chat_template=get("tokenizer.chat_template", str),
-        bos_token=_token_text(tokens, get("tokenizer.ggml.bos_token_id", int)),
-        eos_token=_token_text(tokens, get("tokenizer.ggml.eos_token_id", int)),
+        bos_token=special.get(bos_id, "") if bos_id is not None else "",
+        eos_token=special.get(eos_id, "") if eos_id is not None else "",
         add_bos_token=bool(get("tokenizer.ggml.add_bos_token", bool, False)),
         license=get("general.license", str),
         **_tensor_facts(header.tensors, block_count),
@@ -161,17 +166,7 @@ def _elements(shape: tuple[int, ...]) -> int:
     return count
 
 
-def _token_text(tokens: object, token_id: int | None) -> str:
-    if token_id is None:
-        return ""
-    if isinstance(tokens, LazyStrings):
-        return tokens.get(token_id) or ""
-    if isinstance(tokens, list) and 0 <= token_id < len(tokens):
-        return str(tokens[token_id])
-    return ""
-
-
-def _display_name(path: Path, quantization: str) -> str:
+def display_name(path: Path, quantization: str) -> str:
     """The file name people recognise, without the quantization suffix that the label already shows."""
     stem = path.name.removesuffix(".gguf")
     match = re.search(rf"[.\-_]{re.escape(quantization)}$", stem, flags=re.IGNORECASE)

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 from app.database import Database
-from app.errors import HearthError
+from app.errors import HearthError, ModelFileError, StorageError
+from models.facts import FACTS_VERSION, Refusal, decode_facts, encode_facts
 from models.gguf import ModelInfo, read_model_info, sha256_of
+from models.gguf_reader import ModelFileUnreadable
 
 Source = Literal["embedded", "imported", "quantized", "converted"]
 SCHEMA_VERSION = 1
@@ -31,6 +33,14 @@ CREATE TABLE IF NOT EXISTS models (
     added_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS preferences (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS model_facts (
+    sha256 TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    facts_version INTEGER NOT NULL,
+    facts TEXT NOT NULL
+);
 """
 
 
@@ -53,7 +63,14 @@ class StoredModel:
 
 class ModelStore:
     def __init__(self, db_path: Path, models_dir: Path, embedded: Path | None) -> None:
-        self._database = Database(db_path, _SCHEMA, SCHEMA_VERSION, "model catalog", "to forget imported models")
+        self._database = Database(
+            db_path,
+            _SCHEMA,
+            SCHEMA_VERSION,
+            "model catalog",
+            "to forget imported models",
+            meanwhile="Until then, chat starts with the embedded model (or the file given with --model).",
+        )
         self.models_dir = models_dir
         self._embedded = embedded
         self._embedded_sha: str | None = None
@@ -130,6 +147,7 @@ class ModelStore:
                 "INSERT INTO models (sha256, path, source, parent, added_at) VALUES (?,?,?,?,?)",
                 (model.sha256, str(model.path), model.source, model.parent, model.added_at),
             )
+        self._keep_facts(sha, target, info)
         return model, info
 
     def remove(self, reference: str) -> StoredModel:
@@ -140,6 +158,7 @@ class ModelStore:
             )
         with self._database.transaction() as db:
             db.execute("DELETE FROM models WHERE sha256 = ?", (model.sha256,))
+            db.execute("DELETE FROM model_facts WHERE sha256 = ?", (model.sha256,))
             db.execute("DELETE FROM preferences WHERE key = 'default' AND value = ?", (model.sha256,))
         if self.owns(model.path):
             model.path.unlink(missing_ok=True)
@@ -161,6 +180,57 @@ class ModelStore:
     def close(self) -> None:
         self._database.close()
 
+    # --- facts of each file, kept so that listing does not parse every file again --------------------------------
+
+    def model_info(self, path: Path) -> ModelInfo:
+        """The facts of the model file at ``path``: kept ones while the file's size and modification time are
+        those seen last; else those of its content (SHA-256) if seen before; else read from the file and kept.
+        Raises the file's refusal (kept too) like :func:`read_model_info` does."""
+        try:
+            seen = path.stat()
+        except OSError:
+            return read_model_info(path)  # the reader's typed error says what is wrong with the path
+        stamp = (str(path), seen.st_size, seen.st_mtime_ns)
+        rows = self._database.rows(
+            "SELECT facts FROM model_facts WHERE path = ? AND size_bytes = ? AND mtime_ns = ? AND facts_version = ?",
+            (*stamp, FACTS_VERSION),
+        )
+        if rows and (kept := decode_facts(rows[0][0], path)) is not None:
+            return _as_info(kept)
+        try:
+            sha = sha256_of(path)
+        except OSError:
+            return read_model_info(path)
+        rows = self._database.rows(
+            "SELECT facts FROM model_facts WHERE sha256 = ? AND facts_version = ?", (sha, FACTS_VERSION)
+        )
+        facts = decode_facts(rows[0][0], path) if rows else None
+        if facts is None:
+            try:
+                facts = read_model_info(path)
+            except ModelFileUnreadable:
+                raise  # about the path, not the content: not kept
+            except ModelFileError as exc:
+                facts = Refusal(exc.message, exc.remedy)
+        self._keep_facts(sha, path, facts, seen.st_size, seen.st_mtime_ns)
+        return _as_info(facts)
+
+    def _keep_facts(
+        self, sha: str, path: Path, facts: ModelInfo | Refusal, size: int | None = None, mtime_ns: int | None = None
+    ) -> None:
+        try:
+            if size is None or mtime_ns is None:
+                seen = path.stat()
+                size, mtime_ns = seen.st_size, seen.st_mtime_ns
+            with self._database.transaction() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO model_facts (sha256, path, size_bytes, mtime_ns, facts_version, facts) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (sha, str(path), size, mtime_ns, FACTS_VERSION, encode_facts(facts)),
+                )
+        except (OSError, StorageError):  # a file gone or a catalog that cannot be written: read again next time
+            return
+
     def _preference(self, key: str) -> str | None:
         rows = self._database.rows("SELECT value FROM preferences WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
@@ -168,3 +238,9 @@ class ModelStore:
     def _set_preference(self, key: str, value: str) -> None:
         with self._database.transaction() as db:
             db.execute("INSERT OR REPLACE INTO preferences (key, value) VALUES (?, ?)", (key, value))
+
+
+def _as_info(facts: ModelInfo | Refusal) -> ModelInfo:
+    if isinstance(facts, Refusal):
+        raise ModelFileError(facts.message, facts.remedy)
+    return facts

@@ -4,26 +4,34 @@ For each file: unchanged size and mtime means nothing to do; otherwise the conte
 new file is loaded, chunked, embedded and written to the vector store, and only then recorded in the manifest,
 so a process killed at any point leaves at worst one file to redo on the next run (chunk ids are deterministic,
 so redoing it never duplicates anything). Files that disappeared from a folder are removed from the collection.
-Every file gets an outcome; one bad file never stops the others.
+Every file gets an outcome; one bad file never stops the others. Each run starts by reconciling the vector store
+with the manifest (:meth:`Ingestor.reconcile`), which removes the chunks a killed run left behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR
 from typing import Literal
 
 from backends.base import CancelToken
 from models.gguf import sha256_of
 from rag.chunking import Chunk, chunk_sections
+from rag.discovery import Candidate, discover, unreadable_reason
 from rag.embeddings import Embedder
-from rag.loaders import Skipped, load_file
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
+from rag.reader import DocumentReader, ReadCancelled, ReaderProcess
+from rag.reconcile import ReconcilePlan, plan_reconciliation
+from rag.sections import Skipped
 from rag.store import VectorStore
+
+log = logging.getLogger(__name__)
 
 Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
 # Chunks gathered across files before one call to the embedder (which then batches them itself, sorted by length,
@@ -48,13 +56,6 @@ class IngestProgress:
     chunks_done: int
     chunks_per_s: float
     eta_s: float | None
-
-
-@dataclass(frozen=True)
-class Candidate:
-    path: Path
-    root: Path | None
-    problem: str | None = None
 
 
 IngestEvent = FileOutcome | IngestProgress
@@ -87,43 +88,25 @@ class _Meter:
         return IngestProgress(self.files_done, self.total_files, current, self.chunks_done, chunk_rate, eta)
 
 
-def discover(paths: Sequence[Path]) -> tuple[list[Candidate], list[Path]]:
-    """Files to consider and the folders that were walked (whose vanished files should be removed)."""
-    found: list[Candidate] = []
-    roots: list[Path] = []
-    for given in paths:
-        path = given.expanduser()
-        if not path.exists():
-            found.append(Candidate(path.absolute(), None, "not found"))
-        elif path.is_dir():
-            root = path.resolve()
-            roots.append(root)
-            found.extend(_walk(root))
-        else:
-            found.append(Candidate(path.resolve(), None))
-    return found, roots
-
-
-def _walk(root: Path) -> Iterator[Candidate]:
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            entry = Path(folder) / name
-            target = entry.resolve()
-            if not target.is_relative_to(root):
-                yield Candidate(entry, root, f"it links outside {root.name}/ (to {target}); it was not read")
-            elif target.is_file():
-                yield Candidate(entry, root)
-
-
 class Ingestor:
-    def __init__(self, manifest: Manifest, store: VectorStore, embedder: Embedder, max_file_bytes: int) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        store: VectorStore,
+        embedder: Embedder,
+        max_file_bytes: int,
+        reader: DocumentReader | None = None,
+    ) -> None:
         self._manifest = manifest
         self._store = store
         self._embedder = embedder
         self._max_file_bytes = max_file_bytes
+        # Files are read in a separate process, within limits of text, pages, time and memory (rag.reader).
+        self._reader = reader or ReaderProcess()
+
+    def close(self) -> None:
+        """Stop the process that reads files (a read in progress ends as cancelled)."""
+        self._reader.close()
 
     def open_collection(self, name: str) -> CollectionInfo:
         """The collection called ``name``, created if new; refused if another embedder built it."""
@@ -152,6 +135,7 @@ class Ingestor:
         """
         cancel = cancel or CancelToken()
         info = self.open_collection(collection)
+        leftovers = self.reconcile(info)
         candidates, roots = discover(paths)
         known = dict(self._manifest.files(info.name))
         seen: set[str] = set()
@@ -163,7 +147,7 @@ class Ingestor:
             key = str(candidate.path)
             seen.add(key)
             yield meter.progress(candidate.path.name)
-            prepared = self._prepare(info, candidate, known, pending)
+            prepared = self._prepare(info, candidate, known, pending, cancel)
             meter.bytes_done += _size(candidate.path) if candidate.problem is None else 0
             if isinstance(prepared, FileOutcome):
                 meter.files_done += 1
@@ -175,23 +159,38 @@ class Ingestor:
                 pending = []
         yield from self._flush(info, pending, known, meter, cancel, before_batch)
         yield from self._remove_vanished(info, roots, known, seen)
+        for path in leftovers.orphans:
+            if path not in seen:  # a file indexed again in this run is reported as indexed instead
+                yield FileOutcome(path, "removed", reason="a run that was interrupted had left it in the index")
         yield meter.progress("", finished=True)
 
     def _prepare(
-        self, info: CollectionInfo, candidate: Candidate, known: dict[str, FileRecord], pending: Sequence[_Prepared]
+        self,
+        info: CollectionInfo,
+        candidate: Candidate,
+        known: dict[str, FileRecord],
+        pending: Sequence[_Prepared],
+        cancel: CancelToken,
     ) -> FileOutcome | _Prepared:
         """Everything short of embedding: change detection, reading and chunking."""
         key = str(candidate.path)
         if candidate.problem:
-            if candidate.root is None:  # a path the user typed that does not exist: nothing to record
+            try:
+                entry = candidate.path.lstat()
+            except OSError:
+                entry = None
+            if candidate.root is None or entry is None:  # a path the user typed that does not exist, or gone
                 return FileOutcome(key, "skipped", reason=candidate.problem)
-            return self._skip(info, key, "", candidate.path.lstat(), candidate.problem, known)
+            return self._skip(info, key, "", entry, candidate.problem, known)
         try:
             stat = candidate.path.stat()
         except OSError as exc:
-            return FileOutcome(key, "skipped", reason=f"cannot be read ({exc.strerror})")
+            return FileOutcome(key, "skipped", reason=unreadable_reason(exc, candidate.path.is_symlink()))
         previous = known.get(key)
-        if previous and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
+        # A file refused before is read again when it is named on its own (added again by hand, perhaps after a
+        # limit was raised); in a folder it keeps its reason until it changes.
+        again = previous is not None and previous.status == "skipped" and candidate.root is None
+        if previous and not again and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
             return _as_before(previous)
         if stat.st_size > self._max_file_bytes:
             limit_mb = self._max_file_bytes // (1 << 20)
@@ -200,8 +199,8 @@ class Ingestor:
         try:
             digest = sha256_of(candidate.path)
         except OSError as exc:
-            return FileOutcome(key, "skipped", reason=f"cannot be read ({exc.strerror})")
-        if previous and previous.sha256 == digest:
+            return self._skip(info, key, "", stat, unreadable_reason(exc, candidate.path.is_symlink()), known)
+        if previous and not again and previous.sha256 == digest:
             known[key] = dataclasses.replace(previous, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
             self._manifest.record(info.name, known[key])
             return _as_before(previous)
@@ -212,7 +211,9 @@ class Ingestor:
             reason = f"same content as {Path(twin).name}, already in this collection"
             return self._skip(info, key, digest, stat, reason, known)
         try:
-            sections = load_file(candidate.path)
+            sections = self._reader.read(candidate.path, cancel)
+        except ReadCancelled:  # nothing recorded: the next run reads it again
+            return FileOutcome(key, "skipped", reason="cancelled while it was being read")
         except Skipped as skipped:
             return self._skip(info, key, digest, stat, skipped.reason, known)
         chunks = chunk_sections(sections, self._embedder.tokenizer(), digest, self._embedder.max_tokens)
@@ -240,14 +241,15 @@ class Ingestor:
         offset = 0
         for prepared in pending:
             count = len(prepared.chunks)
-            self._store.replace_file(
-                info.store_name, info.embedder, prepared.key, prepared.chunks, vectors[offset : offset + count]
-            )
-            offset += count
             record = FileRecord(
                 prepared.key, prepared.digest, prepared.stat.st_size, prepared.stat.st_mtime_ns, "indexed", count, ""
             )
-            self._manifest.record(info.name, record)
+            with self._manifest.write_lock.shared():  # reconciliation never runs between these two writes
+                self._store.replace_file(
+                    info.store_name, info.embedder, prepared.key, prepared.chunks, vectors[offset : offset + count]
+                )
+                self._manifest.record(info.name, record)
+            offset += count
             known[prepared.key] = record
             meter.files_done += 1
             meter.chunks_done += count
@@ -275,11 +277,39 @@ class Ingestor:
         for key in sorted(known):
             if key in seen or not any(Path(key).is_relative_to(root) for root in roots):
                 continue
-            if Path(key).exists():
-                continue  # hidden or otherwise not walked this time, but still there
+            if _still_there(Path(key)):
+                continue  # hidden or otherwise not walked this time (in a folder that cannot be opened), but there
             self._store.remove_file(info.store_name, info.embedder, key)
             self._manifest.forget(info.name, key)
             yield FileOutcome(key, "removed", reason="the file is gone from the folder")
+
+    def reconcile(self, info: CollectionInfo) -> ReconcilePlan:
+        """Make the vector store agree with the manifest: remove chunks that no indexed file owns (a run killed
+        between storing a file's chunks and recording it leaves such chunks, and they would stay searchable), and
+        mark files whose chunks are missing to be indexed again. When the chunk counts of both sides agree (the
+        usual case) that is all it reads: one count each side."""
+        with self._manifest.write_lock.exclusive():  # no other run is between storing and recording a file
+            if self._store.count(info.store_name, info.embedder) == self._manifest.indexed_chunks(info.name):
+                return ReconcilePlan({}, [])
+            indexed = {path: r.chunks for path, r in self._manifest.files(info.name).items() if r.status == "indexed"}
+            plan = plan_reconciliation(indexed, self._store.chunk_ids_by_path(info.store_name, info.embedder))
+            if plan.orphans:
+                self._store.remove_chunks(info.store_name, info.embedder, plan.orphan_ids)
+                self._manifest.touch(info.name)
+            if plan.missing:
+                self._manifest.needs_indexing(info.name, plan.missing)
+        if plan.orphans:
+            log.info("collection %r: removed %d chunks that no file owned", info.name, len(plan.orphan_ids))
+        if plan.missing:
+            log.info(
+                "collection %r: %d files lost their chunks and will be indexed again", info.name, len(plan.missing)
+            )
+        return plan
+
+    def reconcile_all(self) -> None:
+        """Reconcile every collection (at start-up: cheap when nothing is wrong)."""
+        for info in self._manifest.collections():
+            self.reconcile(info)
 
     def remove_file(self, collection: str, path: str) -> None:
         info = self._manifest.get(collection)
@@ -296,6 +326,17 @@ def _as_before(record: FileRecord) -> FileOutcome:
     if record.status == "skipped":
         return FileOutcome(record.path, "skipped", reason=record.reason)
     return FileOutcome(record.path, "unchanged", record.chunks)
+
+
+def _still_there(path: Path) -> bool:
+    """Whether a file the walk did not list still exists. A folder's own record (it could not be opened) goes once
+    the folder opens; a file that cannot even be looked at (its folder is locked) is kept."""
+    try:
+        return not S_ISDIR(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
 
 
 def _size(path: Path) -> int:

@@ -1,44 +1,47 @@
-"""Read a file into text sections with their place (page or section), using LangChain's document loaders.
+"""Read a file into text sections with their place (page or section).
 
-One loader per kind of file, the lightest real one: pypdf for PDF (one section per page), docx2txt for Word,
-BeautifulSoup for HTML, plain reading for text and Markdown, the CSV loader for tables (one section per row).
-Text encodings are detected, not assumed. Every refusal is a :class:`Skipped` with a reason a person can act on.
+One loader per kind of file, the lightest real one: pypdf for PDF (one section per page, :mod:`rag.pdf_text`), a
+streaming reader for Word (:mod:`rag.docx_text`), BeautifulSoup for HTML, plain reading for text and Markdown,
+LangChain's CSV loader for tables (one section per row). Text encodings are detected, not assumed. Every refusal is
+a :class:`Skipped` with a reason a person can act on. Each loader counts the text it extracts against
+:class:`ReadLimits` as it goes, so a file that expands past the limit stops early; time and memory are bounded
+around all of this by the process that runs it (:mod:`rag.reader`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from rag.encodings import guess_legacy_encoding
+from rag.limits import ReadLimits
+from rag.sections import Section, Skipped, TextBudget
+
+__all__ = ["SUPPORTED_SUFFIXES", "Section", "Skipped", "detect_encoding", "heading_text", "load_file"]
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_SUFFIXES = (".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt", ".text", ".csv")
 # Share of control characters above which a "text" file is really binary.
 BINARY_CONTROL_SHARE = 0.05
+# Bytes of a legacy-encoded file that its encoding is guessed from: scoring chardet's guesses costs seconds per
+# megabyte (a 3.5 MB Windows-1252 file took a minute), and the start of a file says as much as all of it.
+ENCODING_SAMPLE_BYTES = 64 * 1024
+# Longest section name taken from a document's own title.
+MAX_HEADING_CHARS = 200
+_SPACES = re.compile(r"\s+")
+
+Loader = Callable[[Path, ReadLimits, TextBudget], list[Section]]
 
 
-class Skipped(Exception):
-    """This file was not indexed; ``reason`` says why and what to do."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Section:
-    text: str
-    page: int | None = None  # 1-based, PDF only
-    section: str | None = None  # heading path, CSV row, …
-
-
-def load_file(path: Path) -> list[Section]:
+def load_file(path: Path, limits: ReadLimits | None = None) -> list[Section]:
+    """The sections of ``path``, or :class:`Skipped`. A :class:`MemoryError` is let through: the caller (the reader
+    process) reports it against the memory limit and starts afresh."""
+    limits = limits or ReadLimits()
     suffix = path.suffix.lower()
     loader = _LOADERS.get(suffix)
     if loader is None:
@@ -46,12 +49,13 @@ def load_file(path: Path) -> list[Section]:
             f"{suffix or 'files without an extension'} is not supported; Hearth reads {', '.join(SUPPORTED_SUFFIXES)}"
         )
     try:
-        sections = [s for s in loader(path) if s.text.strip()]
-    except Skipped:
+        sections = [s for s in loader(path, limits, TextBudget(limits)) if s.text.strip()]
+    except (Skipped, MemoryError):
         raise
-    # Third-party parsers fail in arbitrary ways on malformed files; one file never stops the rest.
+    # Third-party parsers fail in arbitrary ways on malformed files; one file never stops the rest. The reason goes
+    # to the user; the traceback only to a debug log (never to the terminal).
     except Exception as exc:
-        log.warning("could not read %s", path, exc_info=True)
+        log.debug("could not read %s", path, exc_info=True)
         raise Skipped(f"the file could not be read ({type(exc).__name__}: {exc})") from exc
     if not sections:
         raise Skipped("no text found (an empty file, or a scanned PDF without a text layer; OCR is not supported)")
@@ -75,7 +79,7 @@ def detect_encoding(path: Path) -> str:
             raw.decode("utf-8")
             encoding = "utf-8"
         except UnicodeDecodeError:
-            guess = guess_legacy_encoding(raw)
+            guess = guess_legacy_encoding(_encoding_sample(raw))
             if not guess:
                 raise Skipped("the file is not text (it looks binary); rename it or remove it") from None
             encoding = guess
@@ -89,6 +93,19 @@ def detect_encoding(path: Path) -> str:
     return encoding
 
 
+def _encoding_sample(raw: bytes) -> bytes:
+    """The start of ``raw``, ended at a line break or a space: bytes below 0x40 are never the second byte of a
+    character in the legacy encodings (Shift-JIS, GBK, Big5, EUC), so no character is cut in two."""
+    if len(raw) <= ENCODING_SAMPLE_BYTES:
+        return raw
+    head = raw[:ENCODING_SAMPLE_BYTES]
+    cut = max(head.rfind(b"\n"), head.rfind(b" "))
+    if cut > 0:
+        return head[: cut + 1]
+    # No separator at all: drop a trailing run of high bytes, which may be a character's first half.
+    return head.rstrip(bytes(range(0x80, 0x100))) or head
+
+
 def _quiet_loader(factory: Callable[[], Any]) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -96,62 +113,65 @@ def _quiet_loader(factory: Callable[[], Any]) -> list[Any]:
         return list(loader.load())
 
 
-def _load_pdf(path: Path) -> list[Section]:
-    from langchain_community.document_loaders import PyPDFLoader
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = PdfReader(str(path))
-        if reader.is_encrypted:
-            raise Skipped("the PDF is encrypted; save an unlocked copy and add that")
-        documents = _quiet_loader(lambda: PyPDFLoader(str(path), mode="page"))
-    except Skipped:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise Skipped(f"the PDF cannot be read ({type(exc).__name__}: {exc}); it may be damaged") from exc
-    return [Section(doc.page_content, page=int(doc.metadata.get("page", 0)) + 1) for doc in documents]
+def _quiet_rows(factory: Callable[[], Iterable[Any]]) -> Iterable[Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield from factory()
 
 
-def _load_docx(path: Path) -> list[Section]:
-    import zipfile
+def _load_pdf(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
+    from rag.pdf_text import pdf_sections
 
-    from langchain_community.document_loaders import Docx2txtLoader
-
-    try:
-        documents = _quiet_loader(lambda: Docx2txtLoader(str(path)))
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
-        raise Skipped(f"the Word file cannot be read ({type(exc).__name__}); it may be damaged") from exc
-    return [Section(doc.page_content) for doc in documents]
+    return pdf_sections(path, limits, budget)
 
 
-def _load_html(path: Path) -> list[Section]:
-    from langchain_community.document_loaders import BSHTMLLoader
+def _load_docx(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
+    from rag.docx_text import docx_sections
+
+    return docx_sections(path, limits, budget)
+
+
+def _load_html(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
+    # BeautifulSoup directly: LangChain's BSHTMLLoader names the section str(soup.title.string), which is the
+    # string "None" whenever the title holds markup (<title><b>x</b></title>) or nothing.
+    from bs4 import BeautifulSoup
 
     encoding = detect_encoding(path)
-    documents = _quiet_loader(
-        lambda: BSHTMLLoader(
-            str(path), open_encoding=encoding, bs_kwargs={"features": "html.parser"}, get_text_separator="\n"
-        )
-    )
-    sections = []
-    for doc in documents:
-        title = doc.metadata.get("title") or None
-        sections.append(Section(_collapse_blank_lines(doc.page_content), section=title))
-    return sections
+    with path.open(encoding=encoding, errors="replace") as file:
+        soup = BeautifulSoup(file, "html.parser")
+    title = heading_text(soup.title.get_text(" ") if soup.title else "")
+    if title is None:
+        first = soup.find(["h1", "h2", "h3"])
+        title = heading_text(first.get_text(" ") if first else "")
+    text = budget.take(soup.get_text("\n"))
+    return [Section(_collapse_blank_lines(text), section=title)]
 
 
-def _load_text(path: Path) -> list[Section]:
+def heading_text(raw: str) -> str | None:
+    """A section name from a document's own title or heading: markup removed, whitespace collapsed, shortened;
+    ``None`` (no name) rather than an empty or placeholder one."""
+    if "<" in raw:  # a title parsed as plain text can still hold tags (HTML reads <title> as text)
+        from bs4 import BeautifulSoup
+
+        raw = BeautifulSoup(raw, "html.parser").get_text(" ")
+    text = _SPACES.sub(" ", raw).strip()
+    if len(text) > MAX_HEADING_CHARS:
+        text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
+    return text or None
+
+
+def _load_text(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
     from langchain_community.document_loaders import TextLoader
 
     encoding = detect_encoding(path)
-    return [Section(doc.page_content) for doc in _quiet_loader(lambda: TextLoader(str(path), encoding=encoding))]
+    documents = _quiet_loader(lambda: TextLoader(str(path), encoding=encoding))
+    return [Section(budget.take(doc.page_content)) for doc in documents]
 
 
-def _load_markdown(path: Path) -> list[Section]:
+def _load_markdown(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
     from langchain_text_splitters import MarkdownHeaderTextSplitter
 
-    (whole,) = _load_text(path)
+    (whole,) = _load_text(path, limits, budget)
     splitter = MarkdownHeaderTextSplitter(
         headers_to_split_on=[("#", "h1"), ("##", "h2"), ("###", "h3")], strip_headers=False
     )
@@ -162,17 +182,22 @@ def _load_markdown(path: Path) -> list[Section]:
     return sections
 
 
-def _load_csv(path: Path) -> list[Section]:
+def _load_csv(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
     import csv
 
     from langchain_community.document_loaders import CSVLoader
 
     encoding = detect_encoding(path)
+    # Row by row: every row repeats the column names, so a small file of long names and many empty rows expands
+    # without bound; the count stops it at the limit.
+    sections = []
     try:
-        documents = _quiet_loader(lambda: CSVLoader(str(path), encoding=encoding))
+        for doc in _quiet_rows(lambda: CSVLoader(str(path), encoding=encoding).lazy_load()):
+            row = int(doc.metadata.get("row", 0)) + 1
+            sections.append(Section(budget.take(doc.page_content), section=f"row {row}"))
     except (csv.Error, RuntimeError, UnicodeDecodeError) as exc:
         raise Skipped(f"the CSV file cannot be parsed ({exc})") from exc
-    return [Section(doc.page_content, section=f"row {int(doc.metadata.get('row', 0)) + 1}") for doc in documents]
+    return sections
 
 
 def _collapse_blank_lines(text: str) -> str:
@@ -184,7 +209,7 @@ def _collapse_blank_lines(text: str) -> str:
     return "\n".join(kept).strip()
 
 
-_LOADERS: dict[str, Callable[[Path], list[Section]]] = {
+_LOADERS: dict[str, Loader] = {
     ".pdf": _load_pdf,
     ".docx": _load_docx,
     ".html": _load_html,

@@ -1,21 +1,24 @@
 """What has been indexed: collections and, per file, its hash, size, mtime and status. SQLite, one transaction
 per change. A file is recorded as indexed only after its chunks are in the vector store, so a process killed in
-between simply indexes that file again on the next run."""
+between leaves chunks that no row owns: the next run removes them (see ``Ingestor.reconcile``) and indexes that
+file again."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from app.database import Database
 from app.errors import HearthError
+from rag.writelock import WriteLock
 
 FileStatus = Literal["indexed", "skipped"]
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_NAME_CHARS = 100
 
 _SCHEMA = """
@@ -38,6 +41,12 @@ CREATE TABLE IF NOT EXISTS files (
     PRIMARY KEY (collection, path)
 );
 """
+
+_MIGRATIONS = {
+    # When the collection's chunks last changed without a file's row changing (leftovers of an interrupted run
+    # removed): caches built from the collection key on it too.
+    2: "ALTER TABLE collections ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
+}
 
 
 class CollectionError(HearthError):
@@ -84,7 +93,15 @@ def store_name_for(name: str) -> str:
 
 class Manifest:
     def __init__(self, db_path: Path) -> None:
-        self._database = Database(db_path, _SCHEMA, SCHEMA_VERSION, "index database", "and add your documents again")
+        self._database = Database(
+            db_path,
+            _SCHEMA,
+            SCHEMA_VERSION,
+            "documents index",
+            "and add your documents again",
+            _MIGRATIONS,
+            meanwhile="Until then, chat works without documents.",
+        )
         self._transaction = self._database.transaction
         self._rows = self._database.rows
 
@@ -149,10 +166,37 @@ class Manifest:
         with self._transaction() as db:
             db.execute("DELETE FROM files WHERE collection = ? AND path = ?", (collection, path))
 
+    def indexed_chunks(self, collection: str) -> int:
+        """Chunks the collection's indexed files should have in the vector store, all together."""
+        ((total,),) = self._rows(
+            "SELECT COALESCE(SUM(chunks), 0) FROM files WHERE collection = ? AND status = 'indexed'", (collection,)
+        )
+        return int(total)
+
+    @property
+    def write_lock(self) -> WriteLock:
+        """Taken shared by each "store a file's chunks, then record it" step, exclusively by reconciliation."""
+        return WriteLock(self._database.path.with_suffix(".lock"))
+
+    def needs_indexing(self, collection: str, paths: Iterable[str]) -> None:
+        """Make the next run index ``paths`` again even if they look unchanged (their chunks went missing)."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE files SET sha256 = '', size = -1, updated_at = ? WHERE collection = ? AND path = ?",
+                [(time.time(), collection, path) for path in paths],
+            )
+
+    def touch(self, collection: str) -> None:
+        """Record that the collection's chunks changed although no file's row did."""
+        with self._transaction() as db:
+            db.execute("UPDATE collections SET changed_at = ? WHERE name = ?", (time.time(), collection))
+
     def version(self, collection: str) -> tuple[int, float]:
-        """Changes whenever the collection's files change; caches built from the collection key on it."""
+        """Changes whenever the collection's files or chunks change; caches built from the collection key on it."""
         ((count, latest),) = self._rows(
-            "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM files WHERE collection = ?", (collection,)
+            "SELECT COUNT(*), MAX(COALESCE(MAX(updated_at), 0), "
+            "(SELECT COALESCE(MAX(changed_at), 0) FROM collections WHERE name = ?)) FROM files WHERE collection = ?",
+            (collection, collection),
         )
         return int(count), float(latest)
 

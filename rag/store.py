@@ -1,21 +1,46 @@
 """Chunks and their vectors in Chroma's embedded PersistentClient: one Chroma collection per knowledge base,
 in the data directory. Chroma never embeds anything itself here (its default embedder would download a model):
-vectors always come from Hearth's embedder."""
+vectors always come from Hearth's embedder.
+
+Chroma's own errors stop here. A damaged store makes Chroma raise ``InternalError`` or ``InvalidArgumentError``
+with the text of a Rust error, or panic in its Rust core (``pyo3_runtime.PanicException``, which derives from
+``BaseException``, so ``except Exception`` lets it through); every one becomes :class:`DamagedStore`, naming the
+folder and `hearth repair`. Before Chroma opens the folder, the small tables it reads at start-up are read here
+first: damage there makes Chroma 1.5 panic (and print the panic to the terminal) instead of raising.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.database import damaged, first_complaint, is_damage
+from app.errors import StorageError
 from rag.chunking import Chunk
 
 WRITE_BATCH = 512
+READ_PAGE = 5000
+WHAT = "documents vector store"
+MEANWHILE = "Until then, chat works without documents."
+CHROMA_DB = "chroma.sqlite3"
+# What Chroma 1.5 reads when a client opens; a damaged page in any of these makes it panic.
+STARTUP_TABLES = (
+    "migrations",
+    "tenants",
+    "databases",
+    "collections",
+    "collection_metadata",
+    "segments",
+    "segment_metadata",
+    "max_seq_id",
+)
 
 
 @dataclass(frozen=True)
@@ -32,28 +57,52 @@ class VectorStore:
     def __init__(self, directory: Path) -> None:
         import chromadb
         from chromadb.config import Settings
+        from chromadb.errors import ChromaError, InternalError, InvalidArgumentError
 
-        self._client = chromadb.PersistentClient(
-            path=str(directory), settings=Settings(anonymized_telemetry=False, allow_reset=False)
-        )
+        self.directory = directory
+        self._chroma_error = ChromaError
+        self._damage_errors: tuple[type[BaseException], ...] = (InternalError, InvalidArgumentError)
+        check_startup_tables(directory / CHROMA_DB)
+        with self._guarded():
+            self._client = chromadb.PersistentClient(
+                path=str(directory), settings=Settings(anonymized_telemetry=False, allow_reset=False)
+            )
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Chroma's errors and panics as Hearth's typed errors."""
+        try:
+            yield
+        except self._damage_errors as exc:
+            raise damaged(WHAT, self.directory, f"Chroma: {exc}", MEANWHILE) from exc
+        except self._chroma_error as exc:
+            raise StorageError(
+                f"The {WHAT} {self.directory} refused a request ({exc}).",
+                "If this happens again, stop Hearth and run `hearth repair`.",
+            ) from exc
+        except BaseException as exc:
+            if not is_rust_panic(exc):
+                raise
+            raise damaged(WHAT, self.directory, f"Chroma stopped with an internal panic: {exc}", MEANWHILE) from None
 
     def _collection(self, store_name: str, embedder: str) -> Any:
         # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI
         # beside the UI) deleted and re-created the collection.
-        return self._client.get_or_create_collection(
-            store_name,
-            embedding_function=None,
-            metadata={"embedder": embedder},
-            configuration={"hnsw": {"space": "cosine"}},
-        )
+        with self._guarded():
+            return self._client.get_or_create_collection(
+                store_name,
+                embedding_function=None,
+                metadata={"embedder": embedder},
+                configuration={"hnsw": {"space": "cosine"}},
+            )
 
     def replace_file(
         self, store_name: str, embedder: str, path: str, chunks: Sequence[Chunk], vectors: np.ndarray
     ) -> None:
         """Make the store hold exactly ``chunks`` for ``path`` (old chunks of that path are removed first)."""
         collection = self._collection(store_name, embedder)
-        with self._lock:
+        with self._lock, self._guarded():
             collection.delete(where={"path": path})
             for start in range(0, len(chunks), WRITE_BATCH):
                 batch = chunks[start : start + WRITE_BATCH]
@@ -65,39 +114,80 @@ class VectorStore:
                 )
 
     def remove_file(self, store_name: str, embedder: str, path: str) -> None:
-        with self._lock:
-            self._collection(store_name, embedder).delete(where={"path": path})
+        collection = self._collection(store_name, embedder)
+        with self._lock, self._guarded():
+            collection.delete(where={"path": path})
+
+    def remove_chunks(self, store_name: str, embedder: str, ids: Sequence[str]) -> None:
+        collection = self._collection(store_name, embedder)
+        with self._lock, self._guarded():
+            for start in range(0, len(ids), WRITE_BATCH):
+                collection.delete(ids=list(ids[start : start + WRITE_BATCH]))
 
     def count(self, store_name: str, embedder: str) -> int:
-        return int(self._collection(store_name, embedder).count())
+        collection = self._collection(store_name, embedder)
+        with self._guarded():
+            return int(collection.count())
 
     def chunks_of(self, store_name: str, embedder: str, path: str) -> list[StoredChunk]:
-        result = self._collection(store_name, embedder).get(where={"path": path}, include=["documents", "metadatas"])
+        collection = self._collection(store_name, embedder)
+        with self._guarded():
+            result = collection.get(where={"path": path}, include=["documents", "metadatas"])
         return sorted(_stored(result["ids"], result["documents"], result["metadatas"]), key=lambda c: c.index)
 
     def all_chunks(self, store_name: str, embedder: str) -> list[StoredChunk]:
         """Every chunk of a collection (for the keyword index), read in pages."""
         collection = self._collection(store_name, embedder)
         chunks: list[StoredChunk] = []
-        page = 5000
-        for offset in range(0, int(collection.count()), page):
-            result = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
-            chunks.extend(_stored(result["ids"], result["documents"], result["metadatas"]))
+        with self._guarded():
+            for offset in range(0, int(collection.count()), READ_PAGE):
+                result = collection.get(include=["documents", "metadatas"], limit=READ_PAGE, offset=offset)
+                chunks.extend(_stored(result["ids"], result["documents"], result["metadatas"]))
         return chunks
+
+    def chunk_ids_by_path(self, store_name: str, embedder: str) -> dict[str, list[str]]:
+        """The ids of a collection's chunks, by the file they came from (metadata only, read in pages)."""
+        collection = self._collection(store_name, embedder)
+        by_path: dict[str, list[str]] = {}
+        with self._guarded():
+            for offset in range(0, int(collection.count()), READ_PAGE):
+                result = collection.get(include=["metadatas"], limit=READ_PAGE, offset=offset)
+                for chunk_id, meta in zip(result["ids"], result["metadatas"], strict=True):
+                    by_path.setdefault(str((meta or {}).get("path", "")), []).append(chunk_id)
+        return by_path
 
     def nearest(self, store_name: str, embedder: str, vector: np.ndarray, limit: int) -> list[StoredChunk]:
         """The ``limit`` chunks closest to ``vector`` (cosine), closest first."""
         collection = self._collection(store_name, embedder)
-        available = int(collection.count())
-        if available == 0:
-            return []
-        result = collection.query(
-            query_embeddings=vector.reshape(1, -1), n_results=min(limit, available), include=["documents", "metadatas"]
-        )
+        with self._guarded():
+            available = int(collection.count())
+            if available == 0:
+                return []
+            result = collection.query(
+                query_embeddings=vector.reshape(1, -1),
+                n_results=min(limit, available),
+                include=["documents", "metadatas"],
+            )
         return _stored(result["ids"][0], result["documents"][0], result["metadatas"][0])
 
+    def store_names(self) -> list[str]:
+        """The Chroma collections in the folder (one per Hearth collection, named by ``store_name_for``)."""
+        with self._guarded():
+            return sorted(str(c.name) for c in self._client.list_collections())
+
+    def exercise(self, store_name: str) -> int:
+        """Read one collection the way searching does (count, one stored vector, a query with it); its chunk count.
+        For checking a store: a damaged vector index fails here (or, in Chroma 1.5, crashes the process)."""
+        with self._guarded():
+            collection = self._client.get_collection(store_name)
+            count = int(collection.count())
+            if count:
+                first = collection.get(limit=1, include=["embeddings"])
+                collection.query(query_embeddings=first["embeddings"], n_results=1, include=[])
+        return count
+
     def drop(self, store_name: str) -> None:
-        with self._lock, contextlib.suppress(ValueError, LookupError):  # already gone is fine
+        with self._lock, self._guarded(), contextlib.suppress(ValueError, LookupError):  # already gone is fine
             self._client.delete_collection(store_name)
 
 
@@ -111,9 +201,12 @@ def _metadata(path: str, chunk: Chunk) -> dict[str, str | int]:
 
 
 def _stored(ids: Sequence[str], texts: Sequence[str], metas: Sequence[Any]) -> list[StoredChunk]:
-    """Chroma's parallel result lists as chunks."""
+    """Chroma's parallel result lists as chunks. A chunk that another process deleted can still come back from a
+    query, with neither text nor metadata (this process's copy of the vector index lags behind): it is left out."""
     chunks = []
     for chunk_id, text, meta in zip(ids, texts, metas, strict=True):
+        if meta is None or text is None:
+            continue
         page, section = meta.get("page"), meta.get("section")
         chunks.append(
             StoredChunk(
@@ -126,3 +219,35 @@ def _stored(ids: Sequence[str], texts: Sequence[str], metas: Sequence[Any]) -> l
             )
         )
     return chunks
+
+
+def is_rust_panic(exc: BaseException) -> bool:
+    """A panic in a Rust extension (pyo3 raises it as ``pyo3_runtime.PanicException``, a module that cannot be
+    imported, so the type is recognised by its name and module)."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def check_startup_tables(path: Path) -> None:
+    """Check the pages of the tables (and their indexes) that Chroma reads when it opens ``path``: a few small
+    ones, about a millisecond. Raise :class:`DamagedStore` if SQLite finds them damaged. A missing file is a new
+    store, and fine."""
+    if not path.exists():
+        return
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return  # Chroma's own open reports what is wrong
+    try:
+        for table in STARTUP_TABLES:
+            try:
+                rows = db.execute(f"PRAGMA quick_check({table})").fetchall()  # a fixed list of names
+            except sqlite3.DatabaseError as exc:
+                if is_damage(exc):
+                    raise damaged(WHAT, path.parent, f"{path.name}: {exc}", MEANWHILE) from exc
+                continue  # a table this Chroma version does not have: Chroma creates or ignores it
+            problem = first_complaint(rows)
+            if problem is not None:
+                raise damaged(WHAT, path.parent, f"{path.name}: {problem}", MEANWHILE)
+    finally:
+        db.close()

@@ -155,6 +155,34 @@ def write_tiny_gguf(
     return path
 
 
+def copy_gguf_with_chat_template(source: Path, target: Path, chat_template: str) -> Path:
+    """A copy of a real GGUF (one that llama.cpp loads) whose ``tokenizer.chat_template`` is ``chat_template``.
+
+    Only the header changes: the template's string is replaced, the header is padded again to the file's
+    alignment, and the tensor data is copied as it is (tensor offsets count from the start of the data)."""
+    import shutil
+    import struct
+
+    import gguf
+
+    reader = gguf.GGUFReader(str(source))
+    field = reader.fields["tokenizer.chat_template"]
+    # A string field's parts: key length, key, value type, value length, value.
+    value_start = field.offset + sum(int(part.nbytes) for part in field.parts[:3])
+    value_end = field.offset + sum(int(part.nbytes) for part in field.parts)
+    header_end = max(t.field.offset + sum(int(part.nbytes) for part in t.field.parts) for t in reader.tensors)
+    alignment, data_offset = reader.alignment, reader.data_offset
+    del reader
+    encoded = chat_template.encode("utf-8")
+    with source.open("rb") as src, target.open("wb") as out:
+        head = src.read(header_end)
+        out.write(head[:value_start] + struct.pack("<Q", len(encoded)) + encoded + head[value_end:])
+        out.write(b"\0" * (-out.tell() % alignment))
+        src.seek(data_offset)
+        shutil.copyfileobj(src, out)
+    return target
+
+
 def write_pdf(path: Path, pages: list[str]) -> Path:
     """A small, valid PDF with one line of real text per page (Helvetica), written by hand."""
     objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]

@@ -42,6 +42,7 @@ def status_json(status: RuntimeStatus) -> dict[str, Any]:
         "answers": status.answers,
         "engine_pid": status.engine_pid,
         "notes": list(status.notes),
+        "loading_beside": status.pending or None,
     }
 
 
@@ -62,6 +63,13 @@ def build_control_router(services: Services) -> APIRouter:
         except Exception as exc:
             return error_response(exc)
         return JSONResponse(status_json(services.runtime.status))
+
+    @router.post("/cancel-load")
+    async def cancel_load() -> Response:
+        """Stop a model load in progress (one stuck loading, or slow to answer its first question); the model
+        that served before keeps serving. ``cancelled`` says whether there was a load to stop."""
+        cancelled = await anyio.to_thread.run_sync(services.control.cancel_load)
+        return JSONResponse({"cancelled": cancelled, **status_json(services.runtime.status)})
 
     return router
 

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 from app.api.control import build_control_router
 from app.api.keys import ApiKeyStore
 from app.api.middleware import Guard
+from app.api.page_headers import SecurityHeaders
 from app.api.policy import WILDCARD_HOSTS, AccessPolicy, access_policy
 from app.api.routes import build_router
 from app.errors import HearthError
@@ -89,9 +90,16 @@ def build_app(
         ssr_mode=False,  # server-side rendering would start a Node process
         mcp_server=False,
         show_error=True,
+        # Gradio refuses a larger file in the browser before sending it, and on the server before it is kept in
+        # its temporary folder; a file over the documents' own limit could never be indexed anyway.
+        max_file_size=upload_limit_bytes(services),
         **page_options,
     )
-    return Guard(app, policy, keys.get)
+    return SecurityHeaders(Guard(app, policy, keys.get))
+
+
+def upload_limit_bytes(services: Services) -> int:
+    return services.settings.rag.max_file_mb << 20
 
 
 def page_login(keys: ApiKeyStore) -> Callable[[str, str], bool]:

@@ -47,6 +47,10 @@ class ModelControl:
         """Load the model Hearth starts with."""
         return self._runtime.load(self.initial)
 
+    def cancel_load(self) -> bool:
+        """Stop a model load in progress; the model serving before keeps (or goes back to) serving."""
+        return self._runtime.cancel_load()
+
     def use_model(self, reference: str, cancel_running: bool = False) -> Iterator[LoadProgress]:
         """Chat with a model from the catalog from now on. It becomes the default (used after a restart) only
         once it has loaded; if it fails, the previous model keeps serving."""

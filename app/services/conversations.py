@@ -2,7 +2,8 @@
 
 Every change is one transaction in WAL mode, so a process killed at any moment leaves the database as it was
 after the last committed change: a question is committed before its answer starts, and an answer when it ends.
-A database that cannot be opened is never deleted or rewritten; the error says how to move it aside.
+A database that cannot be opened is never deleted or rewritten; a damaged one makes every use say so and point to
+`hearth repair`, which keeps every conversation it can still read.
 """
 
 from __future__ import annotations
@@ -91,7 +92,13 @@ class ConversationSummary:
 class ConversationStore:
     def __init__(self, db_path: Path) -> None:
         self._database = Database(
-            db_path, _SCHEMA, SCHEMA_VERSION, "conversation database", "to start with no conversations", _MIGRATIONS
+            db_path,
+            _SCHEMA,
+            SCHEMA_VERSION,
+            "conversation database",
+            "to start with no conversations",
+            _MIGRATIONS,
+            meanwhile="Until then, conversations can be neither opened nor saved.",
         )
         self._transaction = self._database.transaction
 

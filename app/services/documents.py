@@ -13,7 +13,9 @@ from app.paths import DataPaths
 from app.settings import Settings
 from rag.embeddings import Embedder, default_embedder
 from rag.ingest import Ingestor
+from rag.limits import ReadLimits
 from rag.manifest import CollectionInfo, FileRecord, Manifest
+from rag.reader import ReaderProcess
 from rag.retriever import Retriever
 from rag.store import VectorStore
 
@@ -72,6 +74,7 @@ class DocumentServices:
         return list(self.manifest.files(info.name).values())
 
     def close(self) -> None:
+        self.ingestor.close()
         self.manifest.close()
 
 
@@ -97,11 +100,22 @@ class LazyDocuments:
                 self._value = None
 
 
+def read_limits(settings: Settings) -> ReadLimits:
+    """What reading one document may cost (text, pages, time, memory), from the settings."""
+    return ReadLimits(
+        max_text_chars=settings.rag.max_text_chars,
+        max_pdf_pages=settings.rag.max_pdf_pages,
+        timeout_s=settings.rag.read_timeout_s,
+        memory_bytes=settings.rag.read_memory_mb << 20,
+    )
+
+
 def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | None = None) -> DocumentServices:
     manifest = Manifest(paths.index_db)
     store = VectorStore(paths.vectors_dir)
     embedder = embedder or default_embedder()
-    ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20)
+    reader = ReaderProcess(read_limits(settings))
+    ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20, reader=reader)
     reranker = None
     if settings.rag.reranker_path is not None:
         from rag.rerank import CrossEncoderReranker

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.database import DamagedStore
 from app.errors import HearthError, ModelFileError
 from app.paths import DataPaths
 from backends.base import CancelToken
 from backends.hardware import HardwareInventory
 from backends.selection import Preferences
-from models.fit import FitVerdict, fit_verdict
+from models.fit import FitVerdict, cannot_run, fit_verdict
 from models.gguf import ModelInfo, read_model_info
+from models.gguf_reader import ModelFileUnreadable, NotAModelFile
 from models.ladder import Rung
 from models.store import ModelNotKnown, ModelStore, StoredModel
 
@@ -47,28 +50,60 @@ def default_model_path(paths: DataPaths) -> Path | None:
     store = open_model_store(paths)
     try:
         default = store.default()
-        return default.path if default else None
+    except DamagedStore as exc:
+        # Chat goes on with the embedded model rather than not at all; the Models tab and `hearth models` say why.
+        logging.getLogger(__name__).warning("using the embedded model: %s %s", exc.message, exc.remedy)
+        return None
     finally:
         store.close()
+    return default.path if default else None
 
 
 def model_rows(store: ModelStore, inventory: HardwareInventory, prefs: Preferences) -> list[ModelRow]:
+    """Every known model with its facts (kept by the catalog, so files are not parsed again) and its fit here."""
     from backends import registry
+    from backends.llamacpp_architectures import llamacpp_architectures
 
+    architectures = llamacpp_architectures() if inventory.llama_cpp is not None else None
     default = store.default()
     default_sha = default.sha256 if default else next((m.sha256 for m in store.all() if m.source == "embedded"), "")
     rows = []
     for stored in store.all():
         try:
-            info = read_model_info(stored.path)
+            info = store.model_info(stored.path)
         except HearthError as exc:
-            rows.append(
-                ModelRow(stored, None, FitVerdict("red", exc.message), stored.sha256 == default_sha, exc.message)
-            )
+            rows.append(ModelRow(stored, None, cannot_run(exc.message), stored.sha256 == default_sha, exc.message))
             continue
-        verdict = fit_verdict(inventory, info, prefs, registry.AUTOMATIC, registry.ALL)
+        verdict = fit_verdict(inventory, info, prefs, registry.AUTOMATIC, registry.ALL, architectures)
         rows.append(ModelRow(stored, info, verdict, stored.sha256 == default_sha))
     return rows
+
+
+class PathNotImportable(HearthError):
+    """A path typed into the page is not a model file the page may import (deliberately not saying why)."""
+
+
+def import_typed_path(store: ModelStore, typed: str) -> tuple[StoredModel, ModelInfo]:
+    """Import the GGUF file at a path typed into the page, used where it is.
+
+    The page can be used by anyone the user lets in, who need not be allowed to explore this computer's files, so
+    its answers must not tell whether a path exists, is a folder, is readable or how big it is: only paths ending
+    in .gguf are looked at, and every one that is not a readable GGUF file gets the same answer. A GGUF file that
+    Hearth refuses still gets its reason (the file is a model either way). The command line, whose user has the
+    files anyway, says exactly what is wrong (`hearth models import PATH`).
+    """
+    path = Path(typed.strip()).expanduser()
+    if path.suffix.lower() == ".gguf":
+        try:
+            return store.add(path)
+        except (ModelFileUnreadable, NotAModelFile):
+            pass
+    raise PathNotImportable(
+        "Hearth cannot import that path: the page imports only readable GGUF model files, by a path ending in "
+        ".gguf, and this path is not one.",
+        "Check the path on the computer running Hearth, or drop the file into the box instead "
+        "(`hearth models import PATH` in a terminal there says exactly what is wrong).",
+    )
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@
 - ``lease()`` holds the model for one answer; any number of leases run at once (the engine answers up to
   ``slots`` together and queues the rest), and past the waiting line a new one is refused with ``Busy``.
 - ``switch()`` (and ``load()``) plans the new choice first (a choice that cannot work leaves the current model
-  serving), then waits for the answers in flight, or cancels them, closes the old engine and starts the new
-  one. A model is never closed under a running answer. If the new model fails to load, the previous one is
-  started again.
+  serving). Where both fit in memory, the new engine loads beside the serving one, which keeps answering; otherwise
+  the answers in flight finish (or are cancelled), the old engine closes and the new one starts. Either way a
+  model serves only once it has loaded and answered a first question (``probe``), a model is never closed under
+  a running answer, a model that fails leaves (or brings back) the previous one, and ``cancel_load()`` ends a
+  load that is stuck.
 - An engine that dies on its own (killed, aborted, out of memory) ends the answers in flight with
   ``EngineStopped`` and is restarted; repeated crashes while loading stop the retries with the reason
   (``supervision.RestartPolicy``).
@@ -16,13 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from app.errors import Busy, EngineStopped, HearthError, ModelNotReady
+from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady
+from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
 from app.services.supervision import RestartPolicy
 from backends.base import Backend, CancelToken, ChatEvent, ChatMessage, GenerationParams, LoadOptions, LoadProgress
 from backends.engine.base import Engine
@@ -38,6 +41,8 @@ EngineFactory = Callable[[str, ModelInfo, LoadOptions, Callable[[EngineExit], No
 # Answers allowed to wait for a slot, beyond those being written; past that a request is refused with Busy.
 DEFAULT_QUEUE_LIMIT = 16
 DRAIN_REPORT_S = 1.0
+# Free memory a second model must leave over to load beside the serving one.
+ALONGSIDE_MARGIN_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,19 @@ class RuntimeStatus:
     engine_pid: int | None = None
     answers: int = 0  # answers being written or waiting for a slot
     slots: int = 0
+    pending: str = ""  # a model loading beside the serving one, which keeps answering
+
+
+def fits_alongside(plan: BackendPlan, free_bytes: int, margin_bytes: int = ALONGSIDE_MARGIN_BYTES) -> bool:
+    """Whether a new model may load while the current one keeps answering: only on the CPU (an accelerator's
+    memory rarely holds two models) and only with room to spare in the memory free now."""
+    return plan.devices == ("CPU",) and free_bytes >= plan.memory.total_bytes + margin_bytes
+
+
+def available_memory() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,10 @@ class Lease:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._cancels: list[CancelToken] = []
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
 
     @property
     def model(self) -> ModelInfo:
@@ -121,6 +143,8 @@ class ModelRuntime:
         make_engine: EngineFactory = start_engine,
         policy: RestartPolicy | None = None,
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
+        free_memory: Callable[[], int] = available_memory,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
         self._inventory = inventory
         self._automatic = automatic
@@ -128,6 +152,8 @@ class ModelRuntime:
         self._make_engine = make_engine
         self._policy = policy or RestartPolicy()
         self._queue_limit = queue_limit
+        self._free_memory = free_memory
+        self._probe_timeout_s = probe_timeout_s
         self._changed = threading.Condition()  # guards everything below, and announces lease ends
         self._transition = threading.RLock()  # one load, switch or restart at a time
         self._engine: Engine | None = None
@@ -139,14 +165,18 @@ class ModelRuntime:
         self._error: HearthError | None = None
         self._state: State = "idle"
         self._message = "No model loaded yet."
-        self._generation = 0  # bumped for every engine started; a restart for an older one is dropped
+        self._generation = 0  # the serving engine's; an exit or a restart for another one is dropped
+        self._last_generation = 0  # the newest handed out (engines being loaded are not serving yet)
+        self._booting: Engine | None = None  # the engine being loaded, which cancel_load() stops
+        self._cancel_requested = False
+        self._pending = ""  # a model loading beside the serving one
         self._closed = False
 
     # --- what front ends read -------------------------------------------------------------------------------
     @property
     def status(self) -> RuntimeStatus:
         with self._changed:
-            engine = self._engine
+            engine = self._engine or (self._booting if self._state == "loading" else None)
             ready = engine is not None and self._state == "ready"
             return RuntimeStatus(
                 self._state,
@@ -157,6 +187,7 @@ class ModelRuntime:
                 engine.pid if engine else None,
                 len(self._leases),
                 engine.slots if ready and engine else 0,
+                self._pending,
             )
 
     @property
@@ -218,10 +249,12 @@ class ModelRuntime:
         return self.switch(choice)
 
     def switch(self, choice: ModelChoice, cancel_running: bool = False) -> Iterator[LoadProgress]:
-        """Replace the model with ``choice``, yielding progress. Answers in flight finish first, or with
-        ``cancel_running`` stop now (keeping what they wrote). A choice that cannot be planned (a missing file, a
-        device that is not there, a model that does not fit) changes nothing; a model that fails to load is
-        replaced by the previous one again, and the error is raised."""
+        """Replace the model with ``choice``, yielding progress. A choice that cannot be planned (a missing file,
+        a device that is not there, a model that does not fit) changes nothing. Where both fit in memory the new
+        model loads beside the old one, which keeps answering until the new one has loaded and answered a first
+        question; otherwise answers in flight finish first (or, with ``cancel_running``, stop now, keeping what
+        they wrote), the old model closes, and if the new one fails it is started again. Either way a model that
+        fails raises its error and the previous one serves."""
         yield LoadProgress(0.0, "Reading the model file")
         try:
             model, plan = self.plan(choice)
@@ -232,37 +265,84 @@ class ModelRuntime:
             raise
         with self._transition:
             with self._changed:
-                self._switching = True
-                if cancel_running:
-                    for lease in self._leases:
-                        lease.cancel()
-            try:
-                yield from self._drain()
-                self._stop_engine()
-                previous = self._good
-                try:
-                    yield from self._start(choice, model, plan)
-                except HearthError:
-                    if previous is not None and previous[0] != choice:
-                        yield LoadProgress(
-                            0.0, f"Could not load {model.display_name}; going back to {previous[1].display_name}"
-                        )
-                        error = self._error
-                        try:
-                            yield from self._start(*previous)
-                        except HearthError:
-                            log.exception("the previous model did not load again either")
-                        if error is not None:
-                            raise error from None
-                    raise
-            finally:
-                with self._changed:
-                    self._switching = False
+                current = self._engine if self._state == "ready" and self._engine is not None else None
+            if current is not None and current.alive and fits_alongside(plan, self._free_memory()):
+                yield from self._switch_alongside(current, choice, model, plan, cancel_running)
+            else:
+                yield from self._switch_in_place(choice, model, plan, cancel_running)
 
-    def _drain(self) -> Iterator[LoadProgress]:
+    def _switch_alongside(
+        self, old: Engine, choice: ModelChoice, model: ModelInfo, plan: BackendPlan, cancel_running: bool
+    ) -> Iterator[LoadProgress]:
         with self._changed:
-            while self._leases:
-                count = len(self._leases)
+            self._pending = (
+                f"Loading {model.display_name} on {plan.label}; {old.model.display_name} answers until it is ready"
+            )
+        try:
+            engine, generation = yield from self._boot(choice, model, plan)
+        finally:
+            with self._changed:
+                self._pending = ""
+        with self._changed:
+            self._commit(engine, generation, choice, model, plan)
+            if cancel_running:
+                for lease in self._leases:
+                    if lease.engine is old:
+                        lease.cancel()
+        self._policy.after_ready()
+        log.info("loaded %s on %s beside the previous model (%s)", model.display_name, plan.label, engine.pid)
+        yield from self._drain(old)
+        old.close()
+
+    def _switch_in_place(
+        self, choice: ModelChoice, model: ModelInfo, plan: BackendPlan, cancel_running: bool
+    ) -> Iterator[LoadProgress]:
+        with self._changed:
+            self._switching = True
+            if cancel_running:
+                for lease in self._leases:
+                    lease.cancel()
+        try:
+            yield from self._drain()
+            self._stop_engine()
+            previous = self._good
+            try:
+                yield from self._start(choice, model, plan)
+            except HearthError as failure:
+                if previous is None or previous[0] == choice:
+                    raise
+                yield LoadProgress(
+                    0.0, f"Could not load {model.display_name}; going back to {previous[1].display_name}"
+                )
+                try:
+                    yield from self._start(*previous)
+                except HearthError:
+                    log.exception("the previous model did not load again either")
+                raise failure from None
+        finally:
+            with self._changed:
+                self._switching = False
+
+    def cancel_load(self) -> bool:
+        """Stop the load in progress: a model stuck loading, or slow to answer its first question. The model that
+        was serving keeps serving (or is started again). Returns whether there was a load to stop."""
+        with self._changed:
+            engine = self._booting
+            if engine is None:
+                return False
+            self._cancel_requested = True
+        log.info("cancelling the load of %s", engine.model.display_name)
+        engine.abort()
+        return True
+
+    def _drain(self, engine: Engine | None = None) -> Iterator[LoadProgress]:
+        """Wait for the answers in flight (only those ``engine`` writes, when given)."""
+
+        def waiting() -> int:
+            return sum(1 for lease in self._leases if engine is None or lease.engine is engine)
+
+        with self._changed:
+            while count := waiting():
                 self._changed.release()
                 try:
                     yield LoadProgress(0.0, f"Waiting for {count} answer{'s' * (count != 1)} to finish")
@@ -271,27 +351,18 @@ class ModelRuntime:
                 self._changed.wait(DRAIN_REPORT_S)
 
     def _start(self, choice: ModelChoice, model: ModelInfo, plan: BackendPlan) -> Iterator[LoadProgress]:
+        """Load ``choice`` as the one serving model (none serves meanwhile)."""
         with self._changed:
-            self._generation += 1
-            generation = self._generation
             self._choice, self._plan, self._error = choice, plan, None
             self._state, self._message = "loading", f"Loading on {plan.label}…"
-        options = plan.load_options(choice.seed, choice.cache_dir)
-        engine = self._make_engine(plan.backend, model, options, lambda exit_: self._engine_exited(generation, exit_))
-        with self._changed:
-            self._engine = engine
         try:
-            yield from engine.start()
+            engine, generation = yield from self._boot(choice, model, plan)
         except HearthError as exc:
-            engine.close()
             with self._changed:
-                if self._engine is engine:
-                    self._engine = None
                 self._fail(exc, choice)
             raise
         with self._changed:
-            self._state, self._message = "ready", "Ready"
-            self._good = (choice, model, plan)
+            self._commit(engine, generation, choice, model, plan)
         self._policy.after_ready()
         log.info(
             "loaded %s on %s in engine process %s (%s)",
@@ -300,6 +371,47 @@ class ModelRuntime:
             engine.pid,
             "; ".join(plan.reasons),
         )
+
+    def _boot(
+        self, choice: ModelChoice, model: ModelInfo, plan: BackendPlan
+    ) -> Generator[LoadProgress, None, tuple[Engine, int]]:
+        """Start an engine for ``choice`` and check it answers; it serves nothing until committed. Its exits are
+        nobody's business but this load's until then (its generation is not the serving one)."""
+        with self._changed:
+            self._last_generation += 1
+            generation = self._last_generation
+            self._cancel_requested = False
+        options = plan.load_options(choice.seed, choice.cache_dir)
+        engine = self._make_engine(plan.backend, model, options, lambda exit_: self._engine_exited(generation, exit_))
+        with self._changed:
+            self._booting = engine
+        try:
+            yield from engine.start()
+            yield LoadProgress(1.0, "Checking that it answers")
+            answer_first_question(engine, self._probe_timeout_s)
+        except HearthError as exc:
+            engine.close()
+            with self._changed:
+                cancelled = self._cancel_requested
+            if cancelled:
+                raise LoadCancelled(
+                    f"Loading {model.display_name} was cancelled.",
+                    "Pick a model in the Models tab when you are ready.",
+                ) from exc
+            raise
+        finally:
+            with self._changed:
+                self._booting = None
+        return engine, generation
+
+    def _commit(
+        self, engine: Engine, generation: int, choice: ModelChoice, model: ModelInfo, plan: BackendPlan
+    ) -> None:
+        """Make ``engine`` the one new answers use. Called with ``_changed`` held."""
+        self._engine, self._generation = engine, generation
+        self._choice, self._plan, self._error = choice, plan, None
+        self._state, self._message = "ready", "Ready"
+        self._good = (choice, model, plan)
 
     def _stop_engine(self) -> None:
         with self._changed:
@@ -371,6 +483,9 @@ class ModelRuntime:
     def close(self) -> None:
         with self._changed:
             self._closed = True
+            booting = self._booting
             for lease in self._leases:
                 lease.cancel()
+        if booting is not None:
+            booting.abort()
         self._stop_engine()

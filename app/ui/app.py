@@ -22,7 +22,14 @@ from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.models_tab import ModelsPanel
 from app.ui.models_view import LADDER_HEADERS, MODEL_HEADERS
-from app.ui.render import AnswerView, chat_history, conversation_choices, neutralize_remote_media, status_markdown
+from app.ui.render import (
+    AnswerView,
+    chat_history,
+    conversation_choices,
+    status_markdown,
+    upload_limit_note,
+    user_text,
+)
 from app.ui.streaming import BatchedStream
 from backends.base import CancelSlot, CancelToken, GenerationParams
 from models.quantize import TYPES as QUANT_TYPES
@@ -63,15 +70,30 @@ class ChatPage:
         )
 
     def sidebar(self, selected: str | None) -> Any:
-        return gr.update(choices=conversation_choices(self.services.store.list()), value=selected)
+        try:
+            summaries = self.services.store.list()
+        except HearthError as exc:  # a damaged conversation database: say so, and keep the page usable
+            gr.Warning(f"{exc.message} {exc.remedy}", title="Conversations unavailable")
+            return gr.update(choices=[], value=None)
+        return gr.update(choices=conversation_choices(summaries), value=selected)
 
     def on_load(self) -> tuple[Any, ...]:
-        status = self.services.runtime.status
-        return self.sidebar(None), status_markdown(status), gr.update(active=status.state == "loading")
+        return self.sidebar(None), *self.on_tick()
 
     def on_tick(self) -> tuple[Any, ...]:
+        """The status line, and while a model loads, the way out of it (and the timer that keeps both fresh)."""
         status = self.services.runtime.status
-        return status_markdown(status), gr.update(active=status.state == "loading")
+        loading = status.state == "loading" or bool(status.pending)
+        return (
+            status_markdown(status),
+            gr.update(visible=loading),
+            gr.update(active=loading or status.state == "restarting"),
+        )
+
+    def cancel_load(self) -> str:
+        if self.services.control.cancel_load():
+            return "Cancelling the load…"
+        return ""
 
     def open_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
         if not conversation_id:
@@ -89,7 +111,10 @@ class ChatPage:
 
     def delete_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
         if conversation_id:
-            self.services.store.delete(conversation_id)
+            try:
+                self.services.store.delete(conversation_id)
+            except HearthError as exc:
+                raise as_gradio_error(exc) from exc
         return [], None, self.sidebar(None), ""
 
     def stop(self, request: gr.Request) -> None:
@@ -109,7 +134,7 @@ class ChatPage:
             gr.Warning("Type a question first.")
             return
         history = self._history(conversation_id)
-        history.append({"role": "user", "content": neutralize_remote_media(text)})
+        history.append({"role": "user", "content": user_text(text)})
         params = self.params(temperature, max_new_tokens)
         cancel = self._slot(request).start()
         events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
@@ -185,6 +210,7 @@ def build_ui(services: Services) -> gr.Blocks:
     models_panel = ModelsPanel(services)
     page = ChatPage(services, documents)
     settings = services.settings.generation
+    max_file_mb = services.settings.rag.max_file_mb  # the page's upload limit too (app.api.server)
     with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
         conversation_id = gr.State(None)
         with gr.Sidebar(label="Conversations", open=True):
@@ -195,7 +221,17 @@ def build_ui(services: Services) -> gr.Blocks:
             with gr.Row(visible=False) as confirm_row:
                 confirm_delete = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete")
                 cancel_delete = gr.Button("Keep it", size="sm", elem_id="cancel-delete")
-        status = gr.Markdown("Starting…", elem_id="status-line")
+        with gr.Row(equal_height=True):
+            status = gr.Markdown("Starting…", elem_id="status-line")
+            cancel_load = gr.Button(
+                "Cancel loading",
+                variant="stop",
+                size="sm",
+                scale=0,
+                min_width=140,
+                visible=False,
+                elem_id="cancel-load",
+            )
         with gr.Tabs(elem_id="tabs"):
             with gr.Tab("Chat", id="chat-tab", elem_id="chat-tab"):
                 chatbot = gr.Chatbot(
@@ -206,7 +242,12 @@ def build_ui(services: Services) -> gr.Blocks:
                     height="60vh",
                     buttons=["copy"],
                     feedback_options=None,
+                    # Messages arrive as safe_markdown's output: no raw HTML to keep, no custom tags to let through.
                     sanitize_html=True,
+                    allow_tags=False,
+                    # No LaTeX: Gradio cuts $$…$$ out of the raw message before reading Markdown, even across code,
+                    # which would hand marked the inside of a code block as HTML.
+                    latex_delimiters=[],
                     placeholder="Ask anything. Your words and the model's answers never leave this computer.",
                 )
                 notice = gr.Markdown("", elem_id="notice")
@@ -268,7 +309,7 @@ def build_ui(services: Services) -> gr.Blocks:
                 summary = gr.Markdown("", elem_id="collection-summary")
                 with gr.Row(equal_height=True):
                     upload = gr.File(
-                        label="Add files (PDF, Word, HTML, Markdown, text, CSV)",
+                        label=f"Add files (PDF, Word, HTML, Markdown, text, CSV) up to {max_file_mb} MB each",
                         file_count="multiple",
                         type="filepath",
                         scale=4,
@@ -278,6 +319,7 @@ def build_ui(services: Services) -> gr.Blocks:
                     folder_upload = gr.UploadButton(
                         "Add a folder", file_count="directory", scale=1, elem_id="upload-folder", size="md"
                     )
+                gr.Markdown(upload_limit_note(max_file_mb), elem_id="upload-limit")
                 with gr.Row(equal_height=True):
                     progress = gr.Markdown("", elem_id="ingest-progress")
                     cancel_button = gr.Button("Cancel", variant="stop", size="sm", visible=False, elem_id="cancel")
@@ -315,6 +357,7 @@ def build_ui(services: Services) -> gr.Blocks:
                 with gr.Row(equal_height=True):
                     model_pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
                     use_button = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
+                    cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use")
                     remove_model_button = gr.Button("Remove", scale=1, elem_id="remove-model")
                 job_progress = gr.Markdown("", elem_id="job-progress")
                 with gr.Accordion("Import a GGUF file", open=False, elem_id="import-accordion"):
@@ -326,7 +369,10 @@ def build_ui(services: Services) -> gr.Blocks:
                             elem_id="import-path",
                         )
                         import_file = gr.File(
-                            label="…or drop a .gguf here", file_types=[".gguf"], scale=2, elem_id="import-file"
+                            label=f"…or drop a .gguf of up to {max_file_mb} MB (bigger: type its path)",
+                            file_types=[".gguf"],
+                            scale=2,
+                            elem_id="import-file",
                         )
                     import_button = gr.Button("Import (the file is checked first)", elem_id="import-model")
                 with gr.Accordion("Quantize and compare", open=False, elem_id="quantize-accordion"):
@@ -372,10 +418,12 @@ def build_ui(services: Services) -> gr.Blocks:
         collection_view = [collection, table, file_picker, summary]
         # Everything that reads or changes collections runs in one queue ("documents"), in the order it was asked
         # for: the page's first listing can never land after a collection the user just created.
-        demo.load(page.on_load, outputs=[conversations, status, timer]).then(
+        demo.load(page.on_load, outputs=[conversations, status, cancel_load, timer]).then(
             documents.first_view, outputs=[*collection_view, chat_collection], concurrency_id="documents"
         )
-        timer.tick(page.on_tick, outputs=[status, timer], show_progress="hidden")
+        timer.tick(page.on_tick, outputs=[status, cancel_load, timer], show_progress="hidden")
+        # Not queued: a stuck load holds the "switch" queue, and this is the way out of it.
+        cancel_load.click(page.cancel_load, outputs=[notice], queue=False)
         stream_outputs = [chatbot, message, conversation_id, conversations, notice]
         send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens, chat_collection]
         # Answers run in parallel (the engine writes several at once and queues the rest); the runtime's leases,
@@ -415,8 +463,12 @@ def build_ui(services: Services) -> gr.Blocks:
             models_panel.import_model, [import_path, import_file], [models_table, model_pick, import_path, import_file]
         )
         use_button.click(
-            models_panel.use, [model_pick], [job_progress, models_table, model_pick, status], concurrency_id="switch"
+            models_panel.use,
+            [model_pick],
+            [job_progress, models_table, model_pick, status, timer],
+            concurrency_id="switch",
         )
+        cancel_use.click(models_panel.cancel_load, outputs=[job_progress], queue=False)
         remove_model_button.click(models_panel.remove, [model_pick], [models_table, model_pick])
         quantize_button.click(
             models_panel.quantize,
@@ -437,7 +489,7 @@ def build_ui(services: Services) -> gr.Blocks:
         switch_button.click(
             hardware.switch,
             [backend_choice, device_choice],
-            [switch_progress, plan_view, status],
+            [switch_progress, plan_view, status, timer],
             concurrency_id="switch",
         )
 
@@ -482,6 +534,7 @@ def load_model_in_background(services: Services) -> threading.Thread:
             if collections:
                 _ = documents.embedder.dimension
             for info in collections:
+                documents.ingestor.reconcile(info)  # leftovers of a killed run must not be found (one count if none)
                 documents.retriever.keyword_index(info)
         except HearthError as exc:
             log.warning("documents are not available: %s %s", exc.message, exc.remedy)

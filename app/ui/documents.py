@@ -41,7 +41,10 @@ class DocumentsPanel:
     # --- what the tab shows -------------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
-        return [info.name for info in self.docs().manifest.collections()]
+        try:
+            return [info.name for info in self.docs().manifest.collections()]
+        except HearthError as exc:  # a damaged index: the dialog says so; chat without documents goes on
+            raise as_gradio_error(exc) from exc
 
     def chat_choices(self, names: list[str] | None = None) -> list[tuple[str, str]]:
         listed = self.names() if names is None else names

@@ -11,6 +11,7 @@ import gradio as gr
 from app.errors import HearthError
 from app.services.container import Services
 from app.ui.hardware_view import device_choices, inventory_markdown, plan_html
+from app.ui.models_tab import keep_ticking
 from app.ui.render import status_markdown
 
 
@@ -33,15 +34,15 @@ class HardwarePanel:
         cannot work here, say why and keep the current model running."""
         try:
             for progress in self.services.control.switch_backend(backend, device):
-                yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), self._status()
+                yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), self._status(), keep_ticking()
         except HearthError as exc:
             gr.Warning(f"{exc.message} {exc.remedy}", title="Could not switch")
             status = self.services.runtime.status
-            yield f"Not switched: {exc.message}", plan_html(status.plan, status.message), self._status()
+            yield f"Not switched: {exc.message}", plan_html(status.plan, status.message), self._status(), keep_ticking()
             return
         status = self.services.runtime.status
         label = status.plan.label if status.plan else "nothing"
-        yield f"Now running on {label}.", plan_html(status.plan, status.message), self._status()
+        yield f"Now running on {label}.", plan_html(status.plan, status.message), self._status(), keep_ticking()
 
     def _status(self) -> str:
         return status_markdown(self.services.runtime.status)

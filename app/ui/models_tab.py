@@ -9,15 +9,28 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError
+from app.errors import HearthError, LoadCancelled
 from app.services.container import Services
-from app.services.models import HELDOUT_TEXT, Made, make_quantized, model_rows, open_model_store, run_ladder
+from app.services.models import (
+    HELDOUT_TEXT,
+    Made,
+    import_typed_path,
+    make_quantized,
+    model_rows,
+    open_model_store,
+    run_ladder,
+)
 from app.ui.errors import as_gradio_error
 from app.ui.models_view import ladder_table, model_choices, model_table
 from app.ui.render import status_markdown
 from backends.base import CancelSlot
 from models.ladder import Rung, chart
 from models.store import ModelStore
+
+
+def keep_ticking() -> Any:
+    """An update for the page's status timer that keeps it running (it stops itself once nothing loads)."""
+    return gr.update(active=True)
 
 
 class ModelsPanel:
@@ -35,6 +48,8 @@ class ModelsPanel:
         store = self._store()
         try:
             rows = model_rows(store, self.services.inventory, self.services.control.preferences)
+        except HearthError as exc:  # a damaged catalog: the dialog says how to repair it
+            raise as_gradio_error(exc) from exc
         finally:
             store.close()
         choices = model_choices(rows)
@@ -50,7 +65,7 @@ class ModelsPanel:
             if uploaded:
                 stored, info = store.add(Path(uploaded), copy=True)
             else:
-                stored, info = store.add(Path(path_text.strip()).expanduser())
+                stored, info = import_typed_path(store, path_text)  # its answers reveal nothing of other paths
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         finally:
@@ -60,16 +75,26 @@ class ModelsPanel:
 
     def use(self, model_id: str | None) -> Iterator[tuple[Any, ...]]:
         """Load the model for chat, with progress (after the answers being written); once it has loaded it
-        becomes the default."""
+        becomes the default. Each update keeps the page's status timer running, so the status line follows the load
+        even while it makes no progress of its own."""
         if not model_id:
             raise gr.Error("Pick a model first.", title="Hearth")
+        unchanged = (gr.update(), gr.update())
         try:
             for progress in self.services.control.use_model(model_id):
-                yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), gr.update(), self._status()
-        except HearthError as exc:
-            yield f"Could not load it: {exc.message} {exc.remedy}", gr.update(), gr.update(), self._status()
+                yield f"{progress.fraction:.0%} — {progress.message}", *unchanged, self._status(), keep_ticking()
+        except LoadCancelled as exc:
+            yield f"{exc.message} {self._serving()}", *unchanged, self._status(), keep_ticking()
             return
-        yield ("Chat now uses it (and will after a restart).", *self.view(model_id), self._status())
+        except HearthError as exc:
+            yield f"Could not load it: {exc.message} {self._serving()}", *unchanged, self._status(), keep_ticking()
+            return
+        yield "Chat now uses it (and will after a restart).", *self.view(model_id), self._status(), keep_ticking()
+
+    def cancel_load(self) -> str:
+        if self.services.control.cancel_load():
+            return "Cancelling the load…"
+        return "No model is loading."
 
     def remove(self, model_id: str | None) -> tuple[Any, ...]:
         if not model_id:
@@ -141,6 +166,10 @@ class ModelsPanel:
         folder.mkdir(parents=True, exist_ok=True)
         image = chart(rungs, name, folder / f"{name}.png")
         yield f"Done: {len(rungs)} rungs measured on this machine.", ladder_table(rungs), str(image)
+
+    def _serving(self) -> str:
+        model = self.services.runtime.model
+        return f"Chat still uses {model.display_name}." if model is not None else "No model is loaded; pick one."
 
     def _status(self) -> str:
         return status_markdown(self.services.runtime.status)

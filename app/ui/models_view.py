@@ -25,6 +25,7 @@ MODEL_HEADERS = [
 ]
 LADDER_HEADERS = ["Type", "Size", "Load s", "Memory", "Prefill tok/s", "Decode tok/s", "Perplexity"]
 FIT_WORDS = {"green": "yes", "amber": "tight", "red": "no"}
+CANNOT_RUN = "cannot run here"
 
 
 def model_table(rows: Sequence[ModelRow]) -> list[list[Any]]:
@@ -49,7 +50,7 @@ def model_table(rows: Sequence[ModelRow]) -> list[list[Any]]:
                 info.trained_context_length,
                 "yes" if info.chat_template else "no",
                 info.license or "",
-                f"{FIT_WORDS[row.fit.level]}: {row.fit.summary}",
+                f"{CANNOT_RUN if not row.fit.runnable else FIT_WORDS[row.fit.level]}: {row.fit.summary}",
                 row.stored.sha256,
             ]
         )

@@ -3,49 +3,40 @@
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, ConversationSummary
 from app.services.runtime import RuntimeStatus
+from app.ui.safe_markdown import literal, plain_words, safe_markdown
+from app.ui.streamed_markdown import StreamedMarkdown
 from app.wording import shorten
 from backends.base import Finished, TextDelta
 from rag.prompt import Source
 
-# A markdown image whose target is not local would make the browser fetch it; show it as text instead.
-_REMOTE_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?((?:https?:)?//[^)\s>]*)>?[^)]*\)", re.IGNORECASE)
-# Fenced code blocks and inline code spans, where markdown shows "<" as typed and nothing renders as HTML.
-_CODE = re.compile(r"(```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`)", re.DOTALL)
-_HEADING_MARKS = re.compile(r"^#{1,6}\s+", re.MULTILINE)
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
 PASSAGE_CHARS = 600
-
-
-def neutralize_remote_media(text: str) -> str:
-    """Text from the model or from documents, made safe to render: remote markdown images become plain text,
-    and raw HTML is shown as text instead of rendered (outside code, where it is shown as typed anyway)."""
-    text = _REMOTE_IMAGE.sub(lambda m: f"[image: {m.group(1) or 'untitled'}] ({m.group(2)})", text)
-    parts = _CODE.split(text)
-    return "".join(part if i % 2 else part.replace("<", "&lt;") for i, part in enumerate(parts))
-
-
-def escape_markdown(text: str) -> str:
-    """Show ``text`` exactly as written: no markdown, no HTML, one line."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(" ".join(text.split()), quote=False))
 
 
 def sources_markdown(sources: Sequence[Source]) -> str:
     """The passages an answer was given, numbered as it cites them: file, page or section, and the text."""
     if not sources:
         return ""
+    # The label stays on one line: a blank line would end the HTML block and let the rest be read as Markdown.
     items = [
-        f"<details><summary>[{s.number}] {html.escape(s.label)}</summary>\n\n"
-        f"{escape_markdown(shorten(_HEADING_MARKS.sub('', s.text), PASSAGE_CHARS))}\n\n</details>"
+        f"<details><summary>[{s.number}] {html.escape(' '.join(s.label.split()))}</summary>\n\n"
+        f"{literal(shorten(plain_words(s.text), PASSAGE_CHARS))}\n\n</details>"
         for s in sources
     ]
     return "**Sources**\n\n" + "\n\n".join(items)
+
+
+def upload_limit_note(max_file_mb: int) -> str:
+    """Under the upload box: the limit the browser enforces, and how to change it."""
+    return (
+        f"Files larger than {max_file_mb} MB are refused before they are sent. To change the limit, start Hearth "
+        "with `HEARTH_RAG__MAX_FILE_MB` set to the size in MB, for example `HEARTH_RAG__MAX_FILE_MB=500 hearth ui`."
+    )
 
 
 def format_stats(stats: AnswerStats) -> str:
@@ -67,12 +58,29 @@ def format_stats(stats: AnswerStats) -> str:
     return " · ".join(parts)
 
 
+def for_chatbot(markdown: str) -> str:
+    """A message as the Chatbot is handed it. Gradio runs every message through ``inspect.cleandoc``, which strips
+    the indentation shared by all lines after the first: a message that is one list item would lose its indentation,
+    and the lines of a code block inside it would be read as Markdown (and HTML). A leading newline makes the first
+    line one of "the lines after the first", so nothing is stripped; cleandoc then drops the newline itself."""
+    return f"\n{markdown}"
+
+
+def user_text(text: str) -> str:
+    return for_chatbot(safe_markdown(text))
+
+
 def assistant_text(content: str, stats: AnswerStats | None, sources: Sequence[Source] = ()) -> str:
-    parts = [neutralize_remote_media(content) if content else "…"]
+    return answer_markdown(safe_markdown(content), stats, sources_markdown(sources))
+
+
+def answer_markdown(body: str, stats: AnswerStats | None, sources_block: str) -> str:
+    """An answer already made safe, with its stats line and its sources under it."""
+    parts = [body or "…"]
     if stats is not None:
         parts.append(f"*{format_stats(stats)}*")
-    if sources:
-        parts.append(sources_markdown(sources))
+    if sources_block:
+        parts.append(sources_block)
     return "\n\n".join(parts)
 
 
@@ -80,9 +88,9 @@ def chat_history(conversation: Conversation | None) -> list[dict[str, str]]:
     if conversation is None:
         return []
     return [
-        {"role": "user", "content": neutralize_remote_media(m.content)}
+        {"role": "user", "content": user_text(m.content)}
         if m.role == "user"
-        else {"role": "assistant", "content": assistant_text(m.content, m.stats, m.sources)}
+        else {"role": "assistant", "content": for_chatbot(assistant_text(m.content, m.stats, m.sources))}
         for m in conversation.messages
     ]
 
@@ -91,22 +99,30 @@ def conversation_choices(summaries: Sequence[ConversationSummary]) -> list[tuple
     return [(s.title or "Untitled", s.id) for s in summaries]
 
 
+def one_line(text: str) -> str:
+    """Text that may carry a model's own words (its name, a template's error) as Markdown on one line: code and
+    emphasis kept, images and HTML not."""
+    return safe_markdown(" ".join(text.split()))
+
+
 def status_markdown(status: RuntimeStatus) -> str:
     if status.state == "error":
-        return f"**Model not loaded** — {status.message}"
+        return f"**Model not loaded** — {one_line(status.message)}"
     if status.state in ("loading", "restarting"):
-        return f"**{status.model_name}** — {status.message}"
+        return f"**{literal(status.model_name)}** — {one_line(status.message)}"
     if status.state == "idle" or status.plan is None:
-        return f"**No model** — {status.message}"
+        return f"**No model** — {one_line(status.message)}"
     plan = status.plan
     line = (
-        f"**{status.model_name}** · {plan.label} · {plan.threads} threads · "
+        f"**{literal(status.model_name)}** · {plan.label} · {plan.threads} threads · "
         f"context {plan.context_length} tokens · offline"
     )
     if status.slots > 1:
         line += f" · {status.slots} answers at once"
     for note in status.notes:
-        line += f"  \nNote: {note}"
+        line += f"  \nNote: {one_line(note)}"
+    if status.pending:
+        line += f"  \n{one_line(status.pending)}…"
     return line
 
 
@@ -123,6 +139,9 @@ class AnswerView:
     sources: tuple[Source, ...] = ()
     notices: list[str] = field(default_factory=list)
     interrupted: str | None = None  # why the answer ended early, shown under it
+    # Redrawn many times a second: the answer is read again only where it grew, the sources once.
+    _body: StreamedMarkdown = field(default_factory=StreamedMarkdown, repr=False)
+    _sources_block: tuple[tuple[Source, ...], str] = ((), "")
 
     def interrupt(self, reason: str) -> None:
         self.interrupted = reason
@@ -149,7 +168,14 @@ class AnswerView:
         if self.finished and not self.text:
             content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
         else:
-            content = assistant_text(self.text, self.saved_stats, self.sources)
+            # Once the answer is complete it is read whole, so it shows exactly as it will when reopened.
+            body = safe_markdown(self.text) if self.finished else self._body.render(self.text)
+            content = answer_markdown(body, self.saved_stats, self._sources())
         if self.interrupted:
-            content += f"\n\n*⚠ {escape_markdown(self.interrupted)}*"
-        return [*self.history, {"role": "assistant", "content": content}]
+            content += f"\n\n*⚠ {literal(self.interrupted)}*"
+        return [*self.history, {"role": "assistant", "content": for_chatbot(content)}]
+
+    def _sources(self) -> str:
+        if self._sources_block[0] is not self.sources:
+            self._sources_block = (self.sources, sources_markdown(self.sources))
+        return self._sources_block[1]

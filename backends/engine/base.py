@@ -33,6 +33,10 @@ class Engine(Protocol):
 
     def close(self) -> None: ...
 
+    def abort(self) -> None:
+        """Stop at once, for an engine that may be stuck (``close`` asks first and waits)."""
+        ...
+
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]: ...

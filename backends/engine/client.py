@@ -33,6 +33,7 @@ from backends.engine.protocol import (
     Failed,
     LoadFailed,
     LogLine,
+    NotesChanged,
     Ready,
     Reply,
     Request,
@@ -172,6 +173,18 @@ class EngineProcess:
             with contextlib.suppress(OSError):
                 self._conn.close()
 
+    def abort(self) -> None:
+        """Kill the engine now, without asking: for a load that is stuck (it would not hear a shutdown)."""
+        process = self._process
+        if process is None:
+            return
+        self._stopping = True
+        if self._exit is None:
+            log.warning("killing engine process %d (its load was stopped)", process.pid)
+            process.kill()
+            process.wait()
+        self.close()
+
     # --- requests -------------------------------------------------------------------------------------------
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
@@ -282,6 +295,8 @@ class EngineProcess:
                     inbox.put(message)
             elif isinstance(message, LogLine):
                 logging.getLogger(message.name).log(message.level, "%s", message.message)
+            elif isinstance(message, NotesChanged):
+                self.notes = message.notes
             else:
                 self._startup.put(message)
         self._finish()

@@ -45,6 +45,9 @@ class LocalEngine:
         self._loaded = False
         self.backend.close()
 
+    def abort(self) -> None:
+        self.close()
+
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:

@@ -88,6 +88,13 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class NotesChanged:
+    """The loaded model's notes after a change while it serves (its chat template refused at a later turn)."""
+
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LoadFailed:
     error: ErrorInfo
 
@@ -115,4 +122,4 @@ class LogLine:
     message: str
 
 
-Response = LoadProgress | Ready | LoadFailed | Reply | Failed | LogLine
+Response = LoadProgress | Ready | LoadFailed | NotesChanged | Reply | Failed | LogLine

@@ -1,6 +1,9 @@
 """The engine process's side: load one model, then answer requests until told to stop or until the web
 process goes away. Each streamed answer runs in a thread of its own, so a backend with several slots answers
-them together; counts are answered at once, between them."""
+them together; counts of plain text are answered at once, between them. Counts of chat messages render the
+model's chat template, so they get a thread of their own too: the loop that hears Stop never waits on a template.
+When the model's notes change while it serves (a chat template refused at a later turn), the web process is
+told before the reply that changed them."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from backends.engine.protocol import (
     Failed,
     LoadFailed,
     LogLine,
+    NotesChanged,
     Ready,
     Reply,
     Shutdown,
@@ -69,6 +73,7 @@ class EngineServer:
         self._backend = backend
         self._cancels: dict[int, CancelToken] = {}
         self._lock = threading.Lock()
+        self._notes: tuple[str, ...] = ()
 
     def load(self, start: Start) -> bool:
         try:
@@ -77,7 +82,9 @@ class EngineServer:
         except HearthError as exc:
             self._out.send(LoadFailed(ErrorInfo.of(exc)))
             return False
-        self._out.send(Ready(self._backend.context_length, self._backend.slots, self._backend.notes))
+        with self._lock:
+            self._notes = self._backend.notes
+        self._out.send(Ready(self._backend.context_length, self._backend.slots, self._notes))
         return True
 
     def serve(self) -> None:
@@ -93,8 +100,12 @@ class EngineServer:
                     token = self._cancels.get(request.id)
                 if token is not None:
                     token.cancel()
-            elif isinstance(request, CountRequest):
+            elif isinstance(request, CountRequest) and request.messages is None:
                 self._count(request)
+            elif isinstance(request, CountRequest):
+                threading.Thread(
+                    target=self._count, args=(request,), name=f"engine-count-{request.id}", daemon=True
+                ).start()
             elif isinstance(request, ChatRequest | CompletionRequest):
                 token = CancelToken()
                 with self._lock:
@@ -110,8 +121,10 @@ class EngineServer:
             else:
                 value = self._backend.count_tokens(request.text or "")
         except HearthError as exc:
+            self._announce_notes()
             self._out.send(Failed(request.id, ErrorInfo.of(exc)))
             return
+        self._announce_notes()
         self._out.send(Reply(request.id, value))
 
     def _stream(self, request: ChatRequest | CompletionRequest, cancel: CancelToken) -> None:
@@ -122,8 +135,10 @@ class EngineServer:
             events = self._backend.stream_completion(request.prompt, request.params, cancel)
         try:
             for event in events:
+                self._announce_notes()
                 self._out.send(Reply(request.id, event))
         except HearthError as exc:
+            self._announce_notes()
             self._out.send(Failed(request.id, ErrorInfo.of(exc)))
         except Exception as exc:  # a bug or a library error: end this answer, keep serving the others
             log.exception("answer %d failed", request.id)
@@ -135,6 +150,14 @@ class EngineServer:
         finally:
             with self._lock:
                 self._cancels.pop(request.id, None)
+
+    def _announce_notes(self) -> None:
+        """Tell the web process when the model's notes changed since they were last sent."""
+        notes = self._backend.notes
+        with self._lock:  # held while sending, so no reply overtakes the news of a change it came after
+            if notes != self._notes:
+                self._notes = notes
+                self._out.send(NotesChanged(notes))
 
     def close(self) -> None:
         with self._lock:

@@ -43,6 +43,7 @@ class RunningApp:
     process: subprocess.Popen[str]
     log: Path
     remote_requests: list[str] = field(default_factory=list)
+    csp_violations: list[str] = field(default_factory=list)  # what Chromium refused under the page's policy
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -125,6 +126,12 @@ def open_page(browser_session: Any) -> Iterator[Callable[[RunningApp], Any]]:
         page.on(
             "request",
             lambda request: None if request.url.startswith(local) else app.remote_requests.append(request.url),
+        )
+        page.on(
+            "console",
+            lambda message: (
+                app.csp_violations.append(message.text) if "Content Security Policy" in message.text else None
+            ),
         )
         page.goto(app.url)
         page.wait_for_selector("#message textarea", timeout=30_000)

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app.api.middleware import Guard
+from app.api.page_headers import CONTENT_SECURITY_POLICY, CSP_DIRECTIVES, SecurityHeaders
 from app.api.policy import access_policy
 
 KEY = "hearth-test-key-0123456789abcdef"
@@ -79,3 +80,30 @@ def test_a_listed_origin_gets_cors_headers_and_a_preflight(client: TestClient) -
     assert refused.status_code == 413 and refused.headers["access-control-allow-origin"] == LISTED
     same_origin = client.post("/v1/echo", content=b"{}", headers={**AUTH, "Origin": ORIGIN})
     assert "access-control-allow-origin" not in same_origin.headers
+
+
+def test_every_response_carries_the_security_headers_refusals_too() -> None:
+    app = Starlette(routes=[Route("/v1/echo", echo, methods=["POST"])])
+    guarded = SecurityHeaders(Guard(app, access_policy("127.0.0.1", 7860), lambda: KEY))
+    with TestClient(guarded, base_url=ORIGIN) as client:
+        replies = [
+            client.post("/v1/echo", content=b"{}", headers=AUTH),
+            client.post("/v1/echo", content=b"{}", headers={**AUTH, "Origin": "http://evil.example"}),
+            client.get("/nowhere"),
+        ]
+    assert [reply.status_code for reply in replies] == [200, 403, 404]
+    for reply in replies:
+        assert reply.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert reply.headers["referrer-policy"] == "no-referrer"
+
+
+def test_the_policy_names_no_other_origin() -> None:
+    directives = dict(CSP_DIRECTIVES)
+    sources = {source for value in directives.values() for source in value.split()}
+    # Keywords and schemes made inside the page only: no host, no wildcard, no http:, https: or ws: scheme.
+    assert sources <= {"'self'", "'none'", "'unsafe-inline'", "'unsafe-eval'", "data:"}
+    assert directives["default-src"] == "'self'"
+    for name in ("object-src", "base-uri", "form-action", "frame-ancestors"):
+        assert name in directives  # these do not fall back to default-src
+    assert directives["connect-src" if "connect-src" in directives else "default-src"] == "'self'"

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from app.database import DamagedStore
 from app.errors import ConversationNotFound, StorageError
 from app.services.conversations import AnswerStats, ConversationStore, make_title
 from rag.prompt import Source
@@ -69,12 +70,16 @@ def test_delete_and_missing_conversation(store: ConversationStore) -> None:
 
 
 def test_a_damaged_database_is_reported_and_left_untouched(tmp_path: Path) -> None:
+    """Opening it works (the page must come up); every use then names the file and `hearth repair`."""
     db = tmp_path / "c.db"
     garbage = b"this is not a database" * 100
     db.write_bytes(garbage)
-    with pytest.raises(StorageError) as caught:
-        ConversationStore(db)
-    assert "Move it aside" in caught.value.remedy
+    store = ConversationStore(db)
+    for use in (store.list, lambda: store.create("s"), lambda: store.get("x")):
+        with pytest.raises(DamagedStore) as caught:
+            use()
+        assert caught.value.path == db and str(db) in caught.value.message
+        assert "hearth repair" in caught.value.remedy
     assert db.read_bytes() == garbage
 
 

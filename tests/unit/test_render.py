@@ -1,7 +1,14 @@
 from app.services.chat import TurnSaved, TurnStarted
-from app.services.conversations import AnswerStats, StoredMessage
+from app.services.conversations import AnswerStats, Conversation, StoredMessage
 from app.services.runtime import RuntimeStatus
-from app.ui.render import AnswerView, format_stats, neutralize_remote_media, sources_markdown, status_markdown
+from app.ui.render import (
+    AnswerView,
+    chat_history,
+    format_stats,
+    sources_markdown,
+    status_markdown,
+    upload_limit_note,
+)
 from backends.base import Finished, TextDelta, Usage
 from rag.prompt import Source
 
@@ -29,19 +36,19 @@ def test_events_accumulate_into_cumulative_text() -> None:
         )
     ]
     answers = [frame[-1]["content"] for frame in frames]
-    assert answers[1:4] == ["Hel", "Hello", "Hello there"]
+    assert answers[1:4] == ["\nHel", "\nHello", "\nHello there"]  # the newline is for Gradio (render.for_chatbot)
     assert frames[-1][:-1] == history
     assert view.conversation_id == "c1"
     assert view.finished == "stop"
     saved = view.apply(TurnSaved(StoredMessage(1, "assistant", "Hello there", STATS)))
-    assert saved[-1]["content"].startswith("Hello there\n\n*0.25 s to first token")
+    assert saved[-1]["content"].startswith("\nHello there\n\n*0.25 s to first token")
 
 
 def test_an_answer_stopped_before_it_began_says_so() -> None:
     view = AnswerView([])
-    assert view.apply(TurnStarted("c1", 0, 5))[-1]["content"] == "…"
+    assert view.apply(TurnStarted("c1", 0, 5))[-1]["content"] == "\n…"
     view.apply(Usage(5, 0, 0.0, 10.0))
-    assert view.apply(Finished("cancelled"))[-1]["content"] == "*Stopped before the answer began.*"
+    assert view.apply(Finished("cancelled"))[-1]["content"] == "\n*Stopped before the answer began.*"
 
 
 def test_dropped_history_becomes_a_visible_notice() -> None:
@@ -56,28 +63,24 @@ def test_stats_line_says_what_happened() -> None:
     assert format_stats(stopped).endswith("stopped · 2 earlier messages left out to fit the context")
 
 
-def test_remote_images_are_never_fetched() -> None:
-    text = "see ![chart](https://evil.example/track.png) and <img src='http://x/y.gif'> but ![ok](local.png)"
-    safe = neutralize_remote_media(text)
-    assert "![chart]" not in safe
-    assert "<img" not in safe
-    assert "[image: chart] (https://evil.example/track.png)" in safe
-    assert "![ok](local.png)" in safe
+def test_answers_and_questions_are_rewritten_before_the_page_sees_them() -> None:
+    hostile = "see ![chart](https://evil.example/track.png) and <img src='http://x/y.gif'> but ![ok](local.png)"
+    messages = (StoredMessage(1, "user", hostile, None), StoredMessage(2, "assistant", hostile, STATS))
+    conversation = Conversation("c1", "t", "", 0.0, 0.0, messages)
+    question, answer = chat_history(conversation)
+    for message in (question, answer):
+        assert "![chart]" not in message["content"]
+        assert "<img" not in message["content"].replace("\\<img", "")  # shown as text, never as HTML
+        assert "[image: chart] (`https://evil.example/track.png`)" in message["content"]
+        assert "![ok](<local.png>)" in message["content"]
+    view = AnswerView([])
+    view.apply(TurnStarted("c1", 0, 5))
+    assert "\\<img" in view.apply(TextDelta(hostile))[-1]["content"]
 
 
 def test_status_line_for_each_state() -> None:
     assert "Model not loaded" in status_markdown(RuntimeStatus("error", "x.gguf", "File missing. Pick one."))
     assert "Loading" in status_markdown(RuntimeStatus("loading", "x", "Loading on CPU…"))
-
-
-def test_raw_html_from_the_model_is_shown_as_text_but_code_is_left_as_typed() -> None:
-    text = 'Try <iframe src="http://x"></iframe> or `a < b` and\n```html\n<b>bold</b>\n```\nend <video src=y>'
-    safe = neutralize_remote_media(text)
-    assert "<iframe" not in safe
-    assert "&lt;iframe" in safe
-    assert "&lt;video" in safe
-    assert "`a < b`" in safe
-    assert "```html\n<b>bold</b>\n```" in safe
 
 
 def test_sources_show_file_place_and_passage_as_plain_text() -> None:
@@ -89,11 +92,20 @@ def test_sources_show_file_place_and_passage_as_plain_text() -> None:
     assert block.startswith("**Sources**")
     assert "<summary>[1] guide.pdf, page 3</summary>" in block
     assert "<summary>[2] notes.md, Moon › Phases</summary>" in block
-    assert "![x]" not in block
-    assert "<script>" not in block
-    assert "\\*rise\\*" in block
+    assert "![x]" not in block and "http" not in block
+    assert "<script>" not in block and "\\<script\\>" in block
+    assert "rise" in block and "*rise*" not in block  # the passage's Markdown is read, its words kept
     assert "Moon Phases Full moon\\." in block  # heading marks dropped, the words kept
     assert sources_markdown([]) == ""
+
+
+def test_a_source_label_cannot_end_its_html_block() -> None:
+    # A blank line in a file name or section would close <summary> early and let the rest be read as Markdown.
+    label_attack = Source(1, "/docs/a\n\n![x](http://evil/p.png)\n\n.md", None, "Intro\n\n<img src=http://evil/q>", "t")
+    block = sources_markdown([label_attack])
+    summary = block.split("\n\n")[1]
+    assert summary.startswith("<details><summary>[1] ") and summary.endswith("</summary>")
+    assert "<img" not in block and "\n\n![x]" not in block
 
 
 def test_an_answer_from_documents_lists_its_sources_under_the_stats() -> None:
@@ -104,7 +116,7 @@ def test_an_answer_from_documents_lists_its_sources_under_the_stats() -> None:
     stats = AnswerStats(50, 5, 300.0, 80.0, "stop", retrieve_ms=42.0)
     content = view.apply(TurnSaved(StoredMessage(2, "assistant", "In 1852 [1].", stats, (source,))))[-1]["content"]
     body, stats_line, listed = content.split("\n\n", 2)
-    assert body == "In 1852 [1]."
+    assert body == "\nIn 1852 [1]."  # the citation stays as written
     assert stats_line.startswith("*42 ms to find sources · 0.30 s to first token")
     assert listed.startswith("**Sources**") and "guide.pdf, page 3" in listed
 
@@ -120,8 +132,8 @@ def test_an_interrupted_answer_keeps_its_text_and_says_why() -> None:
     view.apply(TextDelta("Once upon"))
     view.interrupt("The model stopped unexpectedly (SIGKILL); it is restarting.")
     content = view.render()[-1]["content"]
-    assert content.startswith("Once upon")
-    assert content.endswith(r"*⚠ The model stopped unexpectedly \(SIGKILL\); it is restarting\.*")
+    assert content.startswith("\nOnce upon")
+    assert content.endswith(r"*⚠ The model stopped unexpectedly \(SIGKILL\)\; it is restarting\.*")
 
 
 def test_the_status_line_says_how_many_answers_run_at_once() -> None:
@@ -132,3 +144,22 @@ def test_the_status_line_says_how_many_answers_run_at_once() -> None:
     line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
     assert line.endswith("context 2048 tokens · offline · 4 answers at once")
     assert "answers at once" not in status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=1))
+
+
+def test_the_upload_note_says_the_limit_and_how_to_change_it() -> None:
+    note = upload_limit_note(100)
+    assert "100 MB" in note and "HEARTH_RAG__MAX_FILE_MB" in note
+
+
+def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
+    from backends.memory import MemoryEstimate
+    from backends.selection import BackendPlan
+
+    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
+    name = "![x](http://evil/p.png)"  # general.name of a hostile GGUF
+    notes = ("Template refused: <img src=http://evil/q.png> `raise_exception`",)
+    line = status_markdown(RuntimeStatus("ready", name, "Ready", plan, notes=notes))
+    assert line.startswith(r"**\!\[x\]\(http\:\/\/evil\/p\.png\)** · llama.cpp (CPU)")
+    assert r"\<img src=http\://evil/q.png>" in line and "`raise_exception`" in line
+    loading = status_markdown(RuntimeStatus("loading", name, "Loading ![y](http://evil/r.png)…"))
+    assert "![" not in loading.replace(r"\!\[", "")

@@ -1,0 +1,29 @@
+"""Messages between :mod:`rag.reader` and its child process :mod:`rag.reader_worker` (pickled over a socket; a
+module of their own so that both sides name the same classes, the child running as ``__main__``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rag.limits import ReadLimits
+from rag.sections import Section
+
+
+@dataclass(frozen=True)
+class Start:
+    memory_bytes: int
+    log_level: int
+    quiet_loggers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    path: str
+    limits: ReadLimits
+
+
+@dataclass(frozen=True)
+class ReadReply:
+    sections: list[Section] = field(default_factory=list)
+    reason: str | None = None  # set when the file was refused
+    restart: bool = False  # this process is done (after running out of memory); start a fresh one
