@@ -230,10 +230,10 @@ class ModelRuntime:
             return self._engine
         if self._state == "error" and self._error is not None:
             raise self._error
-        if self._switching:
-            raise ModelNotReady("Hearth is switching models.", "Send again in a moment.")
         if self._state == "loading":
             raise ModelNotReady("The model is still loading.", "Wait a moment and send again.")
+        if self._switching:
+            raise ModelNotReady("Hearth is switching models.", "Send again in a moment.")
         if self._state == "restarting":
             raise ModelNotReady(self._message, "Send again in a moment; Hearth restarts the model by itself.")
         if self._state == "ready":  # the engine died a moment ago; its supervisor is about to hear of it
