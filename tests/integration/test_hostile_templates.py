@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, Generat
 from backends.engine.client import EngineProcess
 from models.gguf import read_model_info
 from tests.helpers import copy_gguf_with_chat_template
+from tests.integration.test_engine_process import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -98,15 +98,6 @@ def alive(pid: int) -> bool:
         return stat.read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def wait_for(condition: object, what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if callable(condition) and condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # SMOL stands for the model's own template: each hostile one would otherwise render a good prompt.
