@@ -35,15 +35,16 @@ def answer_first_question(engine: Engine, timeout_s: float = PROBE_TIMEOUT_S) ->
             pass
     except HearthError as exc:
         if expired.is_set():
-            raise ModelLoadError(
-                f"{name} loaded but did not answer a first question within {timeout_s:.0f} s.",
-                "It may be damaged or too slow for this machine; try another model or a smaller quantization.",
-            ) from exc
+            raise _too_slow(name, timeout_s) from exc
         raise ModelLoadError(f"{name} loaded but could not answer a first question: {exc.message}", exc.remedy) from exc
     finally:
         timer.cancel()
     if expired.is_set():
-        raise ModelLoadError(
-            f"{name} loaded but did not answer a first question within {timeout_s:.0f} s.",
-            "It may be damaged or too slow for this machine; try another model or a smaller quantization.",
-        )
+        raise _too_slow(name, timeout_s)
+
+
+def _too_slow(name: str, timeout_s: float) -> ModelLoadError:
+    return ModelLoadError(
+        f"{name} loaded but did not answer a first question within {timeout_s:.0f} s.",
+        "It may be damaged or too slow for this machine; try another model or a smaller quantization.",
+    )

@@ -23,7 +23,7 @@ from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, Generat
 from backends.engine.client import EngineProcess
 from models.gguf import read_model_info
 from tests.helpers import copy_gguf_with_chat_template
-from tests.integration.test_engine_process import wait_for
+from tests.integration.test_engine_process import alive, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -90,14 +90,6 @@ def renderers_of(pid: int) -> list[int]:
         if int(parent) == pid and b"template_worker.py" in cmdline:
             found.append(int(entry.name))
     return found
-
-
-def alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return stat.read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # SMOL stands for the model's own template: each hostile one would otherwise render a good prompt.
