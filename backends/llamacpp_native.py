@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,19 @@ BATCH_TOKENS = 512
 # llama.cpp's own "every layer" value for n_gpu_layers (what llama-cpp-python passes for -1).
 ALL_LAYERS = 0x7FFFFFFF
 
+# llama_decode's status when its abort callback asked it to stop between two graph nodes (GGML_STATUS_ABORTED).
+ABORTED = 2
+
 _backend_lock = threading.Lock()
 _backend_ready = False
+# Threads whose llama_decode is unwinding from an abort Hearth asked for: llama.cpp reports every abort as a
+# failure ("llama_decode: failed to decode, ret = 2", at ERROR), which for a Stop is no failure at all.
+_unwinding: set[int] = set()
+
+
+def unwinding_abort() -> bool:
+    """Whether this thread is inside a llama_decode that Hearth asked to stop (its log lines are expected)."""
+    return threading.get_ident() in _unwinding
 
 
 def _init_backend() -> None:
@@ -111,6 +123,11 @@ class NativeModel:
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self.vocab_size = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self._pieces: dict[int, bytes] = {}
+        self._stop_when: Callable[[], bool] | None = None
+        self._decoding_thread = 0
+        # Kept on the instance so ctypes never frees it while llama.cpp holds the pointer.
+        self._abort_callback: Any = llama_cpp.ggml_abort_callback(self._should_abort)
+        self._no_callback: Any = llama_cpp.ggml_abort_callback()  # a NULL function pointer: no callback
 
     # --- tokenizer: reads only the vocabulary, so any thread may call it while another decodes -------------
     def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
@@ -165,11 +182,33 @@ class NativeModel:
 
         llama_cpp.llama_memory_seq_cp(self.memory, source, target, -1, -1)
 
-    def decode(self, batch: TokenBatch) -> int:
-        """llama_decode's status: 0 is success."""
+    def decode(self, batch: TokenBatch, stop_when: Callable[[], bool] | None = None) -> int:
+        """llama_decode's status: 0 is success, ``ABORTED`` when ``stop_when`` answered True between two nodes
+        of the graph (llama.cpp then drops what this call had written to the cache).
+
+        The callback is installed only for this call: llama.cpp asks it after every graph node, hundreds of
+        times per call, which costs little next to reading a prompt piece but would slow every answer token."""
         import llama_cpp
 
-        return int(llama_cpp.llama_decode(self.ctx, batch.native))
+        if stop_when is None:
+            return int(llama_cpp.llama_decode(self.ctx, batch.native))
+        self._stop_when = stop_when
+        self._decoding_thread = threading.get_ident()
+        llama_cpp.llama_set_abort_callback(self.ctx, self._abort_callback, None)
+        try:
+            return int(llama_cpp.llama_decode(self.ctx, batch.native))
+        finally:
+            llama_cpp.llama_set_abort_callback(self.ctx, self._no_callback, None)
+            self._stop_when = None
+            _unwinding.discard(self._decoding_thread)
+
+    def _should_abort(self, _data: Any) -> bool:
+        """llama.cpp's abort callback (called from inside llama_decode): True stops the evaluation."""
+        stop_when = self._stop_when
+        if stop_when is None or not stop_when():
+            return False
+        _unwinding.add(self._decoding_thread)  # the failure llama.cpp is about to log is this requested stop
+        return True
 
     def close(self) -> None:
         import llama_cpp

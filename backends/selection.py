@@ -33,6 +33,19 @@ from backends.memory import (
     usable_bytes,
 )
 from backends.openvino import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_TOKENS
+from backends.plan_reasons import (
+    INTEL_GPU,
+    LLAMACPP_CPU,
+    NPU,
+    NVIDIA,
+    OPENVINO_CPU,
+    ROUTES,
+    comes_after,
+    missing_device_reason,
+    not_chosen,
+    openvino_cpu_reason,
+    rank_why,
+)
 from models.gguf import ModelInfo
 
 # CUDA's own context and cuBLAS workspaces take this much of a GPU before any model byte.
@@ -98,7 +111,7 @@ class NoBackend(BackendUnavailable):
     def __init__(self, rejections: Sequence[str]) -> None:
         super().__init__(
             "No backend can run this model here: " + "; ".join(rejections) + ".",
-            "Fix one of the reasons above, or choose another model.",
+            "Choose another backend or device (Automatic picks one that works here), or another model.",
         )
         self.rejections = tuple(rejections)
 
@@ -107,6 +120,7 @@ class NoBackend(BackendUnavailable):
 class _Option:
     rank: int
     plan: BackendPlan
+    route: str = ""  # one of plan_reasons.ROUTES; "" for a backend automatic selection never weighs
 
 
 @dataclass
@@ -124,6 +138,10 @@ class _Context:
     rejections: list[str] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)  # why a faster device sits idle, shown with the plan
     memory_failures: list[DoesNotFit] = field(default_factory=list)
+    route_notes: dict[str, str] = field(default_factory=dict)  # why a route gave no option, by route
+
+    def note(self, route: str, reason: str) -> None:
+        self.route_notes.setdefault(route, reason)
 
 
 def choose_context(model: ModelInfo, requested: int) -> tuple[int, str]:
@@ -158,7 +176,7 @@ def select_backend(
     threads, threads_reason = choose_threads(inventory, prefs.threads)
     # Parallel answers multiply the KV cache. Fewer of them never beat a faster placement: the best placement
     # any count allows wins, with as many answers as still fit there.
-    chosen: tuple[_Option, _Context] | None = None
+    chosen: tuple[_Option, _Context, list[_Option]] | None = None
     ctx: _Context | None = None
     for slots in slot_counts(prefs.slots):
         ctx = _Context(inventory, model, prefs, context, context_reason, threads, threads_reason, slots)
@@ -166,22 +184,78 @@ def select_backend(
         if options:
             best_here = min(options, key=lambda option: option.rank)
             if chosen is None or best_here.rank < chosen[0].rank:
-                chosen = (best_here, ctx)
+                chosen = (best_here, ctx, options)
     assert ctx is not None  # slot_counts always yields 1
     if chosen is None:
         if ctx.memory_failures:  # the model would run here, with less context or more free memory
             raise ctx.memory_failures[0]
         raise NoBackend(ctx.rejections)
-    option, ctx = chosen
+    option, ctx, options = chosen
     best = option.plan
     forced = prefs.backend != "auto" or prefs.device != "auto" or prefs.gpu_layers is not None
-    why = "chosen by you" if forced else "the best fit for this machine"
-    idle = [f"Not used: {reason}" for reason in ctx.not_used]
+    if forced:
+        # Only the asked-for backend was weighed; still, an idle faster device is never silent.
+        headline = f"{best.label}: chosen by you"
+        others = [f"Not used: {reason}" for reason in ctx.not_used]
+    else:
+        headline = f"{best.label}: chosen automatically — {_rank_why(option)}"
+        others = explain_alternatives(ctx, classes, options, option)
     parallel = any(cls.name == best.backend and cls.capabilities.parallel for cls in classes)
     slots_reason = _slots_reason(best, prefs.slots, parallel)
     return dataclasses.replace(
-        best, reasons=(f"{best.label}: {why}", *best.reasons, *idle, threads_reason, context_reason, slots_reason)
+        best, reasons=(headline, *best.reasons, *others, threads_reason, context_reason, slots_reason)
     )
+
+
+def _rank_why(option: _Option) -> str:
+    return rank_why(option.route, split=option.rank == RANK_GPU_SPLIT, partial=option.rank == RANK_GPU_PARTIAL)
+
+
+def _routes_of(cls: type[Backend]) -> tuple[str, ...]:
+    if cls.name == "llamacpp":
+        return (NVIDIA, LLAMACPP_CPU)
+    if cls.name == "openvino":
+        return (INTEL_GPU, NPU, OPENVINO_CPU)
+    return ()
+
+
+def explain_alternatives(
+    ctx: _Context, classes: Sequence[type[Backend]], options: Sequence[_Option], chosen: _Option
+) -> list[str]:
+    """One line per route automatic selection weighed and did not take, with the measured or known reason."""
+    weighed = {route: cls for cls in classes for route in _routes_of(cls)}
+    viable = {option.route for option in options}
+    said: list[tuple[tuple[str, ...], str]] = []
+    for route in ROUTES:
+        if route == chosen.route or route not in weighed:
+            continue
+        if route in viable:
+            reason = comes_after(chosen.plan.label)
+        elif route in ctx.route_notes:
+            reason = ctx.route_notes[route]
+        elif route == OPENVINO_CPU and _has_device(ctx.inventory, "CPU"):
+            reason = _openvino_cpu_alternative(ctx, weighed[route], chosen)
+        else:
+            reason = missing_device_reason(route, ctx.inventory)
+        if said and said[-1][1] == reason:  # one line for routes turned down for the same reason
+            said[-1] = ((*said[-1][0], route), reason)
+        else:
+            said.append(((route,), reason))
+    return [not_chosen(routes, reason) for routes, reason in said]
+
+
+def _has_device(inventory: HardwareInventory, kind: str) -> bool:
+    return any(device.kind == kind for device in inventory.openvino or ())
+
+
+def _openvino_cpu_alternative(ctx: _Context, cls: type[Backend], chosen: _Option) -> str:
+    """OpenVINO on the CPU runs only when asked for; say whether it could, and what it would gain."""
+    scratch = dataclasses.replace(ctx, rejections=[], not_used=[], memory_failures=[], route_notes={})
+    if not _cpu_option(scratch, cls, RANK_OPENVINO_CPU, OPENVINO_CPU):
+        return scratch.route_notes.get(OPENVINO_CPU, "the model does not fit in the memory available")
+    if chosen.route != LLAMACPP_CPU:
+        return comes_after(chosen.plan.label)
+    return openvino_cpu_reason(ctx.inventory.isa_flags)
 
 
 def slot_counts(requested: int) -> list[int]:
@@ -199,6 +273,8 @@ def _options(ctx: _Context, classes: Sequence[type[Backend]]) -> list[_Option]:
         available = cls.availability(inventory)
         if not available.ok:
             ctx.rejections.append(f"{cls.label}: {available.reason} ({available.remedy})")
+            for route in _routes_of(cls):
+                ctx.note(route, f"{available.reason} ({available.remedy})")
             continue
         support = cls.supports(model)
         if not support.ok:
@@ -206,13 +282,16 @@ def _options(ctx: _Context, classes: Sequence[type[Backend]]) -> list[_Option]:
             idle = [d.full_name for d in inventory.openvino or () if d.accelerator] if cls.name == "openvino" else []
             if idle:
                 ctx.not_used.append(f"{', '.join(idle)}: {support.reason}")
+            mixed_in = f" ({model.quantization} mixes them in)" if support.reason.endswith(" weights") else ""
+            for route in _routes_of(cls):
+                ctx.note(route, f"{support.reason}{mixed_in}")
             continue
         if cls.name == "llamacpp":
             options += _llamacpp_options(ctx, cls)
         elif cls.name == "openvino":
             options += _openvino_options(ctx, cls)
         else:
-            options += _cpu_option(ctx, cls, RANK_CPU)
+            options += _cpu_option(ctx, cls, RANK_CPU, "")
     return options
 
 
@@ -254,13 +333,13 @@ def _llamacpp_options(ctx: _Context, cls: type[Backend]) -> list[_Option]:
     prefs = ctx.prefs
     options: list[_Option] = []
     if prefs.device in ("auto", "cpu") and not _wants_gpu(prefs):
-        options += _cpu_option(ctx, cls, RANK_CPU)
+        options += _cpu_option(ctx, cls, RANK_CPU, LLAMACPP_CPU)
     if prefs.device == "cpu" or prefs.device.upper().startswith(("GPU", "NPU")):  # not an NVIDIA device
         return options
     gpus = _usable_gpus(ctx)
     if not gpus:
         if _wants_gpu(prefs):
-            ctx.rejections.append("llama.cpp (CUDA): " + (ctx.not_used[-1] if ctx.not_used else "no NVIDIA GPU"))
+            ctx.rejections.append("llama.cpp (CUDA): " + (ctx.not_used[-1] if ctx.not_used else "no NVIDIA GPU found"))
         return options
     if prefs.gpu_layers is not None:
         return [*options, *_forced_layers(ctx, gpus, prefs.gpu_layers)]
@@ -271,13 +350,17 @@ def _llamacpp_options(ctx: _Context, cls: type[Backend]) -> list[_Option]:
     if split is not None:
         return [*options, split]
     partial = _gpu_partial(ctx, gpus[0])
-    return [*options, partial] if partial is not None else options
+    if partial is None:
+        ctx.note(NVIDIA, f"{_gpu_label(gpus[0])}: the layers that would not fit there do not fit in RAM either")
+        return options
+    return [*options, partial]
 
 
 def _usable_gpus(ctx: _Context) -> list[GpuDevice]:
     inventory, prefs = ctx.inventory, ctx.prefs
     if inventory.gpu_problem:
         ctx.not_used.append(f"{inventory.gpu_problem}; check the driver with `nvidia-smi`, then restart Hearth")
+        ctx.note(NVIDIA, ctx.not_used[-1])
         return []
     if not inventory.gpus:
         return []
@@ -288,6 +371,7 @@ def _usable_gpus(ctx: _Context) -> list[GpuDevice]:
             f"{names}: this llama.cpp build has no CUDA support; install the CUDA toolkit (nvcc) and run "
             "`make setup` to rebuild it with GPU offload"
         )
+        ctx.note(NVIDIA, ctx.not_used[-1])
         return []
     gpus = sorted(inventory.gpus, key=lambda g: g.free_bytes, reverse=True)
     if prefs.device.startswith("cuda:"):
@@ -322,7 +406,7 @@ def _gpu_full(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
                 f"{format_bytes(gpu.free_bytes)} free",
             )
             plan = _gpu_plan(ctx, "llama.cpp (CUDA)", placements, blocks + 1, (), gpu.index, reasons)
-            return _Option(RANK_GPU_FULL, plan)
+            return _Option(RANK_GPU_FULL, plan, NVIDIA)
     return None
 
 
@@ -358,7 +442,7 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
     )
     label = f"llama.cpp (CUDA, {len(ordered)} GPUs)"
     plan = _gpu_plan(ctx, label, placements, blocks + 1, share, ordered[biggest].index, reasons)
-    return _Option(RANK_GPU_SPLIT, plan)
+    return _Option(RANK_GPU_SPLIT, plan, NVIDIA)
 
 
 def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
@@ -366,6 +450,7 @@ def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
     layers = layers_that_fit(model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots)
     if layers == 0:
         ctx.not_used.append(f"{_gpu_label(gpu)}: not even one layer fits")
+        ctx.note(NVIDIA, ctx.not_used[-1])
         return None
     offload = estimate_offload(model, ctx.context, (layers,), ctx.slots)
     if not _cpu_fits(ctx, offload.cpu):
@@ -379,7 +464,9 @@ def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
         "on the CPU (slower than all on the GPU; a smaller context or a lower-bit model would move more over)",
     )
     return _Option(
-        RANK_GPU_PARTIAL, _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, layers, (), gpu.index, reasons)
+        RANK_GPU_PARTIAL,
+        _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, layers, (), gpu.index, reasons),
+        NVIDIA,
     )
 
 
@@ -407,7 +494,7 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
     reasons = (f"{layers} of {blocks} layers on {gpu.name}, as configured",)
     gpu_layers = blocks + 1 if layers >= blocks else layers
     label = "llama.cpp (CUDA)" if layers >= blocks else "llama.cpp (CPU + GPU)"
-    return [_Option(RANK_GPU_FULL, _gpu_plan(ctx, label, placements, gpu_layers, (), gpu.index, reasons))]
+    return [_Option(RANK_GPU_FULL, _gpu_plan(ctx, label, placements, gpu_layers, (), gpu.index, reasons), NVIDIA)]
 
 
 def _gpu_plan(
@@ -441,7 +528,7 @@ def _cpu_fits(ctx: _Context, memory: MemoryEstimate) -> bool:
     return memory.total_bytes <= usable_bytes(ctx.inventory.ram_available_bytes)
 
 
-def _cpu_option(ctx: _Context, cls: type[Backend], rank: int) -> list[_Option]:
+def _cpu_option(ctx: _Context, cls: type[Backend], rank: int, route: str) -> list[_Option]:
     """The model on the CPU, on ``cls``'s CPU path, priced by ``cls``'s own memory rule."""
     inventory, model = ctx.inventory, ctx.model
     slots = ctx.slots if cls.capabilities.parallel else 1
@@ -465,6 +552,7 @@ def _cpu_option(ctx: _Context, cls: type[Backend], rank: int) -> list[_Option]:
         )
         ctx.memory_failures.append(failure)
         ctx.rejections.append(f"{label}: {failure.message}")
+        ctx.note(route, failure.message)
         return []
     reasons = [
         f"needs about {format_bytes(memory.total_bytes)} of {format_bytes(inventory.ram_available_bytes)} available RAM"
@@ -483,7 +571,7 @@ def _cpu_option(ctx: _Context, cls: type[Backend], rank: int) -> list[_Option]:
         device="CPU",
         slots=slots,
     )
-    return [_Option(rank, plan)]
+    return [_Option(rank, plan, route)]
 
 
 # --- OpenVINO: Intel GPU and NPU (and the CPU when asked for) -------------------------------------------------
@@ -503,7 +591,7 @@ def _openvino_options(ctx: _Context, cls: type[Backend]) -> list[_Option]:
     for device in devices:
         if device.kind == "CPU":
             if prefs.backend == "openvino" and wanted in ("AUTO", "CPU"):
-                options += [_as_openvino(o, device) for o in _cpu_option(ctx, cls, RANK_OPENVINO_CPU)]
+                options += [_as_openvino(o, device) for o in _cpu_option(ctx, cls, RANK_OPENVINO_CPU, OPENVINO_CPU)]
             continue
         options += _openvino_accelerator(ctx, cls, device)
     return options
@@ -521,11 +609,13 @@ def _openvino_accelerator(ctx: _Context, cls: type[Backend], device: OpenVinoDev
                 f"and the context to {most}"
             )
     memory = cls.estimate_memory(model, LoadOptions(context_length=context, threads=ctx.threads))
+    route = NPU if device.kind == "NPU" else INTEL_GPU
     if memory.total_bytes > usable_bytes(inventory.ram_available_bytes):
         ctx.rejections.append(
             f"OpenVINO {device.id}: needs about {format_bytes(memory.total_bytes)} of shared memory, "
             f"{format_bytes(inventory.ram_available_bytes)} available"
         )
+        ctx.note(route, ctx.rejections[-1].removeprefix(f"OpenVINO {device.id}: "))
         return []
     rank = RANK_NPU if device.kind == "NPU" else RANK_INTEL_GPU
     kind = "NPU" if device.kind == "NPU" else ("integrated GPU" if device.integrated else "GPU")
@@ -544,7 +634,7 @@ def _openvino_accelerator(ctx: _Context, cls: type[Backend], device: OpenVinoDev
         placements=(Placement(device.id, device.full_name, model.block_count, memory, inventory.ram_available_bytes),),
         device=device.id,
     )
-    return [_Option(rank, plan)]
+    return [_Option(rank, plan, route)]
 
 
 def _as_openvino(option: _Option, device: OpenVinoDevice) -> _Option:
@@ -552,6 +642,7 @@ def _as_openvino(option: _Option, device: OpenVinoDevice) -> _Option:
     return _Option(
         option.rank,
         dataclasses.replace(plan, label=f"OpenVINO ({device.id})", device=device.id),
+        option.route,
     )
 
 

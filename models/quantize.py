@@ -42,6 +42,16 @@ class QuantizeError(HearthError):
     """Quantization was refused or failed."""
 
 
+class AlreadyQuantized(QuantizeError):
+    """The source is already quantized and re-quantizing was not allowed. The remedy speaks of the command line's
+    flag; the page says which of its controls does the same (``page_remedy``)."""
+
+    page_remedy = (
+        'Tick "Allow re-quantizing an already quantized model" and press Quantize again, or pick a full-precision '
+        "(F16 or F32) model."
+    )
+
+
 @dataclass(frozen=True)
 class QuantizeProgress:
     fraction: float
@@ -55,7 +65,7 @@ def check_request(model: ModelInfo, qtype: str, allow_requantize: bool) -> list[
     warnings = []
     if model.quantization not in FULL_PRECISION:
         if not allow_requantize:
-            raise QuantizeError(
+            raise AlreadyQuantized(
                 f"{model.display_name} is already quantized ({model.quantization}); quantizing it again stacks "
                 "the rounding errors of both formats.",
                 "Quantize from an F16 or F32 file (hearth models convert MODEL --type F16 makes one), or pass "
@@ -65,7 +75,36 @@ def check_request(model: ModelInfo, qtype: str, allow_requantize: bool) -> list[
             f"Re-quantizing {model.quantization} to {qtype}: quality will be lower than quantizing the original "
             "full-precision weights."
         )
+    expected = expected_size_bytes(model, qtype)
+    if expected is not None and expected >= model.file_size_bytes:
+        warnings.append(size_note(model, qtype))
     return warnings
+
+
+def expected_size_bytes(model: ModelInfo, qtype: str) -> int | None:
+    """About how big the copy will be: parameters times the type's bits per weight (None when the parameter count
+    is unknown). Pure."""
+    if qtype not in TYPES or model.parameter_count <= 0:
+        return None
+    return int(model.parameter_count * TYPES[qtype][1] / 8)
+
+
+def size_note(model: ModelInfo, qtype: str) -> str:
+    """One sentence on what size to expect, said plainly when the copy will not be smaller. Pure."""
+    from backends.memory import format_bytes
+
+    expected = expected_size_bytes(model, qtype)
+    now = format_bytes(model.file_size_bytes)
+    if expected is None:
+        return f"{model.display_name} is {now}; the size of a {qtype} copy cannot be estimated."
+    about = format_bytes(expected)
+    if expected >= model.file_size_bytes:
+        return (
+            f"A {qtype} copy will be about {about}, larger than the {model.quantization} file ({now}): {qtype} keeps "
+            f"more bits per weight, so it is not smaller or faster, and it cannot restore what {model.quantization} "
+            "already lost."
+        )
+    return f"A {qtype} copy will be about {about} (the {model.quantization} file is {now})."
 
 
 def output_name(model: ModelInfo, qtype: str) -> str:
@@ -107,7 +146,7 @@ def quantize(
         if child.exitcode != 0:
             raise QuantizeError(
                 f"llama.cpp could not quantize {model.path.name} to {qtype} (exit code {child.exitcode}).",
-                "Check free disk space; the details are in the log (run with -v).",
+                "Check free disk space; the details are in Hearth's log.",
             )
         partial.replace(target)
     finally:

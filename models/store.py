@@ -20,7 +20,7 @@ from models.facts import FACTS_VERSION, Refusal, decode_facts, encode_facts
 from models.gguf import ModelInfo, read_model_info, sha256_of
 from models.gguf_reader import ModelFileUnreadable
 
-Source = Literal["embedded", "imported", "quantized", "converted"]
+Source = Literal["embedded", "imported", "installed", "quantized", "converted"]
 SCHEMA_VERSION = 1
 SHORT_ID = 12
 
@@ -93,6 +93,9 @@ class ModelStore:
         embedded = self.embedded()
         return [embedded, *stored] if embedded else stored
 
+    def by_sha256(self, sha256: str) -> StoredModel | None:
+        return next((m for m in self.all() if m.sha256 == sha256), None)
+
     def find(self, reference: str) -> StoredModel:
         """A model by id (a prefix of its SHA-256, at least 4 characters), file name or path."""
         wanted = reference.strip()
@@ -121,11 +124,17 @@ class ModelStore:
     # --- changes -------------------------------------------------------------------------------------------
 
     def add(
-        self, path: Path, source: Source = "imported", copy: bool = False, parent: str | None = None
+        self,
+        path: Path,
+        source: Source = "imported",
+        copy: bool = False,
+        parent: str | None = None,
+        sha256: str | None = None,
     ) -> tuple[StoredModel, ModelInfo]:
-        """Validate ``path`` as a GGUF (Hearth's own checks, before llama.cpp ever reads it) and register it."""
+        """Validate ``path`` as a GGUF (Hearth's own checks, before llama.cpp ever reads it) and register it.
+        ``sha256``: the file's, when the caller has just computed it while writing the file (saves a full read)."""
         info = read_model_info(path)
-        sha = sha256_of(path)
+        sha = sha256 or sha256_of(path)
         known = next((m for m in self.all() if m.sha256 == sha), None)
         if known is not None:
             raise ModelNotKnown(

@@ -1,7 +1,12 @@
 """Okapi BM25 over a collection's chunks, in memory.
 
 Postings are precomputed as per-document term weights, so a query costs one array sum per query term: a few
-milliseconds at 100,000 chunks. Tokens are lower-cased words with common English stop words removed.
+milliseconds at 100,000 chunks. Tokens are lower-cased words with common English stop words removed; a number,
+code or identifier written with inner punctuation ("6.06", "3.11.2", "1e-5", "XR-7742", "SHA-256", "json.dumps",
+"O_RDONLY", "--no-deps") is one token as written and also its parts ("6", "06"; "json", "dumps"; "o", "rdonly";
+"no", "deps") and, when hyphenated, its parts run together ("sha256"), so an exact value scores as a rare whole
+while a partial mention still counts. Such terms, and camel-case identifiers, are the query's *exact terms*
+(:meth:`BM25Index.exact_matches`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ import numpy as np
 
 K1 = 1.2
 B = 0.75
-_WORD = re.compile(r"\w+")
+# A word, or words joined by inner punctuation with nothing between them (a version, a code, a dotted name, a path).
+_TERM = re.compile(r"\w+(?:[.\-/:+@]\w+)*")
+_PART = re.compile(r"[^\W_]+")
+# An inner capital: "jsonDumps", "JSONDecoder", "PyPI" (not "LTS" or "Python").
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]")
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# Passages that may hold all of a question's exact terms for them to be ranked first; more than this and the terms
+# are too common to single a passage out.
+MAX_EXACT_MATCHES = 8
 STOP_WORDS = frozenset(
     [
         "a",
@@ -83,7 +96,39 @@ STOP_WORDS = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    return [word for word in _WORD.findall(text.lower()) if word not in STOP_WORDS]
+    tokens: list[str] = []
+    for found in _TERM.finditer(text):
+        tokens.extend(_term_tokens(found.group()))
+    return tokens
+
+
+def _term_tokens(term: str) -> list[str]:
+    whole = term.lower()
+    parts = _PART.findall(whole)
+    if _CAMEL.search(term):
+        parts = [part.lower() for part in _CAMEL_PART.findall(term)]
+    if len(parts) == 1 and parts[0] == whole:
+        return [] if whole in STOP_WORDS else [whole]
+    tokens = [whole]
+    if "-" in whole:
+        tokens.append("".join(parts))
+    tokens.extend(part for part in parts if part not in STOP_WORDS and part != whole)
+    return tokens
+
+
+def exact_terms(query: str) -> list[str]:
+    """The terms of ``query`` written as a number, a code, an option or an identifier: with a digit, an underscore,
+    a dot or other inner punctuation between words (not a plain hyphenated word such as "built-in"), an inner
+    capital, or a leading dash ("6.06", "XR-7742", "json.dumps", "O_RDONLY", "JSONDecoder", "--no-deps"), lower-cased
+    as indexed."""
+    terms = []
+    for found in _TERM.finditer(query):
+        term = found.group()
+        coded = any(ch.isdigit() or ch in "_./:+@" for ch in term) or bool(_CAMEL.search(term))
+        option = found.start() > 0 and query[found.start() - 1] == "-"
+        if (coded or option) and len(term) > 1:  # a lone digit or letter singles nothing out
+            terms.append(term.lower())
+    return list(dict.fromkeys(terms))
 
 
 @dataclass(frozen=True)
@@ -112,18 +157,35 @@ class BM25Index:
             norm = K1 * (1.0 - B + B * lengths[docs] / average)
             self._postings[term] = Posting(docs, (idf * tf * (K1 + 1.0) / (tf + norm)).astype(np.float32))
 
+    def exact_matches(self, query: str, limit: int = MAX_EXACT_MATCHES) -> list[int]:
+        """The documents that hold every exact term of ``query`` that the collection holds at all (see
+        :func:`exact_terms`), best BM25 score first; none when the query has no such term or when more than
+        ``limit`` documents hold them (then they single nothing out)."""
+        postings = [self._postings[term] for term in exact_terms(query) if term in self._postings]
+        if not postings:
+            return []
+        common = postings[0].documents
+        for posting in postings[1:]:
+            common = np.intersect1d(common, posting.documents, assume_unique=True)
+        if len(common) == 0 or len(common) > limit:
+            return []
+        scores = self._scores(query)
+        return sorted((int(i) for i in common), key=lambda i: (-float(scores[i]), i))
+
     def search(self, query: str, limit: int) -> list[tuple[int, float]]:
         """Best ``limit`` (document index, score) pairs, highest first; documents with no query term are left out."""
-        scores = np.zeros(self.size, dtype=np.float32)
-        hit = False
-        for term in set(tokenize(query)):
-            posting = self._postings.get(term)
-            if posting is not None:
-                scores[posting.documents] += posting.weights
-                hit = True
-        if not hit or limit <= 0:
+        scores = self._scores(query)
+        if limit <= 0 or not scores.any():
             return []
         limit = min(limit, self.size)
         top = np.argpartition(-scores, limit - 1)[:limit]
         ranked = top[np.argsort(-scores[top], kind="stable")]
         return [(int(i), float(scores[i])) for i in ranked if scores[i] > 0]
+
+    def _scores(self, query: str) -> np.ndarray:
+        scores = np.zeros(self.size, dtype=np.float32)
+        for term in set(tokenize(query)):
+            posting = self._postings.get(term)
+            if posting is not None:
+                scores[posting.documents] += posting.weights
+        return scores

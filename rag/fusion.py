@@ -1,4 +1,11 @@
-"""Pure pieces of hybrid retrieval: reciprocal rank fusion and near-duplicate removal."""
+"""Pure pieces of hybrid retrieval: reciprocal rank fusion and near-duplicate removal.
+
+Plain rank fusion lets the vector ranking drown an exact keyword hit: asked "What is the codename of Ubuntu 6.06
+LTS?", BM25 ranked the 6.06 row first, but the vector ranking put it 27th (a release table's rows all look alike
+to an embedding model), and five rows that both rankings liked moderately came first. So the passages that hold
+every exact term of the question (a number, a code, an identifier: :meth:`rag.bm25.BM25Index.exact_matches`) form
+a third ranking, weighted so that such a passage comes before any passage without them.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +15,26 @@ from typing import TypeVar
 from rag.bm25 import tokenize
 
 RRF_K = 60
+# Weight of the exact-match ranking: its first place (EXACT_WEIGHT / 61) outweighs first place in both of the
+# other rankings together (2 / 61).
+EXACT_WEIGHT = 3.0
 NEAR_DUPLICATE_JACCARD = 0.85
 
 T = TypeVar("T")
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Each ranking lists ids best first; an id scores sum(1 / (k + rank)) over the rankings it appears in."""
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Each ranking lists ids best first; an id scores sum(weight / (k + rank)) over the rankings it appears in
+    (every weight 1 unless ``weights`` gives one per ranking)."""
+    weights = [1.0] * len(rankings) if weights is None else weights
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights, strict=True):
         for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 

@@ -6,6 +6,11 @@ so a process killed at any point leaves at worst one file to redo on the next ru
 so redoing it never duplicates anything). Files that disappeared from a folder are removed from the collection.
 Every file gets an outcome; one bad file never stops the others. Each run starts by reconciling the vector store
 with the manifest (:meth:`Ingestor.reconcile`), which removes the chunks a killed run left behind.
+
+Progress is reported within a file too (pages read, passages embedded, with their rate), and Cancel is looked at
+between pages and between small embedding batches, so it takes effect in a second or so even in the middle of a
+long file. A file cancelled part-way is not written at all (its chunks go to the store only once all are embedded),
+so what was indexed before it stays, the store and the manifest agree, and the next run indexes it from the start.
 """
 
 from __future__ import annotations
@@ -14,30 +19,48 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR
 from typing import Literal
 
+import numpy as np
+
 from backends.base import CancelToken
 from models.gguf import sha256_of
-from rag.chunking import Chunk, chunk_sections
+from rag.chunking import Chunk, chunk_sections, searchable_text
 from rag.discovery import Candidate, discover, unreadable_reason
 from rag.embeddings import Embedder
+from rag.ingest_progress import IngestProgress, Meter, StepProgress
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
 from rag.reader import DocumentReader, ReadCancelled, ReaderProcess
 from rag.reconcile import ReconcilePlan, plan_reconciliation
-from rag.sections import Skipped
+from rag.sections import PASSAGE_FORMAT, Section, Skipped
 from rag.store import VectorStore
+
+__all__ = ["FileOutcome", "IngestEvent", "IngestProgress", "Ingestor", "StepProgress"]
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal["indexed", "unchanged", "skipped", "removed"]
-# Chunks gathered across files before one call to the embedder (which then batches them itself, sorted by length,
-# so bigger calls pad less): 256 runs about 10% faster than 64 here. Interactive callers pass a smaller number so
-# that work waiting between calls (a chat answer) never waits long.
+# Chunks gathered across files before they are embedded together, longest first, so that each batch holds texts of
+# similar length and pads little: 256 runs about 10% faster than 64 here. Interactive callers pass a smaller number
+# so that rows appear sooner.
 FLUSH_CHUNKS = 256
+# Passages are given to the embedder a few at a time; between two calls Cancel is looked at, progress reported and
+# a chat answer let go first. Each call aims at about EMBED_CALL_S of work, whatever the machine and its load: 32
+# passages took 0.8 s on an idle 2-core machine and 9 s on a busy one.
+EMBED_CALL_S = 0.5
+# Longest time files already read wait for more to be embedded with them; and a file of more bytes than a group's
+# passages usually take (about a kilobyte each) is not waited for.
+GROUP_WAIT_S = 2.0
+BYTES_PER_PASSAGE = 1024
+EMBED_SLICE_FIRST = 8
+EMBED_SLICE_MIN = 2
+EMBED_SLICE_MAX = 64
+CANCELLED_READING = "cancelled while it was being read"
+CANCELLED_INDEXING = "cancelled before it was indexed; nothing of it was kept"
 
 
 @dataclass(frozen=True)
@@ -46,16 +69,7 @@ class FileOutcome:
     outcome: Outcome
     chunks: int = 0
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class IngestProgress:
-    files_done: int
-    files_total: int
-    current: str
-    chunks_done: int
-    chunks_per_s: float
-    eta_s: float | None
+    cancelled: bool = False  # skipped because Cancel came while it was read or embedded: nothing of it was recorded
 
 
 IngestEvent = FileOutcome | IngestProgress
@@ -67,25 +81,6 @@ class _Prepared:
     digest: str
     stat: os.stat_result
     chunks: list[Chunk]
-
-
-@dataclass
-class _Meter:
-    """Counts for progress reports; the ETA comes from bytes read so far."""
-
-    total_files: int
-    total_bytes: int
-    files_done: int = 0
-    bytes_done: int = 0
-    chunks_done: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-    def progress(self, current: str, finished: bool = False) -> IngestProgress:
-        elapsed = time.perf_counter() - self.started
-        rate = self.bytes_done / elapsed if elapsed > 0 and self.bytes_done else 0.0
-        eta = 0.0 if finished else ((self.total_bytes - self.bytes_done) / rate if rate else None)
-        chunk_rate = self.chunks_done / elapsed if elapsed > 0 else 0.0
-        return IngestProgress(self.files_done, self.total_files, current, self.chunks_done, chunk_rate, eta)
 
 
 class Ingestor:
@@ -140,29 +135,40 @@ class Ingestor:
         known = dict(self._manifest.files(info.name))
         seen: set[str] = set()
         pending: list[_Prepared] = []
-        meter = _Meter(total_files=len(candidates), total_bytes=sum(_size(c.path) for c in candidates if not c.problem))
+        grouped = time.monotonic()  # when the first of the pending files was read
+        meter = Meter(total_files=len(candidates), total_bytes=sum(_size(c.path) for c in candidates if not c.problem))
         for candidate in candidates:
             if cancel.cancelled:
-                return
+                break
+            waited = time.monotonic() - grouped > GROUP_WAIT_S
+            if pending and (waited or _size(candidate.path) > flush_chunks * BYTES_PER_PASSAGE):
+                # Files read a while ago, or before one that will take long, are not kept waiting: their rows
+                # appear now.
+                yield from self._flush(info, pending, known, meter, cancel, before_batch)
+                pending = []
             key = str(candidate.path)
             seen.add(key)
-            yield meter.progress(candidate.path.name)
-            prepared = self._prepare(info, candidate, known, pending, cancel)
-            meter.bytes_done += _size(candidate.path) if candidate.problem is None else 0
+            meter.next_file(candidate.path.name)
+            yield meter.progress()
+            prepared = yield from self._prepare(info, candidate, known, pending, meter, cancel)
             if isinstance(prepared, FileOutcome):
                 meter.files_done += 1
+                meter.bytes_done += _size(candidate.path) if candidate.problem is None else 0
                 yield prepared
                 continue
+            if not pending:
+                grouped = time.monotonic()
             pending.append(prepared)
             if sum(len(p.chunks) for p in pending) >= flush_chunks:
                 yield from self._flush(info, pending, known, meter, cancel, before_batch)
                 pending = []
         yield from self._flush(info, pending, known, meter, cancel, before_batch)
-        yield from self._remove_vanished(info, roots, known, seen)
+        if not cancel.cancelled:  # files not looked at are not gone
+            yield from self._remove_vanished(info, roots, known, seen)
         for path in leftovers.orphans:
             if path not in seen:  # a file indexed again in this run is reported as indexed instead
                 yield FileOutcome(path, "removed", reason="a run that was interrupted had left it in the index")
-        yield meter.progress("", finished=True)
+        yield meter.finished()
 
     def _prepare(
         self,
@@ -170,9 +176,10 @@ class Ingestor:
         candidate: Candidate,
         known: dict[str, FileRecord],
         pending: Sequence[_Prepared],
+        meter: Meter,
         cancel: CancelToken,
-    ) -> FileOutcome | _Prepared:
-        """Everything short of embedding: change detection, reading and chunking."""
+    ) -> Generator[IngestProgress, None, FileOutcome | _Prepared]:
+        """Everything short of embedding: change detection, reading (yielding its progress) and chunking."""
         key = str(candidate.path)
         if candidate.problem:
             try:
@@ -190,6 +197,8 @@ class Ingestor:
         # A file refused before is read again when it is named on its own (added again by hand, perhaps after a
         # limit was raised); in a folder it keeps its reason until it changes.
         again = previous is not None and previous.status == "skipped" and candidate.root is None
+        # Indexed by an older way of making passages: read again so it gets the better passages.
+        again = again or (previous is not None and previous.passage_format < PASSAGE_FORMAT)
         if previous and not again and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
             return _as_before(previous)
         if stat.st_size > self._max_file_bytes:
@@ -210,12 +219,24 @@ class Ingestor:
         if twin and Path(twin).exists():
             reason = f"same content as {Path(twin).name}, already in this collection"
             return self._skip(info, key, digest, stat, reason, known)
+        meter.begin_step()
+        reading = self._reader.reading(candidate.path, cancel)
         try:
-            sections = self._reader.read(candidate.path, cancel)
+            while True:
+                try:
+                    read = next(reading)
+                except StopIteration as done:
+                    sections: list[Section] = done.value
+                    break
+                yield meter.progress(meter.step("reading", read.pages_done, read.pages_total))
         except ReadCancelled:  # nothing recorded: the next run reads it again
-            return FileOutcome(key, "skipped", reason="cancelled while it was being read")
+            return FileOutcome(key, "skipped", reason=CANCELLED_READING, cancelled=True)
         except Skipped as skipped:
             return self._skip(info, key, digest, stat, skipped.reason, known)
+        finally:
+            reading.close()  # stops the read if this run itself was closed part-way
+        meter.begin_step()
+        yield meter.progress(meter.step("splitting", total=len(sections)))
         chunks = chunk_sections(sections, self._embedder.tokenizer(), digest, self._embedder.max_tokens)
         return _Prepared(key, digest, stat, chunks)
 
@@ -224,20 +245,21 @@ class Ingestor:
         info: CollectionInfo,
         pending: Sequence[_Prepared],
         known: dict[str, FileRecord],
-        meter: _Meter,
+        meter: Meter,
         cancel: CancelToken,
         before_batch: Callable[[], object] | None,
-    ) -> Iterator[FileOutcome]:
+    ) -> Iterator[IngestEvent]:
+        """Embed the chunks of ``pending`` files, then store and record each file (and yield its outcome). Cancel
+        before the last passage is embedded leaves all of them unwritten."""
         if not pending:
             return
-        if cancel.cancelled:
+        texts = [searchable_text(chunk.text, chunk.section) for prepared in pending for chunk in prepared.chunks]
+        vectors = yield from self._embed(texts, len(pending), meter, cancel, before_batch)
+        if vectors is None:
             for prepared in pending:
-                yield FileOutcome(prepared.key, "skipped", reason="cancelled before it was indexed")
+                meter.files_done += 1
+                yield FileOutcome(prepared.key, "skipped", reason=CANCELLED_INDEXING, cancelled=True)
             return
-        if before_batch is not None:
-            before_batch()
-        texts = [chunk.text for prepared in pending for chunk in prepared.chunks]
-        vectors = self._embedder.embed(texts)
         offset = 0
         for prepared in pending:
             count = len(prepared.chunks)
@@ -252,8 +274,40 @@ class Ingestor:
             offset += count
             known[prepared.key] = record
             meter.files_done += 1
+            meter.bytes_done += prepared.stat.st_size
             meter.chunks_done += count
             yield FileOutcome(prepared.key, "indexed", count)
+
+    def _embed(
+        self,
+        texts: Sequence[str],
+        files: int,
+        meter: Meter,
+        cancel: CancelToken,
+        before_batch: Callable[[], object] | None,
+    ) -> Generator[IngestProgress, None, np.ndarray | None]:
+        """The vectors of ``texts`` in their order, embedded a slice at a time, longest first (the grouping the model
+        would make of one big call, so batches pad as little); ``None`` if cancelled first."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        vectors: np.ndarray | None = None
+        meter.begin_step()
+        yield meter.progress(meter.step("embedding", 0, len(texts), files))
+        start, size = 0, EMBED_SLICE_FIRST
+        while start < len(order):
+            if before_batch is not None and not cancel.cancelled:
+                before_batch()
+            if cancel.cancelled:
+                return None
+            rows = order[start : start + size]
+            began = time.perf_counter()
+            batch = self._embedder.embed([texts[i] for i in rows])
+            size = next_slice(len(rows), time.perf_counter() - began)
+            if vectors is None:
+                vectors = np.empty((len(texts), batch.shape[1]), dtype=np.float32)
+            vectors[rows] = batch
+            start += len(rows)
+            yield meter.progress(meter.step("embedding", start, len(texts), files))
+        return vectors  # all embedded: kept, even if Cancel came during the last batch
 
     def _skip(
         self,
@@ -320,6 +374,15 @@ class Ingestor:
         info = self._manifest.get(collection)
         self._store.drop(info.store_name)
         self._manifest.delete_collection(info.name)
+
+
+def next_slice(size: int, took_s: float) -> int:
+    """How many passages to embed in the next call, after ``size`` took ``took_s``: about ``EMBED_CALL_S`` of
+    work, growing at most twofold a step (the passages come longest first, so later ones go faster)."""
+    if took_s <= 0:
+        return min(size * 2, EMBED_SLICE_MAX)
+    fitting = int(size * EMBED_CALL_S / took_s)
+    return max(EMBED_SLICE_MIN, min(fitting, size * 2, EMBED_SLICE_MAX))
 
 
 def _as_before(record: FileRecord) -> FileOutcome:

@@ -1,8 +1,10 @@
 """Read a file into text sections with their place (page or section).
 
 One loader per kind of file, the lightest real one: pypdf for PDF (one section per page, :mod:`rag.pdf_text`), a
-streaming reader for Word (:mod:`rag.docx_text`), BeautifulSoup for HTML, plain reading for text and Markdown,
-LangChain's CSV loader for tables (one section per row). Text encodings are detected, not assumed. Every refusal is
+streaming reader for Word (:mod:`rag.docx_text`, one section per heading), BeautifulSoup for HTML and rendered
+Markdown (one section per heading, :mod:`rag.html_text`), plain reading for text, the csv module for tables (one
+section per row, :mod:`rag.csv_rows`). Every section's text is cleaned the same way (:mod:`rag.clean_text`: no
+invisible characters or permalink marks). Text encodings are detected, not assumed. Every refusal is
 a :class:`Skipped` with a reason a person can act on. Each loader counts the text it extracts against
 :class:`ReadLimits` as it goes, so a file that expands past the limit stops early; time and memory are bounded
 around all of this by the process that runs it (:mod:`rag.reader`).
@@ -10,16 +12,17 @@ around all of this by the process that runs it (:mod:`rag.reader`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import re
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rag.clean_text import clean_text
 from rag.encodings import guess_legacy_encoding
 from rag.limits import ReadLimits
-from rag.sections import Section, Skipped, TextBudget
+from rag.sections import Section, Skipped, TextBudget, heading_text
 
 __all__ = ["SUPPORTED_SUFFIXES", "Section", "Skipped", "detect_encoding", "heading_text", "load_file"]
 
@@ -31,9 +34,6 @@ BINARY_CONTROL_SHARE = 0.05
 # Bytes of a legacy-encoded file that its encoding is guessed from: scoring chardet's guesses costs seconds per
 # megabyte (a 3.5 MB Windows-1252 file took a minute), and the start of a file says as much as all of it.
 ENCODING_SAMPLE_BYTES = 64 * 1024
-# Longest section name taken from a document's own title.
-MAX_HEADING_CHARS = 200
-_SPACES = re.compile(r"\s+")
 
 Loader = Callable[[Path, ReadLimits, TextBudget], list[Section]]
 
@@ -49,7 +49,8 @@ def load_file(path: Path, limits: ReadLimits | None = None) -> list[Section]:
             f"{suffix or 'files without an extension'} is not supported; Hearth reads {', '.join(SUPPORTED_SUFFIXES)}"
         )
     try:
-        sections = [s for s in loader(path, limits, TextBudget(limits)) if s.text.strip()]
+        sections = [_cleaned(s) for s in loader(path, limits, TextBudget(limits))]
+        sections = [s for s in sections if s.text]
     except (Skipped, MemoryError):
         raise
     # Third-party parsers fail in arbitrary ways on malformed files; one file never stops the rest. The reason goes
@@ -60,6 +61,10 @@ def load_file(path: Path, limits: ReadLimits | None = None) -> list[Section]:
     if not sections:
         raise Skipped("no text found (an empty file, or a scanned PDF without a text layer; OCR is not supported)")
     return sections
+
+
+def _cleaned(section: Section) -> Section:
+    return dataclasses.replace(section, text=clean_text(section.text))
 
 
 def detect_encoding(path: Path) -> str:
@@ -113,12 +118,6 @@ def _quiet_loader(factory: Callable[[], Any]) -> list[Any]:
         return list(loader.load())
 
 
-def _quiet_rows(factory: Callable[[], Iterable[Any]]) -> Iterable[Any]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        yield from factory()
-
-
 def _load_pdf(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
     from rag.pdf_text import pdf_sections
 
@@ -132,32 +131,10 @@ def _load_docx(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Secti
 
 
 def _load_html(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    # BeautifulSoup directly: LangChain's BSHTMLLoader names the section str(soup.title.string), which is the
-    # string "None" whenever the title holds markup (<title><b>x</b></title>) or nothing.
-    from bs4 import BeautifulSoup
+    from rag.html_text import html_sections
 
     encoding = detect_encoding(path)
-    with path.open(encoding=encoding, errors="replace") as file:
-        soup = BeautifulSoup(file, "html.parser")
-    title = heading_text(soup.title.get_text(" ") if soup.title else "")
-    if title is None:
-        first = soup.find(["h1", "h2", "h3"])
-        title = heading_text(first.get_text(" ") if first else "")
-    text = budget.take(soup.get_text("\n"))
-    return [Section(_collapse_blank_lines(text), section=title)]
-
-
-def heading_text(raw: str) -> str | None:
-    """A section name from a document's own title or heading: markup removed, whitespace collapsed, shortened;
-    ``None`` (no name) rather than an empty or placeholder one."""
-    if "<" in raw:  # a title parsed as plain text can still hold tags (HTML reads <title> as text)
-        from bs4 import BeautifulSoup
-
-        raw = BeautifulSoup(raw, "html.parser").get_text(" ")
-    text = _SPACES.sub(" ", raw).strip()
-    if len(text) > MAX_HEADING_CHARS:
-        text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
-    return text or None
+    return html_sections(path.read_text(encoding=encoding, errors="replace"), budget)
 
 
 def _load_text(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
@@ -169,44 +146,18 @@ def _load_text(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Secti
 
 
 def _load_markdown(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    from langchain_text_splitters import MarkdownHeaderTextSplitter
+    from rag.markdown_text import markdown_sections
 
-    (whole,) = _load_text(path, limits, budget)
-    splitter = MarkdownHeaderTextSplitter(
-        headers_to_split_on=[("#", "h1"), ("##", "h2"), ("###", "h3")], strip_headers=False
-    )
-    sections = []
-    for doc in splitter.split_text(whole.text):
-        heading = " › ".join(doc.metadata[key] for key in ("h1", "h2", "h3") if key in doc.metadata)
-        sections.append(Section(doc.page_content, section=heading or None))
-    return sections
+    encoding = detect_encoding(path)
+    return markdown_sections(path.read_text(encoding=encoding, errors="replace"), budget)
 
 
 def _load_csv(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    import csv
-
-    from langchain_community.document_loaders import CSVLoader
+    from rag.csv_rows import csv_sections
 
     encoding = detect_encoding(path)
-    # Row by row: every row repeats the column names, so a small file of long names and many empty rows expands
-    # without bound; the count stops it at the limit.
-    sections = []
-    try:
-        for doc in _quiet_rows(lambda: CSVLoader(str(path), encoding=encoding).lazy_load()):
-            row = int(doc.metadata.get("row", 0)) + 1
-            sections.append(Section(budget.take(doc.page_content), section=f"row {row}"))
-    except (csv.Error, RuntimeError, UnicodeDecodeError) as exc:
-        raise Skipped(f"the CSV file cannot be parsed ({exc})") from exc
-    return sections
-
-
-def _collapse_blank_lines(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines()]
-    kept: list[str] = []
-    for line in lines:
-        if line or (kept and kept[-1]):
-            kept.append(line)
-    return "\n".join(kept).strip()
+    with path.open(encoding=encoding, errors="replace", newline="") as lines:
+        return csv_sections(lines, budget)
 
 
 _LOADERS: dict[str, Loader] = {

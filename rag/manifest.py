@@ -15,10 +15,11 @@ from typing import Literal
 
 from app.database import Database
 from app.errors import HearthError
+from rag.sections import PASSAGE_FORMAT
 from rag.writelock import WriteLock
 
 FileStatus = Literal["indexed", "skipped"]
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_NAME_CHARS = 100
 
 _SCHEMA = """
@@ -46,6 +47,8 @@ _MIGRATIONS = {
     # When the collection's chunks last changed without a file's row changing (leftovers of an interrupted run
     # removed): caches built from the collection key on it too.
     2: "ALTER TABLE collections ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
+    # Which way of making passages indexed each file (rag.sections.PASSAGE_FORMAT); rows from before are format 1.
+    3: "ALTER TABLE files ADD COLUMN passage_format INTEGER NOT NULL DEFAULT 1",
 }
 
 
@@ -70,6 +73,7 @@ class FileRecord:
     status: FileStatus
     chunks: int
     reason: str
+    passage_format: int = PASSAGE_FORMAT
 
 
 def normalize_name(name: str) -> str:
@@ -139,7 +143,8 @@ class Manifest:
 
     def files(self, collection: str) -> dict[str, FileRecord]:
         rows = self._rows(
-            "SELECT path, sha256, size, mtime_ns, status, chunks, reason FROM files WHERE collection = ? ORDER BY path",
+            "SELECT path, sha256, size, mtime_ns, status, chunks, reason, passage_format FROM files "
+            "WHERE collection = ? ORDER BY path",
             (collection,),
         )
         return {row[0]: FileRecord(*row) for row in rows}
@@ -148,7 +153,7 @@ class Manifest:
         with self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO files (collection, path, sha256, size, mtime_ns, status, chunks, reason, "
-                "updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                "updated_at, passage_format) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
                     collection,
                     record.path,
@@ -159,6 +164,7 @@ class Manifest:
                     record.chunks,
                     record.reason,
                     time.time(),
+                    record.passage_format,
                 ),
             )
 

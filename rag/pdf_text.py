@@ -7,6 +7,10 @@ walk capped just above the limit so that a false count cannot make it walk 100,0
 counted against the limit as it is extracted. pypdf bounds some of the work inside a page itself (decompressed
 stream sizes, operators per content stream), but its text extraction slows with the square of a page's text, so
 each page also gets a time limit; the reader process bounds time and memory around all of it.
+
+A page is one section or, where the PDF has bookmarks (an outline), one per heading that starts on it, named by
+the bookmark path ("Basic Shell Features › Shell Commands › Compound Commands"): a passage never spans two pages.
+Running headers and footers ("Chapter 3: Basic Shell Features 14") are left out.
 """
 
 from __future__ import annotations
@@ -20,16 +24,21 @@ from types import FrameType
 from typing import Any
 
 from rag.limits import ReadLimits, too_many_pages
+from rag.pdf_outline import Outline, read_outline, without_running_lines
 from rag.sections import Section, Skipped, TextBudget
 
 # Room in pypdf's page-tree walk for the intermediate nodes of a tree that holds the largest allowed page count.
 _TREE_NODES_PER_PAGE = 2
 _TREE_NODES_SPARE = 1_000
+# Bookmarks read per page of the limit (a manual has a few per page at most).
+OUTLINE_ENTRIES_PER_PAGE = 10
 
 
 def pdf_sections(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
     from pypdf import PdfReader, apply_configuration
     from pypdf.errors import LimitReachedError, PyPdfError
+
+    from rag.read_progress import report_pages
 
     tree_entries = limits.max_pdf_pages * _TREE_NODES_PER_PAGE + _TREE_NODES_SPARE
     page_number = 0
@@ -48,12 +57,14 @@ def pdf_sections(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Sec
                 raise Skipped(too_many_pages(limits)) from exc
             if count > limits.max_pdf_pages:
                 raise Skipped(too_many_pages(limits, count))
-            sections = []
+            headings = _outline(reader, limits)
+            texts = []
             for page_number, page in enumerate(pages, start=1):
                 with _time_limit(limits.max_page_s):
-                    text = budget.take(page.extract_text())
-                sections.append(Section(text.strip(), page=page_number))
-            return sections
+                    texts.append(budget.take(page.extract_text()))
+                report_pages(page_number, count)
+            texts = without_running_lines(texts)
+            return [part for number, text in enumerate(texts, start=1) for part in headings.split_page(text, number)]
     except _PageTooSlow:
         raise Skipped(
             f"page {page_number} takes longer than {limits.max_page_s:g} s to read (it draws an enormous amount of "
@@ -66,6 +77,16 @@ def pdf_sections(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Sec
         ) from exc
     except (PyPdfError, ValueError, KeyError, TypeError, OSError) as exc:
         raise Skipped(f"the PDF cannot be read ({type(exc).__name__}: {exc}); it may be damaged") from exc
+
+
+def _outline(reader: Any, limits: ReadLimits) -> Outline:
+    """The document's bookmarks, within the time limit of a page; none if they cannot be read (a PDF with broken
+    bookmarks is still read, without section names)."""
+    try:
+        with _time_limit(limits.max_page_s):
+            return read_outline(reader, max_entries=limits.max_pdf_pages * OUTLINE_ENTRIES_PER_PAGE)
+    except _PageTooSlow:
+        return Outline([])
 
 
 class _PageTooSlow(BaseException):

@@ -19,20 +19,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Generator
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from app.errors import HearthError
 from backends.base import CancelToken
 from rag.limits import ReadLimits, too_much_memory, too_slow
-from rag.reader_protocol import ReadReply, ReadRequest, Start
+from rag.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
 from rag.sections import Section, Skipped
 
 log = logging.getLogger(__name__)
 
 # How often a waiting read looks at Cancel, the clock and the child's memory.
 POLL_S = 0.05
+# How often a read tells its caller how far it has got (so that a page can show the time passing, too).
+TICK_S = 0.25
 IDLE_CLOSE_S = 60.0
 # Loggers whose warnings only add noise unless Hearth runs verbosely (Hearth reports damaged files itself).
 QUIET_LOGGERS = ("pypdf",)
@@ -51,7 +54,22 @@ class DocumentReader(Protocol):
     def read(self, path: Path, cancel: CancelToken) -> list[Section]:
         """The sections of ``path``; :class:`Skipped` with the reason, or :class:`ReadCancelled`."""
 
+    def reading(self, path: Path, cancel: CancelToken) -> Generator[ReadProgress, None, list[Section]]:
+        """:meth:`read`, telling how far it has got as it goes."""
+
     def close(self) -> None: ...
+
+
+_Result = TypeVar("_Result")
+
+
+def drain(steps: Generator[object, None, _Result]) -> _Result:
+    """What a generator returns, its progress ignored."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 class _Child:
@@ -89,6 +107,11 @@ class ReaderProcess:
         self.started = 0  # child processes started so far
 
     def read(self, path: Path, cancel: CancelToken) -> list[Section]:
+        return drain(self.reading(path, cancel))
+
+    def reading(self, path: Path, cancel: CancelToken) -> Generator[ReadProgress, None, list[Section]]:
+        """Read ``path``, yielding how far it has got (pages, where the loader counts them) at least every
+        ``TICK_S`` while it reads, and return its sections."""
         while not self._busy.acquire(timeout=POLL_S):  # another ingestion is reading a file: wait, unless cancelled
             if cancel.cancelled:
                 raise ReadCancelled
@@ -104,8 +127,10 @@ class ReaderProcess:
                     self._discard()
                     child = self._start()
                     child.conn.send(request)
-                reply = self._wait(child, cancel)
+                reply = yield from self._wait(child, cancel)
             except BaseException:
+                # Cancelled, refused, or the consumer stopped listening (a generator closed mid-read): the child may
+                # be in the middle of the file, so it goes.
                 self._discard()
                 raise
             if reply.restart:
@@ -123,25 +148,34 @@ class ReaderProcess:
         self._cancel_idle_timer()
         self._discard()
 
-    def _wait(self, child: _Child, cancel: CancelToken) -> ReadReply:
+    def _wait(self, child: _Child, cancel: CancelToken) -> Generator[ReadProgress, None, ReadReply]:
         deadline = time.monotonic() + self.limits.timeout_s
+        progress = ReadProgress()
+        told = time.monotonic()
+        yield progress
         while True:
-            if child.conn.poll(POLL_S):
-                try:
-                    reply = child.conn.recv()
-                except (EOFError, OSError):
-                    raise self._ended(child) from None
-                if not isinstance(reply, ReadReply):
-                    raise Skipped("the process reading it answered nonsense; it was not indexed")
-                return reply
+            # Cancel, the clock and memory are checked on every round, however busily the child reports progress.
             if cancel.cancelled or self._closing:
                 raise ReadCancelled
-            if child.process.poll() is not None:
+            if child.conn.poll(POLL_S):
+                try:
+                    message = child.conn.recv()
+                except (EOFError, OSError):
+                    raise self._ended(child) from None
+                if isinstance(message, ReadReply):
+                    return message
+                if not isinstance(message, ReadProgress):
+                    raise Skipped("the process reading it answered nonsense; it was not indexed")
+                progress = message
+            elif child.process.poll() is not None:
                 raise self._ended(child)
             if time.monotonic() > deadline:
                 raise Skipped(too_slow(self.limits))
             if child.resident_bytes() > self.limits.memory_bytes:
                 raise Skipped(too_much_memory(self.limits))
+            if time.monotonic() - told >= TICK_S:
+                told = time.monotonic()
+                yield progress
 
     def _ended(self, child: _Child) -> Exception:
         """Why the child ended without answering, as the file's reason (or a cancel, when Hearth stopped it)."""

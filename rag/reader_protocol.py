@@ -23,6 +23,15 @@ class ReadRequest:
 
 
 @dataclass(frozen=True)
+class ReadProgress:
+    """Sent while a file is read, as often as its loader reports (pages of a PDF), at most every few tenths of a
+    second; ``pages_total`` is ``None`` until the loader knows it."""
+
+    pages_done: int = 0
+    pages_total: int | None = None
+
+
+@dataclass(frozen=True)
 class ReadReply:
     sections: list[Section] = field(default_factory=list)
     reason: str | None = None  # set when the file was refused

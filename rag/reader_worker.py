@@ -9,16 +9,20 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from rag.limits import too_much_memory
-from rag.reader_protocol import ReadReply, ReadRequest, Start
+from rag.read_progress import pages_reported_to
+from rag.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
 from rag.sections import Skipped
 
 # CPU seconds a request may use beyond its wall-clock limit before the kernel ends the process (the parent
 # normally stops it first, at the wall-clock limit).
 CPU_GRACE_S = 30
+# Least time between two progress messages to the parent (a loader may report thousands of pages a second).
+PROGRESS_INTERVAL_S = 0.2
 
 
 def _limit_memory(limit_bytes: int) -> None:
@@ -46,11 +50,30 @@ def _limit_cpu(seconds: float) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def _read(request: ReadRequest) -> ReadReply:
+class _ProgressSender:
+    """Passes a loader's page counts to the parent, no more often than every ``PROGRESS_INTERVAL_S`` (the last page
+    always). A parent that has gone is noticed at the reply."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < PROGRESS_INTERVAL_S:
+            return
+        self._last = now
+        with contextlib.suppress(OSError):
+            self._conn.send(ReadProgress(done, total))
+
+
+def _read(request: ReadRequest, conn: Connection) -> ReadReply:
     from rag.loaders import load_file
 
     try:
-        return ReadReply(sections=load_file(Path(request.path), request.limits))
+        with pages_reported_to(_ProgressSender(conn)):
+            sections = load_file(Path(request.path), request.limits)
+        return ReadReply(sections=sections)
     except Skipped as skipped:
         return ReadReply(reason=skipped.reason)
     except MemoryError:
@@ -77,7 +100,7 @@ def serve(conn: Connection) -> int:
         if not isinstance(request, ReadRequest):
             return 0
         _limit_cpu(request.limits.timeout_s)
-        reply = _read(request)
+        reply = _read(request, conn)
         try:
             conn.send(reply)
         except OSError:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rag.bm25 import BM25Index
+from rag.chunking import searchable_text
 from rag.embeddings import Embedder
-from rag.fusion import drop_near_duplicates, reciprocal_rank_fusion
+from rag.fusion import EXACT_WEIGHT, drop_near_duplicates, reciprocal_rank_fusion
 from rag.manifest import CollectionInfo, Manifest
 from rag.store import StoredChunk, VectorStore
 
@@ -64,7 +65,7 @@ class Retriever:
             cached = self._keyword.get(info.store_name)
             if cached is None or cached.version != version:
                 chunks = self._store.all_chunks(info.store_name, info.embedder)
-                cached = _KeywordIndex(version, chunks, BM25Index([c.text for c in chunks]))
+                cached = _KeywordIndex(version, chunks, BM25Index([searchable_text(c.text, c.section) for c in chunks]))
                 self._keyword[info.store_name] = cached
             return cached
 
@@ -76,10 +77,15 @@ class Retriever:
         keyword = self.keyword_index(info)  # built on first use: that cost is part of this search's time
         keyword_hits = [keyword.chunks[i] for i, _ in keyword.index.search(query, CANDIDATES_PER_RANKING)]
         vector_hits = self._store.nearest(info.store_name, info.embedder, vector, CANDIDATES_PER_RANKING)
-        by_id = {c.id: c for c in (*keyword_hits, *vector_hits)}
+        # Passages holding every number/code/identifier of the question come first (rag.fusion explains why).
+        exact_hits = [keyword.chunks[i] for i in keyword.index.exact_matches(query)]
+        by_id = {c.id: c for c in (*keyword_hits, *vector_hits, *exact_hits)}
         keyword_rank = {c.id: rank for rank, c in enumerate(keyword_hits, start=1)}
         vector_rank = {c.id: rank for rank, c in enumerate(vector_hits, start=1)}
-        fused = reciprocal_rank_fusion([[c.id for c in keyword_hits], [c.id for c in vector_hits]])
+        fused = reciprocal_rank_fusion(
+            [[c.id for c in keyword_hits], [c.id for c in vector_hits], [c.id for c in exact_hits]],
+            weights=(1.0, 1.0, EXACT_WEIGHT),
+        )
         passages = [
             Passage(by_id[chunk_id], score, keyword_rank.get(chunk_id), vector_rank.get(chunk_id))
             for chunk_id, score in fused

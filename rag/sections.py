@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rag.clean_text import clean_line
 from rag.limits import ReadLimits, too_much_text
+
+# Which way of turning files into passages made an index. Raise it whenever the passages a file becomes change
+# (text extraction, sections, chunking): files indexed by an older way are read again on the next run, even if
+# unchanged. 2: heading paths for HTML, Word, Markdown and bookmarked PDFs, cleaned text, one passage per CSV row.
+PASSAGE_FORMAT = 2
+
+# Longest section name taken from a document's own title or heading.
+MAX_HEADING_CHARS = 200
 
 
 class Skipped(Exception):
@@ -20,7 +29,7 @@ class Skipped(Exception):
 class Section:
     text: str
     page: int | None = None  # 1-based, PDF only
-    section: str | None = None  # heading path, CSV row, …
+    section: str | None = None  # heading path ("Guide › Install"), CSV row, …
 
 
 class TextBudget:
@@ -36,3 +45,16 @@ class TextBudget:
         if self.used > self._limits.max_text_chars:
             raise Skipped(too_much_text(self._limits))
         return text
+
+
+def heading_text(raw: str) -> str | None:
+    """A section name from a document's own title or heading: markup removed, whitespace collapsed, shortened;
+    ``None`` (no name) rather than an empty or placeholder one."""
+    if "<" in raw:  # a title parsed as plain text can still hold tags (HTML reads <title> as text)
+        from bs4 import BeautifulSoup
+
+        raw = BeautifulSoup(raw, "html.parser").get_text(" ")
+    text = clean_line(raw)
+    if len(text) > MAX_HEADING_CHARS:
+        text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
+    return text or None

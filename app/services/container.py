@@ -8,14 +8,14 @@ from pathlib import Path
 
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.chat import ChatService
-from app.services.control import ModelControl
+from app.services.control import ModelControl, StartChoice
 from app.services.conversations import ConversationStore
 from app.services.documents import LazyDocuments, build_documents
 from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
 from backends.base import GenerationParams
-from backends.hardware import HardwareInventory, probe
+from backends.hardware import HardwareInventory, probe, with_current_memory
 from backends.selection import Preferences
 from models.embedded import embedded_chat_model
 
@@ -60,15 +60,24 @@ def enforce_offline() -> None:
         os.environ.setdefault(key, value)
 
 
-def model_choice(settings: Settings) -> ModelChoice:
-    """What to load: --model / HEARTH_MODEL__PATH if given, else the default chosen in the model catalog, else
-    the embedded model."""
-    from app.services.models import default_model_path
+def model_choice(settings: Settings, inventory: HardwareInventory | None = None) -> ModelChoice:
+    """What to load: --model / HEARTH_MODEL__PATH if given, else the model chosen in the catalog, else the best
+    installed chat model that fits this machine, else the embedded model."""
+    return start_choice(settings, inventory or probe()).choice
+
+
+def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoice:
+    """:func:`model_choice`, with the rule that picked the model (shown where the page and CLI name it)."""
+    from app.services.models import start_model
+    from models.default import RULE_WORDS
 
     paths = resolve_data_paths(settings.home)
-    path = settings.model.path or default_model_path(paths) or embedded_chat_model()
+    prefs = preferences(settings)
+    flag = Path(settings.model.path).expanduser() if settings.model.path else None
+    pick = start_model(paths, inventory, prefs, flag)
+    path, why = (pick.path, pick.why) if pick else (embedded_chat_model(), RULE_WORDS["fallback"])
     cache = str(paths.compiled_cache_dir)
-    return ModelChoice(Path(path).expanduser(), preferences(settings), settings.generation.seed or 0, cache)
+    return StartChoice(ModelChoice(path, prefs, settings.generation.seed or 0, cache), why)
 
 
 def preferences(settings: Settings) -> Preferences:
@@ -101,8 +110,10 @@ def build_services(
     paths = ensure_data_dir(resolve_data_paths(settings.home))
     inventory = inventory or probe()
     store = ConversationStore(paths.conversations_db)
-    runtime = ModelRuntime(inventory, registry.AUTOMATIC, registry.ALL, make_engine)
-    control = ModelControl(runtime, paths, lambda: model_choice(settings))
+    runtime = ModelRuntime(
+        inventory, registry.AUTOMATIC, registry.ALL, make_engine, current_inventory=with_current_memory
+    )
+    control = ModelControl(runtime, paths, lambda: start_choice(settings, inventory))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
     chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)
     return Services(settings, paths, inventory, store, runtime, control, chat, documents)

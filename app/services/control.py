@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -20,13 +21,22 @@ from backends.base import LoadProgress
 from backends.selection import Preferences
 
 
+@dataclass(frozen=True)
+class StartChoice:
+    """The model Hearth starts with, and in words the rule that picked it."""
+
+    choice: ModelChoice
+    why: str
+
+
 class ModelControl:
-    def __init__(self, runtime: ModelRuntime, paths: DataPaths, initial: Callable[[], ModelChoice]) -> None:
+    def __init__(self, runtime: ModelRuntime, paths: DataPaths, initial: Callable[[], StartChoice]) -> None:
         """``initial`` finds the model Hearth starts with (it reads the catalog, and raises if there is none)."""
         self._runtime = runtime
         self._paths = paths
         self._find_initial = initial
-        self._initial: ModelChoice | None = None
+        self._initial: StartChoice | None = None
+        self._chosen = False  # a model was picked here (Use for chat, `hearth use`) since Hearth started
 
     @property
     def choice(self) -> ModelChoice:
@@ -35,6 +45,17 @@ class ModelControl:
 
     @property
     def initial(self) -> ModelChoice:
+        return self._start.choice
+
+    @property
+    def why(self) -> str:
+        """Which rule picked the model in use: the user's choice, or the default rule (see models.default)."""
+        from models.default import RULE_WORDS
+
+        return RULE_WORDS["choice"] if self._chosen else self._start.why
+
+    @property
+    def _start(self) -> StartChoice:
         if self._initial is None:
             self._initial = self._find_initial()
         return self._initial
@@ -96,6 +117,7 @@ class ModelControl:
                 store.set_default(stored.id)
             finally:
                 store.close()
+            self._chosen = True
 
 
 def _checked_backend(backend: str, device: str) -> BackendSettings:

@@ -145,8 +145,11 @@ class ModelRuntime:
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
         free_memory: Callable[[], int] = available_memory,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
+        current_inventory: Callable[[HardwareInventory], HardwareInventory] | None = None,
     ) -> None:
+        """``current_inventory`` brings the start-up inventory up to date (free memory) before each plan."""
         self._inventory = inventory
+        self._current_inventory = current_inventory
         self._automatic = automatic
         self._named = named
         self._make_engine = make_engine
@@ -202,7 +205,8 @@ class ModelRuntime:
 
     def plan(self, choice: ModelChoice) -> tuple[ModelInfo, BackendPlan]:
         model = read_model_info(choice.path)
-        return model, select_backend(self._inventory, model, choice.prefs, self._automatic, self._named)
+        inventory = self._current_inventory(self._inventory) if self._current_inventory else self._inventory
+        return model, select_backend(inventory, model, choice.prefs, self._automatic, self._named)
 
     @contextmanager
     def lease(self) -> Iterator[Lease]:

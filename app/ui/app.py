@@ -2,206 +2,72 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 
 from app.api.server import RunningServer, start_server
-from app.errors import EngineStopped, HearthError
-from app.services.chat import TurnEvent
+from app.errors import HearthError
 from app.services.container import Services
 from app.ui.api_panel import api_section
+from app.ui.chat_page import REMEMBERED_DEFAULT, ChatPage
 from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
-from app.ui.errors import as_gradio_error
 from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
-from app.ui.models_tab import ModelsPanel
-from app.ui.models_view import LADDER_HEADERS, MODEL_HEADERS
-from app.ui.render import (
-    AnswerView,
-    chat_history,
-    conversation_choices,
-    status_markdown,
-    upload_limit_note,
-    user_text,
-)
-from app.ui.streaming import BatchedStream
-from backends.base import CancelSlot, CancelToken, GenerationParams
-from models.quantize import TYPES as QUANT_TYPES
+from app.ui.models_tab import MODELS_CSS, ModelsPanel, build_models_tab, wire_models_tab
+from app.ui.render import answering_from, upload_limit_note
 
 log = logging.getLogger(__name__)
 
-# How often the page is redrawn while an answer streams; the model itself never waits for the page.
-UPDATE_INTERVAL_S = 0.05
 # Answers the page streams at once, across all tabs; beyond the engine's slots they wait there, in order.
 PARALLEL_ANSWERS = 16
 
 CSS = """
 #status-line { font-size: 0.9em; }
 #notice { color: var(--body-text-color-subdued); font-size: 0.85em; min-height: 1em; }
+#answering-from { align-self: center; }
+/* New chat is the one way to start over: the chat box's own trash icon (always drawn by Gradio) is not shown. */
+#chat button[aria-label='Clear'] { display: none; }
 footer { display: none !important; }
+/* The message box takes the row; Send and Stop stay button-sized, side by side, at any width. */
+#composer { flex-wrap: nowrap; gap: var(--size-2); }
+#composer > button { flex: 0 0 auto; padding-left: var(--size-3); padding-right: var(--size-3); }
+/* Gradio's closed sidebar leaves its toggle over the page's top left corner: keep the status line clear of it. */
+@media (max-width: 768px) { #status-line { padding-left: var(--size-8); } }
 """
-
-
-class ChatPage:
-    """Event handlers for one Gradio page, bound to the app's services."""
-
-    def __init__(self, services: Services, documents: DocumentsPanel) -> None:
-        self.services = services
-        self.documents = documents
-        # Each browser tab stops only its own answer: one cancel slot per Gradio session.
-        self._answers: dict[str, CancelSlot] = {}
-        self._answers_lock = threading.Lock()
-
-    def _slot(self, request: gr.Request | None) -> CancelSlot:
-        key = (request.session_hash if request is not None else None) or ""
-        with self._answers_lock:
-            return self._answers.setdefault(key, CancelSlot())
-
-    def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
-        """The configured defaults with the page's two sliders applied."""
-        return dataclasses.replace(
-            self.services.generation_params(), temperature=float(temperature), max_new_tokens=int(max_new_tokens)
-        )
-
-    def sidebar(self, selected: str | None) -> Any:
-        try:
-            summaries = self.services.store.list()
-        except HearthError as exc:  # a damaged conversation database: say so, and keep the page usable
-            gr.Warning(f"{exc.message} {exc.remedy}", title="Conversations unavailable")
-            return gr.update(choices=[], value=None)
-        return gr.update(choices=conversation_choices(summaries), value=selected)
-
-    def on_load(self) -> tuple[Any, ...]:
-        return self.sidebar(None), *self.on_tick()
-
-    def on_tick(self) -> tuple[Any, ...]:
-        """The status line, and while a model loads, the way out of it (and the timer that keeps both fresh)."""
-        status = self.services.runtime.status
-        loading = status.state == "loading" or bool(status.pending)
-        return (
-            status_markdown(status),
-            gr.update(visible=loading),
-            gr.update(active=loading or status.state == "restarting"),
-        )
-
-    def cancel_load(self) -> str:
-        if self.services.control.cancel_load():
-            return "Cancelling the load…"
-        return ""
-
-    def open_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
-        if not conversation_id:
-            return gr.update(), gr.update(), gr.update(), "", gr.update()
-        try:
-            conversation = self.services.store.get(conversation_id)
-        except HearthError as exc:
-            raise as_gradio_error(exc) from exc
-        known = {value for _, value in self.documents.chat_choices()}
-        collection = conversation.collection if conversation.collection in known else NO_COLLECTION
-        return chat_history(conversation), conversation.id, conversation.system_prompt, "", collection
-
-    def new_chat(self) -> tuple[Any, ...]:
-        return [], None, self.sidebar(None), self.services.settings.generation.system_prompt, ""
-
-    def delete_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
-        if conversation_id:
-            try:
-                self.services.store.delete(conversation_id)
-            except HearthError as exc:
-                raise as_gradio_error(exc) from exc
-        return [], None, self.sidebar(None), ""
-
-    def stop(self, request: gr.Request) -> None:
-        self._slot(request).cancel()
-
-    def send(
-        self,
-        text: str,
-        conversation_id: str | None,
-        system_prompt: str,
-        temperature: float,
-        max_new_tokens: float,
-        collection: str | None,
-        request: gr.Request,
-    ) -> Iterator[tuple[Any, ...]]:
-        if not text.strip():
-            gr.Warning("Type a question first.")
-            return
-        history = self._history(conversation_id)
-        history.append({"role": "user", "content": user_text(text)})
-        params = self.params(temperature, max_new_tokens)
-        cancel = self._slot(request).start()
-        events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
-        yield from self._stream(events, history, clear_box=True, cancel=cancel)
-
-    def regenerate(
-        self,
-        conversation_id: str | None,
-        system_prompt: str,
-        temperature: float,
-        max_new_tokens: float,
-        collection: str | None,
-        request: gr.Request,
-    ) -> Iterator[tuple[Any, ...]]:
-        if not conversation_id:
-            gr.Warning("There is nothing to regenerate yet.")
-            return
-        history = self._history(conversation_id)
-        if history and history[-1]["role"] == "assistant":
-            history.pop()
-        params = self.params(temperature, max_new_tokens)
-        cancel = self._slot(request).start()
-        events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
-        yield from self._stream(events, history, clear_box=False, cancel=cancel)
-
-    def _history(self, conversation_id: str | None) -> list[dict[str, str]]:
-        if not conversation_id:
-            return []
-        try:
-            return chat_history(self.services.store.get(conversation_id))
-        except HearthError as exc:
-            raise as_gradio_error(exc) from exc
-
-    def _stream(
-        self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool, cancel: CancelToken
-    ) -> Iterator[tuple[Any, ...]]:
-        view = AnswerView(history)
-        batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=cancel.cancel).batches()
-        try:
-            # The first batch comes only after validation and history fitting: errors raised there leave the
-            # typed message in the box and the conversation untouched.
-            first = next(batches, None)
-            if first is None:
-                return
-            for event in first:
-                view.apply(event)
-            for notice in view.notices:
-                gr.Info(notice)
-            box = "" if clear_box else gr.update()
-            yield view.render(), box, view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
-            for batch in batches:
-                for event in batch:
-                    view.apply(event)
-                yield view.render(), gr.update(), gr.update(), gr.update(), gr.update()
-        except EngineStopped as exc:
-            if view.conversation_id is None:
-                raise as_gradio_error(exc) from exc
-            # The answer began: keep it on screen, say what happened under it (it is saved as it stands).
-            view.interrupt(f"{exc.message} {exc.remedy}")
-            gr.Warning(exc.message, title="The model stopped")
-        except HearthError as exc:
-            raise as_gradio_error(exc) from exc
-        yield view.render(), gr.update(), view.conversation_id, self.sidebar(view.conversation_id), _notice(view)
-
-
-def _notice(view: AnswerView) -> str:
-    return " ".join(view.notices)
+# Rules about elements outside the page's own container, which Gradio scopes every rule of CSS into.
+HEAD_STYLE = """<style>
+/* Narrow windows: a thin page margin, so the chat and its message box get the width. */
+@media (max-width: 768px) { .gradio-container .main.app { padding-left: 12px; padding-right: 12px; } }
+/* Until PAGE_JS has closed the sidebar of a narrow window, it is kept out of sight (no flash over the page). */
+@media (max-width: 1024px) { html:not([data-hearth-layout]) #sidebar { visibility: hidden; } }
+</style>"""
+# Gradio draws the sidebar over the whole page below 769 px and squeezes the chat beside it up to about 1000:
+# there it starts closed (its toggle opens it). Wide windows keep it open.
+PAGE_JS = """
+() => {
+    const narrow = window.matchMedia('(max-width: 1024px)').matches;
+    const settle = () => document.documentElement.setAttribute('data-hearth-layout', narrow ? 'narrow' : 'wide');
+    if (!narrow) { settle(); return; }
+    let tries = 0;
+    const close = () => {
+        const sidebar = document.getElementById('sidebar');
+        const toggle = sidebar && sidebar.querySelector('.toggle-button');
+        if (toggle && sidebar.classList.contains('open')) {
+            toggle.click();
+            setTimeout(settle, 400);  // after its slide, so it is never seen moving
+        } else if (++tries < 200) {
+            setTimeout(close, 25);
+        } else {
+            settle();
+        }
+    };
+    close();
+}
+"""
 
 
 def build_ui(services: Services) -> gr.Blocks:
@@ -213,14 +79,19 @@ def build_ui(services: Services) -> gr.Blocks:
     max_file_mb = services.settings.rag.max_file_mb  # the page's upload limit too (app.api.server)
     with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
         conversation_id = gr.State(None)
-        with gr.Sidebar(label="Conversations", open=True):
+        # Kept in this browser between reloads: the open conversation, or a new chat's collection.
+        remembered = gr.BrowserState(dict(REMEMBERED_DEFAULT), storage_key="hearth-chat")
+        # Open on wide windows; PAGE_JS closes it on narrow ones, where Gradio draws it over the whole page.
+        with gr.Sidebar(label="Conversations", open=True, elem_id="sidebar"):
             gr.Markdown("## Hearth\nYour private, offline assistant")
             new_button = gr.Button("New chat", variant="primary", elem_id="new-chat")
             conversations = gr.Radio(choices=[], label="Conversations", elem_id="conversation-list", interactive=True)
-            delete_button = gr.Button("Delete this conversation", size="sm", elem_id="delete")
-            with gr.Row(visible=False) as confirm_row:
-                confirm_delete = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete")
-                cancel_delete = gr.Button("Keep it", size="sm", elem_id="cancel-delete")
+            delete_button = gr.Button("Delete this conversation", size="sm", elem_id="delete", interactive=False)
+            with gr.Column(visible=False) as confirm_row:
+                gr.Markdown("Delete this conversation for good?", elem_id="confirm-delete-text")
+                with gr.Row():
+                    confirm_delete = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete")
+                    cancel_delete = gr.Button("Keep it", size="sm", elem_id="cancel-delete")
         with gr.Row(equal_height=True):
             status = gr.Markdown("Starting…", elem_id="status-line")
             cancel_load = gr.Button(
@@ -234,6 +105,24 @@ def build_ui(services: Services) -> gr.Blocks:
             )
         with gr.Tabs(elem_id="tabs"):
             with gr.Tab("Chat", id="chat-tab", elem_id="chat-tab"):
+                with gr.Row(elem_id="chat-source"):
+                    chat_collection = gr.Dropdown(
+                        choices=[("None (plain chat)", NO_COLLECTION)],
+                        value=NO_COLLECTION,
+                        label="Documents for this chat",
+                        show_label=False,
+                        container=False,
+                        scale=1,
+                        min_width=180,
+                        elem_id="chat-collection",
+                        # The page's first refresh can land after a collection was just created; the name is
+                        # checked on the server anyway, so a value the list does not show yet is no error.
+                        allow_custom_value=True,
+                        interactive=True,
+                    )
+                    answering = gr.Markdown(
+                        answering_from(NO_COLLECTION), elem_id="answering-from", container=False, min_height=0
+                    )
                 chatbot = gr.Chatbot(
                     elem_id="chat",
                     label="Chat",
@@ -250,35 +139,27 @@ def build_ui(services: Services) -> gr.Blocks:
                     latex_delimiters=[],
                     placeholder="Ask anything. Your words and the model's answers never leave this computer.",
                 )
-                notice = gr.Markdown("", elem_id="notice")
-                with gr.Row(equal_height=True):
+                with gr.Row(equal_height=True, elem_id="composer"):
                     message = gr.Textbox(
                         placeholder="Type a message (Enter sends, Shift+Enter for a new line)",
                         show_label=False,
                         lines=1,
                         max_lines=8,
-                        scale=8,
+                        scale=1,
+                        min_width=160,
+                        container=False,
                         elem_id="message",
                         autofocus=True,
                     )
-                    send_button = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
-                    stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-                with gr.Row():
-                    chat_collection = gr.Dropdown(
-                        choices=[("None (plain chat)", NO_COLLECTION)],
-                        value=NO_COLLECTION,
-                        label="Answer from documents",
-                        info="Pick a collection to answer from its files, with numbered sources.",
-                        scale=3,
-                        elem_id="chat-collection",
-                        # The page's first refresh can land after a collection was just created; the name is
-                        # checked on the server anyway, so a value the list does not show yet is no error.
-                        allow_custom_value=True,
-                        interactive=True,
+                    send_button = gr.Button("Send", variant="primary", size="md", scale=0, min_width=64, elem_id="send")
+                    stop_button = gr.Button(
+                        "Stop", variant="stop", size="md", scale=0, min_width=64, elem_id="stop", interactive=False
                     )
-                    with gr.Column(scale=1, min_width=160):
-                        regenerate_button = gr.Button("Regenerate", size="sm", elem_id="regenerate")
-                        clear_button = gr.Button("Clear (new chat)", size="sm", elem_id="clear")
+                with gr.Row(equal_height=True):
+                    notice = gr.Markdown("", elem_id="notice")
+                    regenerate_button = gr.Button(
+                        "Regenerate", size="sm", scale=0, min_width=110, elem_id="regenerate", interactive=False
+                    )
                 with gr.Accordion("Answer settings", open=False, elem_id="answer-settings"):
                     system_prompt = gr.Textbox(label="System prompt", value=settings.system_prompt, lines=3)
                     temperature = gr.Slider(
@@ -290,7 +171,7 @@ def build_ui(services: Services) -> gr.Blocks:
             with gr.Tab("Documents", id="documents-tab", elem_id="documents-tab"):
                 gr.Markdown(
                     "A **collection** is a set of your files that Hearth can answer from. Files are read, split "
-                    "into passages and indexed on this computer; pick the collection under the chat box to ask "
+                    "into passages and indexed on this computer; pick the collection above the chat to ask "
                     "about them."
                 )
                 with gr.Row(equal_height=True):
@@ -345,63 +226,13 @@ def build_ui(services: Services) -> gr.Blocks:
                         "Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection"
                     )
                     keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
-            with gr.Tab("Models", id="models-tab", elem_id="models-tab") as models_tab:
-                gr.Markdown(
-                    "Every model Hearth knows, and whether it fits this computer at the configured context. "
-                    "Quantizing makes a smaller, faster copy that answers a little worse; the ladder measures "
-                    "exactly how much, here."
-                )
-                models_table = gr.Dataframe(
-                    headers=MODEL_HEADERS, interactive=False, wrap=True, elem_id="models-table", label="Models"
-                )
-                with gr.Row(equal_height=True):
-                    model_pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
-                    use_button = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
-                    cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use")
-                    remove_model_button = gr.Button("Remove", scale=1, elem_id="remove-model")
-                job_progress = gr.Markdown("", elem_id="job-progress")
-                with gr.Accordion("Import a GGUF file", open=False, elem_id="import-accordion"):
-                    with gr.Row(equal_height=True):
-                        import_path = gr.Textbox(
-                            label="Path on this computer",
-                            placeholder="/home/me/models/model.Q4_K_M.gguf",
-                            scale=3,
-                            elem_id="import-path",
-                        )
-                        import_file = gr.File(
-                            label=f"…or drop a .gguf of up to {max_file_mb} MB (bigger: type its path)",
-                            file_types=[".gguf"],
-                            scale=2,
-                            elem_id="import-file",
-                        )
-                    import_button = gr.Button("Import (the file is checked first)", elem_id="import-model")
-                with gr.Accordion("Quantize and compare", open=False, elem_id="quantize-accordion"):
-                    with gr.Row(equal_height=True):
-                        qtype = gr.Dropdown(
-                            choices=list(QUANT_TYPES), value="Q4_K_M", label="Type", scale=2, elem_id="qtype"
-                        )
-                        allow_requantize = gr.Checkbox(
-                            label="Allow re-quantizing a quantized model (loses quality)",
-                            scale=2,
-                            elem_id="allow-requantize",
-                        )
-                        quantize_button = gr.Button("Quantize", scale=1, elem_id="quantize")
-                    with gr.Row(equal_height=True):
-                        ladder_types = gr.CheckboxGroup(
-                            choices=["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"],
-                            value=["Q8_0", "Q4_K_M", "Q4_0"],
-                            label="Ladder types",
-                            scale=3,
-                            elem_id="ladder-types",
-                        )
-                        ladder_button = gr.Button("Measure the ladder", scale=1, elem_id="ladder")
-                        cancel_job = gr.Button("Cancel", variant="stop", scale=1, elem_id="cancel-job")
-                    ladder_view = gr.Dataframe(
-                        headers=LADDER_HEADERS, interactive=False, elem_id="ladder-table", label="Ladder"
-                    )
-                    ladder_chart = gr.Image(label="Quality vs speed vs size", elem_id="ladder-chart", type="filepath")
+            models_ui = build_models_tab(max_file_mb)
             with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as hardware_tab:
                 machine = gr.Markdown("", elem_id="machine")
+                with gr.Row():
+                    refresh_machine = gr.Button(
+                        "Read free memory again", size="sm", scale=0, min_width=200, elem_id="refresh-machine"
+                    )
                 plan_view = gr.HTML("", elem_id="plan")
                 with gr.Row(equal_height=True):
                     backend_choice = gr.Dropdown(
@@ -418,78 +249,69 @@ def build_ui(services: Services) -> gr.Blocks:
         collection_view = [collection, table, file_picker, summary]
         # Everything that reads or changes collections runs in one queue ("documents"), in the order it was asked
         # for: the page's first listing can never land after a collection the user just created.
-        demo.load(page.on_load, outputs=[conversations, status, cancel_load, timer]).then(
-            documents.first_view, outputs=[*collection_view, chat_collection], concurrency_id="documents"
-        )
+        control_outputs = [send_button, stop_button, regenerate_button, delete_button, confirm_row]
+        shown = [chatbot, conversation_id, system_prompt, chat_collection]
+        demo.load(page.on_load, [remembered], [conversations, status, cancel_load, timer, *shown]).then(
+            page.controls, [conversation_id], control_outputs, queue=False
+        ).then(page.documents_view, [chat_collection], [*collection_view, chat_collection], concurrency_id="documents")
         timer.tick(page.on_tick, outputs=[status, cancel_load, timer], show_progress="hidden")
         # Not queued: a stuck load holds the "switch" queue, and this is the way out of it.
         cancel_load.click(page.cancel_load, outputs=[notice], queue=False)
-        stream_outputs = [chatbot, message, conversation_id, conversations, notice]
+
+        # Chat. Send is disabled and Stop enabled while this tab's answer is written; Enter then says why nothing
+        # is sent (hence "multiple": the browser would otherwise drop the key press without a word). The controls
+        # are set again after every answer, whichever way it ended.
+        stream_outputs = [chatbot, message, conversation_id, conversations, notice, *control_outputs]
         send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens, chat_collection]
         # Answers run in parallel (the engine writes several at once and queues the rest); the runtime's leases,
         # not the page's queue, keep a model switch from closing the model under an answer.
         answer_queue: dict[str, Any] = {"concurrency_id": "generate", "concurrency_limit": PARALLEL_ANSWERS}
-        message.submit(page.send, send_inputs, stream_outputs, **answer_queue)
-        send_button.click(page.send, send_inputs, stream_outputs, **answer_queue)
+        message.submit(page.send, send_inputs, stream_outputs, trigger_mode="multiple", **answer_queue).then(
+            page.controls, [conversation_id], control_outputs, queue=False
+        )
+        send_button.click(page.send, send_inputs, stream_outputs, **answer_queue).then(
+            page.controls, [conversation_id], control_outputs, queue=False
+        )
         regenerate_button.click(
             page.regenerate,
             [conversation_id, system_prompt, temperature, max_new_tokens, chat_collection],
             stream_outputs,
             **answer_queue,
-        )
+        ).then(page.controls, [conversation_id], control_outputs, queue=False)
         stop_button.click(page.stop, queue=False)
+        # Opening another conversation, or a new chat, stops this tab's answer first (it is kept as written).
         conversations.input(
             page.open_conversation,
             [conversations],
             [chatbot, conversation_id, system_prompt, notice, chat_collection],
-        )
-        new_chat_outputs = [chatbot, conversation_id, conversations, system_prompt, notice]
-        for button in (new_button, clear_button):
-            button.click(page.new_chat, outputs=new_chat_outputs)
-        # The chat box's own trash icon empties the view; make it start a new chat too (the old one stays saved),
-        # so the next message never lands in a conversation the user can no longer see.
-        chatbot.clear(page.new_chat, outputs=new_chat_outputs)
-        # Deleting cannot be undone, so it takes a second, explicit click.
+        ).then(page.controls, [conversation_id], control_outputs, queue=False)
+        new_button.click(
+            page.new_chat, outputs=[chatbot, conversation_id, conversations, system_prompt, notice, chat_collection]
+        ).then(page.controls, [conversation_id], control_outputs, queue=False)
+        # A conversation remembers its collection: a pick is stored with the open conversation at once.
+        chat_collection.input(page.choose_collection, [conversation_id, chat_collection], queue=False)
+        for changed in (chat_collection.change, conversation_id.change):
+            changed(page.collection_changed, [conversation_id, chat_collection], [answering, remembered], queue=False)
+        # Deleting cannot be undone, so it takes a second, explicit click; with no conversation open it is disabled.
         delete_button.click(lambda: gr.update(visible=True), outputs=[confirm_row], queue=False)
         cancel_delete.click(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
         confirm_delete.click(
-            page.delete_conversation, [conversation_id], [chatbot, conversation_id, conversations, notice]
-        ).then(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
+            page.delete_conversation,
+            [conversation_id],
+            [chatbot, conversation_id, conversations, notice, chat_collection],
+        ).then(page.controls, [conversation_id], control_outputs, queue=False)
 
         # Models. Loading another model waits for the answers being written (the runtime sees to it); quantizing
-        # and measuring get their own queue.
-        models_tab.select(models_panel.view, outputs=[models_table, model_pick])
-        import_button.click(
-            models_panel.import_model, [import_path, import_file], [models_table, model_pick, import_path, import_file]
-        )
-        use_button.click(
-            models_panel.use,
-            [model_pick],
-            [job_progress, models_table, model_pick, status, timer],
-            concurrency_id="switch",
-        )
-        cancel_use.click(models_panel.cancel_load, outputs=[job_progress], queue=False)
-        remove_model_button.click(models_panel.remove, [model_pick], [models_table, model_pick])
-        quantize_button.click(
-            models_panel.quantize,
-            [model_pick, qtype, allow_requantize],
-            [job_progress, models_table, model_pick],
-            concurrency_id="models",
-        )
-        ladder_button.click(
-            models_panel.ladder,
-            [model_pick, ladder_types],
-            [job_progress, ladder_view, ladder_chart],
-            concurrency_id="models",
-        )
-        cancel_job.click(models_panel.cancel, queue=False)
+        # and measuring get their own queue; installing runs in the background.
+        wire_models_tab(models_panel, models_ui, status, timer)
 
         # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
+        refresh_machine.click(hardware.machine, outputs=[machine], queue=False)
         switch_button.click(
             hardware.switch,
             [backend_choice, device_choice],
-            [switch_progress, plan_view, status, timer],
+            [switch_progress, plan_view, status, timer, backend_choice, device_choice, machine],
             concurrency_id="switch",
         )
 
@@ -503,7 +325,7 @@ def build_ui(services: Services) -> gr.Blocks:
         folder_upload.upload(
             documents.add_files, [collection, folder_upload], ingest_outputs, concurrency_id="documents"
         )
-        cancel_button.click(documents.cancel, queue=False)
+        cancel_button.click(documents.cancel, outputs=[progress, cancel_button], queue=False, show_progress="hidden")
         remove_button.click(
             documents.remove_file, [collection, file_picker], collection_view, concurrency_id="documents"
         )
@@ -551,7 +373,14 @@ def launch(services: Services, open_browser: bool = False) -> RunningServer:
     demo = build_ui(services)
     demo.queue(default_concurrency_limit=1)
     # run_history off: the page would keep every question in the browser, and offers to copy it to a cloud bucket.
-    server = start_server(services, demo, {"css": CSS, "footer_links": [], "run_history": False})
+    page_options = {
+        "css": CSS + MODELS_CSS,
+        "js": PAGE_JS,
+        "head": HEAD_STYLE,
+        "footer_links": [],
+        "run_history": False,
+    }
+    server = start_server(services, demo, page_options)
     if open_browser:
         import webbrowser
 

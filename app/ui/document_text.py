@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.wording import format_eta, plural
+from app.ingest_text import progress_words
+from app.wording import plural
 from rag.ingest import FileOutcome, IngestProgress
 from rag.manifest import FileRecord
 
@@ -14,33 +15,43 @@ TABLE_HEADERS = ["File", "Status", "Chunks", "Where"]
 
 
 def progress_line(progress: IngestProgress) -> str:
+    """The line shown while files are indexed, such as "Indexing 2 of 5: **manual.pdf** · reading page 40 of 196 ·
+    14 pages/s · about 11 s to go · all files: 2 min left"."""
     if not progress.current:
         return f"Indexed {progress.files_done} of {plural(progress.files_total, 'file')}."
-    return (
-        f"Indexing {progress.files_done + 1} of {progress.files_total}: **{progress.current}** · "
-        f"{progress.chunks_per_s:.0f} chunks/s · {format_eta(progress.eta_s)}"
-    )
+    head = f"Indexing {progress.position} of {progress.files_total}: **{escape_name(progress.current)}**"
+    return " · ".join([head, *progress_words(progress)])
+
+
+def cancelling_line(progress: IngestProgress | None) -> str:
+    """Shown from the moment Cancel is pressed until the ingestion has stopped."""
+    where = f" (stopping at **{escape_name(progress.current)}**)" if progress and progress.current else ""
+    return f"Cancelling…{where} What was indexed so far is kept."
 
 
 def upload_report(outcomes: Sequence[FileOutcome], total: int, cancelled: bool) -> str:
+    """What an upload did, file by file. The counts add up: every file is indexed, unchanged, skipped (with its
+    reason), stopped by Cancel part-way, or not reached before Cancel."""
     indexed = [o for o in outcomes if o.outcome == "indexed"]
     unchanged = [o for o in outcomes if o.outcome == "unchanged"]
-    skipped = [o for o in outcomes if o.outcome == "skipped"]
+    skipped = [o for o in outcomes if o.outcome == "skipped" and not o.cancelled]
+    stopped = [o for o in outcomes if o.cancelled]
     parts = []
     if indexed:
         chunks = sum(o.chunks for o in indexed)
         parts.append(f"Added {plural(len(indexed), 'file')} ({plural(chunks, 'chunk')}).")
     if unchanged:
-        names = ", ".join(Path(o.path).name for o in unchanged)
+        names = ", ".join(escape_name(Path(o.path).name) for o in unchanged)
         parts.append(f"Already in this collection, unchanged: {names}.")
     lines = [" ".join(parts)] if parts else []
     lines += [f"- Skipped **{escape_name(Path(o.path).name)}**: {o.reason}" for o in skipped]
     if cancelled:
-        done = len(indexed) + len(unchanged)
-        lines.append(
-            f"Cancelled after {done} of {plural(total, 'file')}. "
-            "What was indexed is kept; add the rest again to finish."
-        )
+        done = len(indexed) + len(unchanged) + len(skipped)
+        names = ", ".join(f"**{escape_name(Path(o.path).name)}**" for o in stopped)
+        during = f" ({names} stopped part-way, not added)" if stopped else ""
+        rest = total - done
+        again = f"; add the other {plural(rest, 'file')} again to finish" if rest > 0 else ""
+        lines.append(f"Cancelled after {done} of {plural(total, 'file')}{during}. What was indexed is kept{again}.")
     return "\n".join(lines) or "Nothing to add."
 
 

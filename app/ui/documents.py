@@ -14,10 +14,10 @@ from app.errors import HearthError
 from app.services.container import Services
 from app.services.documents import DocumentServices
 from app.services.uploads import add_uploads
-from app.ui.document_text import collection_summary, file_rows, progress_line, upload_report
+from app.ui.document_text import cancelling_line, collection_summary, file_rows, progress_line, upload_report
 from app.ui.errors import as_gradio_error
 from backends.base import CancelSlot, CancelToken
-from rag.ingest import FileOutcome
+from rag.ingest import FileOutcome, IngestProgress
 
 # How often the progress line is redrawn during an ingestion.
 PROGRESS_INTERVAL_S = 0.3
@@ -31,6 +31,10 @@ class DocumentsPanel:
     def __init__(self, services: Services) -> None:
         self.services = services
         self._current = CancelSlot()
+        # The ingestion now running (one at a time: the page queues them) and its latest progress, for Cancel's
+        # immediate answer.
+        self._running = False
+        self._last: IngestProgress | None = None
 
     def docs(self) -> DocumentServices:
         try:
@@ -110,11 +114,16 @@ class DocumentsPanel:
         while not cancel.cancelled and not self.services.chat.wait_until_idle(CHAT_CHECK_S):
             pass
 
-    def cancel(self) -> None:
+    def cancel(self) -> tuple[Any, Any]:
+        """Cancel the ingestion now running; says so at once (it stops within a second or so, even mid-file)."""
         self._current.cancel()
+        if not self._running:
+            return gr.update(), gr.update(visible=False)
+        return cancelling_line(self._last), gr.update(value="Cancelling…", interactive=False)
 
     def add_files(self, collection: str | None, uploaded: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
-        """Copy the uploads into the data directory and index them, yielding the progress line as it goes.
+        """Copy the uploads into the data directory and index them, yielding the progress line as it goes and the
+        file table each time a file is done.
 
         Outputs: progress line, file table, remove-file picker, summary line, cancel button, the upload box."""
         if not uploaded:
@@ -125,13 +134,21 @@ class DocumentsPanel:
             yield "No collection picked; nothing was added.", gr.update(), gr.update(), gr.update(), gr.update(), None
             return
         cancel = self._current.start()
+        self._running, self._last = True, None
+        try:
+            yield from self._index(collection, uploaded, cancel)
+        finally:
+            self._running = False
+
+    def _index(self, collection: str, uploaded: Sequence[str], cancel: CancelToken) -> Iterator[tuple[Any, ...]]:
         idle = (gr.update(), gr.update(), gr.update())
-        yield "Preparing the embedding model…", *idle, gr.update(visible=True), gr.update()
+        button = gr.update(visible=True, value="Cancel", interactive=True)
+        yield "Preparing the embedding model…", *idle, button, gr.update()
         docs = self.docs()
         outcomes: list[FileOutcome] = []
         try:
             info = docs.ingestor.open_collection(collection)
-            last = 0.0
+            last, changed = 0.0, False
             events = add_uploads(
                 docs,
                 info.name,
@@ -143,9 +160,19 @@ class DocumentsPanel:
             for event in events:
                 if isinstance(event, FileOutcome):
                     outcomes.append(event)
-                elif time.monotonic() - last >= PROGRESS_INTERVAL_S:
-                    last = time.monotonic()
-                    yield progress_line(event), *idle, gr.update(), gr.update()
+                    changed = changed or event.outcome != "unchanged"
+                else:
+                    self._last = event
+                if time.monotonic() - last < PROGRESS_INTERVAL_S:
+                    continue
+                last = time.monotonic()
+                line = cancelling_line(self._last) if cancel.cancelled else self._line()
+                if changed:  # rows appear as files are done, not all at the end
+                    changed = False
+                    _, table, picker, summary = self.view(info.name)
+                    yield line, table, picker, summary, gr.update(), gr.update()
+                else:
+                    yield line, *idle, gr.update(), gr.update()
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         except OSError as exc:
@@ -157,3 +184,6 @@ class DocumentsPanel:
         _, table, picker, summary = self.view(info.name)
         report = upload_report(outcomes, len(uploaded), cancelled=cancel.cancelled)
         yield report, table, picker, summary, gr.update(visible=False), None
+
+    def _line(self) -> str:
+        return progress_line(self._last) if self._last is not None else "Starting…"

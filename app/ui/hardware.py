@@ -3,6 +3,7 @@ reloads, with progress). Wiring only; the text and bars come from ``app.ui.hardw
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,9 +11,17 @@ import gradio as gr
 
 from app.errors import HearthError
 from app.services.container import Services
-from app.ui.hardware_view import device_choices, inventory_markdown, plan_html
+from app.ui.elapsed import with_elapsed
+from app.ui.hardware_view import (
+    backend_choices,
+    device_choices,
+    inventory_markdown,
+    plan_html,
+    switch_progress_text,
+)
 from app.ui.models_tab import keep_ticking
 from app.ui.render import status_markdown
+from backends.hardware import with_current_memory
 
 
 class HardwarePanel:
@@ -20,29 +29,61 @@ class HardwarePanel:
         self.services = services
 
     def view(self) -> tuple[Any, ...]:
-        prefs = self.services.control.preferences
+        """The tab as it opens: the machine with free memory read now, the plan, and pickers set to what runs."""
         status = self.services.runtime.status
         return (
-            inventory_markdown(self.services.inventory),
+            self.machine(),
             plan_html(status.plan, status.message),
-            gr.update(value=prefs.backend),
-            gr.update(choices=device_choices(self.services.inventory), value=prefs.device),
+            *self._pickers(choices=True),
         )
 
+    def machine(self) -> str:
+        inventory = with_current_memory(self.services.inventory)
+        return inventory_markdown(inventory, time.strftime("%H:%M:%S"))
+
     def switch(self, backend: str, device: str) -> Iterator[tuple[Any, ...]]:
-        """Reload the model on the chosen backend and device, after the answers being written. If the choice
-        cannot work here, say why and keep the current model running."""
+        """Reload the model on the chosen backend and device, after the answers being written, with the seconds
+        each step has taken. If the choice cannot work here, say why, keep the current model running and set the
+        pickers back to what runs."""
+        unchanged = (gr.update(), gr.update(), gr.update())
         try:
-            for progress in self.services.control.switch_backend(backend, device):
-                yield f"{progress.fraction:.0%} — {progress.message}", gr.update(), self._status(), keep_ticking()
+            for tick in with_elapsed(self.services.control.switch_backend(backend, device)):
+                message = tick.step.message if tick.step is not None else "Starting"
+                text = switch_progress_text(message, tick.elapsed_s)
+                yield text, gr.update(), self._status(), keep_ticking(), *unchanged
         except HearthError as exc:
             gr.Warning(f"{exc.message} {exc.remedy}", title="Could not switch")
             status = self.services.runtime.status
-            yield f"Not switched: {exc.message}", plan_html(status.plan, status.message), self._status(), keep_ticking()
+            yield (
+                f"Not switched: {exc.message}",
+                plan_html(status.plan, status.message),
+                self._status(),
+                keep_ticking(),
+                *self._pickers(),
+                self.machine(),
+            )
             return
         status = self.services.runtime.status
         label = status.plan.label if status.plan else "nothing"
-        yield f"Now running on {label}.", plan_html(status.plan, status.message), self._status(), keep_ticking()
+        yield (
+            f"Now running on {label}.",
+            plan_html(status.plan, status.message),
+            self._status(),
+            keep_ticking(),
+            *self._pickers(),
+            self.machine(),
+        )
+
+    def _pickers(self, choices: bool = False) -> tuple[Any, Any]:
+        """The backend and device pickers set to what is in use (with every choice labelled when ``choices``)."""
+        prefs = self.services.control.preferences
+        inventory = self.services.inventory
+        if not choices:
+            return gr.update(value=prefs.backend), gr.update(value=prefs.device)
+        return (
+            gr.update(choices=backend_choices(inventory), value=prefs.backend),
+            gr.update(choices=device_choices(inventory), value=prefs.device),
+        )
 
     def _status(self) -> str:
         return status_markdown(self.services.runtime.status)

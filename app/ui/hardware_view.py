@@ -6,6 +6,7 @@ import html
 
 from backends.hardware import HardwareInventory, describe
 from backends.memory import format_bytes
+from backends.plan_reasons import unavailable_backend_reason
 from backends.selection import BackendPlan, Placement
 
 BACKEND_CHOICES = [
@@ -14,6 +15,15 @@ BACKEND_CHOICES = [
     ("llama.cpp on NVIDIA GPUs (CUDA)", "cuda"),
     ("OpenVINO (Intel NPU, GPU or CPU)", "openvino"),
 ]
+
+
+def backend_choices(inventory: HardwareInventory) -> list[tuple[str, str]]:
+    """The backend picker: a backend that cannot run here keeps its place, labelled with the reason."""
+    choices = []
+    for label, value in BACKEND_CHOICES:
+        reason = unavailable_backend_reason(inventory, value)
+        choices.append((f"{label} — not available here: {reason}" if reason else label, value))
+    return choices
 
 
 def device_choices(inventory: HardwareInventory) -> list[tuple[str, str]]:
@@ -27,10 +37,18 @@ def device_choices(inventory: HardwareInventory) -> list[tuple[str, str]]:
     return choices
 
 
-def inventory_markdown(inventory: HardwareInventory) -> str:
+def inventory_markdown(inventory: HardwareInventory, as_of: str = "") -> str:
+    """The machine, one line per device; ``as_of`` (a clock time) says when free memory was read."""
     lines = [f"- {html.escape(line)}" for line in describe(inventory)]
+    if as_of:
+        lines = [f"{line} (as of {html.escape(as_of)})" if line.startswith("- RAM:") else line for line in lines]
     lines += [f"- note: {html.escape(note)}" for note in inventory.notes]
     return "### This computer\n" + "\n".join(lines)
+
+
+def switch_progress_text(message: str, elapsed_s: int) -> str:
+    """One step of a switch with the seconds it has taken so far (a compile reports nothing for a while)."""
+    return f"{message.rstrip('.…')}… {elapsed_s} s"
 
 
 def memory_bar_html(placement: Placement) -> str:

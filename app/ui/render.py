@@ -39,6 +39,13 @@ def upload_limit_note(max_file_mb: int) -> str:
     )
 
 
+def answering_from(collection: str | None) -> str:
+    """Above the chat: where this conversation's answers come from (it remembers the choice)."""
+    if not collection:
+        return "Answering **without documents**: pick a collection to answer from its files."
+    return f"Answering from **{literal(collection)}**, with numbered sources (this chat keeps it)."
+
+
 def format_stats(stats: AnswerStats) -> str:
     parts = [
         f"{stats.time_to_first_token_ms / 1000:.2f} s to first token",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import RunningApp
 
@@ -110,7 +111,7 @@ def test_stop_keeps_the_partial_answer(
     for attempt in range(3):
         send(page, f"Write a very long essay about the history of the printing press, part {attempt + 1}.")
         watch_answer(page, lambda text: bool(text.strip()))
-        page.click("#stop")
+        page.click("#stop", force=True)  # disabled (and so doing nothing) if the answer already ended
         final = watch_answer(page, lambda text: "tokens/s" in text, timeout_s=60)[-1]
         if "stopped" in final:
             break
@@ -140,13 +141,12 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     with sqlite3.connect(app.home / "conversations.db") as db:
         roles = [row[0] for row in db.execute("SELECT role FROM messages ORDER BY id")]
     assert roles == ["user", "assistant"]
+    # One way to start over: New chat (no second "Clear" button, no trash icon on the chat box).
+    assert page.locator("#clear").count() == 0
+    expect(page.locator("#chat button[aria-label='Clear']")).to_be_hidden()
     page.click("#new-chat")
     page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 0")
-
-    # The chat box's trash icon also starts a new conversation instead of continuing the hidden one.
-    page.locator("#conversation-list label", has_text="Say hello.").click()
-    page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 1")
-    page.locator("#chat button[aria-label='Clear']").click()
+    expect(page.locator("#delete")).to_be_disabled()  # nothing selected: nothing to delete
     send(page, "Another topic.")
     watch_answer(page, lambda text: "tokens/s" in text)
     with sqlite3.connect(app.home / "conversations.db") as db:
@@ -154,13 +154,16 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     page.click("#new-chat")
 
     # Deleting asks for a second click; "Keep it" keeps it.
+    expect(page.locator("#delete")).to_be_disabled()
     page.locator("#conversation-list label", has_text="Say hello.").click()
     page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 1")
+    expect(page.locator("#delete")).to_be_enabled()
     page.click("#delete")
     page.click("#cancel-delete")
     page.click("#delete")
     page.click("#confirm-delete")
     page.locator("#conversation-list label", has_text="Say hello.").wait_for(state="detached", timeout=10_000)
+    expect(page.locator("#delete")).to_be_disabled()
     with sqlite3.connect(app.home / "conversations.db") as db:
         assert db.execute("SELECT title FROM conversations").fetchall() == [("Another topic.",)]
 

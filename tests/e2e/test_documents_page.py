@@ -174,8 +174,8 @@ def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done
     open_documents(page)
     create_collection(page, "Many notes")
     page.set_input_files("#upload input[type=file]", [str(p) for p in sorted(folder.iterdir())])
-    page.locator("#ingest-progress", has_text="chunks/s").wait_for(timeout=60_000)
-    assert "left" in page.inner_text("#ingest-progress") or "estimating" in page.inner_text("#ingest-progress")
+    page.locator("#ingest-progress", has_text="Indexing").wait_for(timeout=60_000)
+    assert "all files:" in page.inner_text("#ingest-progress")  # an estimate for the run while files remain
 
     page.get_by_role("tab", name="Chat").click()
     send(page, "Say hello in five words.")
@@ -191,7 +191,7 @@ def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done
     page.click("#cancel")
     page.locator("#ingest-progress", has_text="Cancelled after").wait_for(timeout=60_000)
     done = int(page.inner_text("#ingest-progress").split("Cancelled after ")[1].split()[0])
-    assert 20 <= done < 160
+    assert 1 <= done < 160  # files read but not yet embedded when Cancel came are not counted as done
     page.locator("#collection-summary", has_text=f"{done} files").wait_for(timeout=10_000)
     rows = table_rows(page)
     assert rows and all(cells[0] == "indexed" for cells in rows.values())

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send, watch_answer
@@ -57,7 +58,7 @@ def test_stop_in_one_browser_session_ends_only_its_own_answer(
     send(stopped, "Write a very long essay about the history of bread, in many paragraphs.")
     watch_answer(stopped, lambda text: bool(text.strip()))
 
-    bystander.click("#stop")  # a session with no answer of its own: nothing to stop
+    expect(bystander.locator("#stop")).to_be_disabled()  # a session with no answer of its own: nothing to stop
     growing = wait_until_it_grows(keeps_going, answer_text(keeps_going))
     wait_until_it_grows(stopped, answer_text(stopped))
 

@@ -204,7 +204,7 @@ def test_an_answer_from_a_collection_carries_its_sources(hearth: Served) -> None
     assert {"number", "label", "file", "page", "section", "text"} <= set(sources[0])
     # The fake model echoes what it was asked (the numbered passages, then the question) until its room runs out.
     answer = body["choices"][0]["message"]["content"]
-    assert answer.startswith("You said: Read these passages") and "[1] # The Skerry Lighthouse" in answer
+    assert answer.startswith("You said: Passages: [1] ") and "Question:" in answer
 
     streamed = hearth.chat({"messages": question, "hearth": {"collection": "Coast notes", "top_k": 1}, "stream": True})
     chunks = sse_events(streamed)[:-1]

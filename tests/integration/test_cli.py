@@ -65,7 +65,8 @@ def test_doctor_shows_the_machine_and_picks_llamacpp(isolated_home: Path, embedd
     assert "backend: llama.cpp (CPU)" in result.stdout
     assert "OpenVINO CPU:" in result.stdout  # the OpenVINO devices are listed too
     assert "CPU      [" in result.stdout and "30 layers" in result.stdout  # the memory bar of the plan
-    assert "- llama.cpp (CPU): the best fit for this machine" in result.stdout
+    assert "- llama.cpp (CPU): chosen automatically — no GPU or NPU here can run this model" in result.stdout
+    assert "- Not chosen — OpenVINO on the CPU: available" in result.stdout  # each other route, with its reason
 
 
 def test_chat_through_openvino_on_the_cpu(isolated_home: Path, embedded_model: Path) -> None:
@@ -193,3 +194,32 @@ def test_retrieval_quality_on_the_shipped_question_set(isolated_home: Path) -> N
     assert values["hit@5"] == 1.0, result.stdout
     assert values["hit@1"] >= 0.9, result.stdout
     assert values["MRR"] >= 0.9, result.stdout
+
+
+def test_eval_retrieval_names_the_bad_lines_of_a_question_file(isolated_home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text('{"question": "Who built it?", "file": "notes.md"}\n{"question": "When?", "gold_file": "a"\n')
+    result = hearth("eval", "retrieval", str(questions), "-c", "anything", home=isolated_home)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and "KeyError" not in result.stderr
+    assert 'line 1 has no "gold_file" (it has: file, question)' in result.stderr
+    assert "line 2 is not valid JSON" in result.stderr
+    assert "what to do:" in result.stderr and '"gold_page"' in result.stderr
+
+
+def test_eval_retrieval_warns_of_gold_files_missing_from_the_collection(isolated_home: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tides.md").write_text("# Tides\n\nThe spring tide at Skerry reaches 4.2 metres.\n")
+    assert hearth("ingest", str(docs), "-c", "tides", home=isolated_home).returncode == 0
+    questions = tmp_path / "qa.jsonl"
+    lines = [
+        {"question": "How high is the spring tide?", "gold_file": "tides.md", "gold_text": "4.2 metres"},
+        {"question": "How high is the neap tide?", "gold_file": "tide.md"},
+    ]
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = hearth("eval", "retrieval", str(questions), "-c", "tides", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    assert "'tide.md' is not in collection 'tides': 1 question (2) cannot be found" in result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("hit@1 0.500")
+    assert "search time per question: median" in result.stdout

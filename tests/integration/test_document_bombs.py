@@ -101,7 +101,8 @@ def test_text_is_bounded_by_what_files_expand_to(reader: ReaderProcess, tmp_path
         words = write_words_docx(tmp_path / "words.docx", 150_000)  # compresses like real text: passes the checks
         pages = write_pdf(tmp_path / "pages.pdf", ["The lamp was lit again. " * 90] * 60)
         header = ",".join(f"a column named at length, number {n}" for n in range(300))
-        (tmp_path / "rows.csv").write_text(header + "\n" + ",\n" * 2_000)  # every row repeats 10,000 characters
+        # Every row of one-letter cells repeats the 300 column names: 600 bytes read as 12,000 characters.
+        (tmp_path / "rows.csv").write_text(header + "\n" + ("x," * 300 + "\n") * 500)
         (tmp_path / "long.txt").write_text("The lamp was lit again.\n" * 5_000)
         for path in (words, pages, tmp_path / "rows.csv", tmp_path / "long.txt"):
             assert "more than 100,000 characters of text" in refusal(small, path), path.name
@@ -157,14 +158,17 @@ def test_cancel_reaches_inside_a_file(bombs: Path, tmp_path: Path) -> None:
         ("", "Night birds"),
     ],
 )
-def test_an_html_section_is_named_by_the_text_of_its_title(
+def test_html_text_before_any_heading_is_named_by_the_text_of_its_title(
     reader: ReaderProcess, tmp_path: Path, head: str, section: str
 ) -> None:
     page = tmp_path / "owls.html"
-    page.write_text(f"<html><head>{head}</head><body><h1>Night <i>birds</i></h1><p>Owls hunt.</p></body></html>")
-    (found,) = reader.read(page, CancelToken())
-    assert found.section == section
-    assert "Owls hunt." in found.text
+    page.write_text(
+        f"<html><head>{head}</head><body><p>Owls hunt.</p><h1>Night <i>birds</i></h1><p>They sleep by day.</p>"
+        "</body></html>"
+    )
+    before, under = reader.read(page, CancelToken())
+    assert (before.text, before.section) == ("Owls hunt.", section)
+    assert (under.text, under.section) == ("Night birds\nThey sleep by day.", "Night birds")
     bare = tmp_path / "bare.html"
     bare.write_text("<html><head><title></title></head><body><p>Owls hunt.</p></body></html>")
     assert reader.read(bare, CancelToken()) == [Section("Owls hunt.")]

@@ -1,5 +1,6 @@
 """The llama.cpp backend on the real embedded SmolLM2-135M GGUF."""
 
+import logging
 import threading
 
 import pytest
@@ -98,6 +99,33 @@ def test_cancel_interrupts_a_long_prompt_evaluation_and_the_model_recovers(llama
     assert isinstance(finished, Finished) and finished.reason == "cancelled"
     assert isinstance(usage, Usage) and usage.completion_tokens == 0
     assert text_of(run(llama, GREEDY)) == before  # the aborted evaluation left no stale cache behind
+
+
+def test_stop_while_the_prompt_is_read_logs_no_error_and_the_model_stays_healthy(
+    llama: LlamaCppBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stop aborts llama.cpp's evaluation of the prompt piece in flight (its abort callback); llama.cpp reports
+    every abort as "llama_decode: failed to decode, ret = 2" at ERROR, which for a Stop is no failure."""
+    before = text_of(run(llama, GREEDY))
+    caplog.set_level(logging.DEBUG)
+    long_prompt = "Summarise this: " + "the keeper lit the lamp at dusk. " * 200
+    # The Stop must land while llama.cpp reads the prompt; later and later Stops until one does (the first, here).
+    for attempt, delay_s in enumerate((0.05, 0.2, 0.5, 1.0, 2.0)):
+        cancel = CancelToken()
+        stopper = threading.Timer(delay_s, cancel.cancel)
+        stopper.start()
+        events = list(llama.stream_chat([ChatMessage("user", f"{attempt} {long_prompt}")], GREEDY, cancel))
+        stopper.join()
+        finished = events[-1]
+        assert isinstance(finished, Finished) and finished.reason == "cancelled"
+        if any("stopped reading the prompt" in r.getMessage() for r in caplog.records):
+            break
+    else:
+        pytest.fail("no Stop landed while the prompt was read")
+    errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == []
+    assert any("failed to decode" in r.getMessage() for r in caplog.records)  # llama.cpp's line, kept at debug
+    assert text_of(run(llama, GREEDY)) == before  # the aborted piece left nothing behind in the cache
 
 
 def test_token_counts_match_llamacpp(model_info: ModelInfo) -> None:

@@ -33,3 +33,38 @@ def test_a_split_plan_draws_one_bar_per_device_and_lists_its_reasons() -> None:
     bar = memory_bar_html(plan.placements[0])
     assert 'data-device="cuda:0"' in bar and "layers" in bar
     assert plan_html(None, "Loading…") == "<p>Loading…</p>"
+
+
+def test_backends_that_cannot_run_here_are_labelled_with_the_reason() -> None:
+    from app.ui.hardware_view import backend_choices
+
+    cpu_only = make_inventory(openvino=(("CPU", "AMD EPYC"),))
+    choices = dict((value, label) for label, value in backend_choices(cpu_only))
+    assert choices["cuda"] == "llama.cpp on NVIDIA GPUs (CUDA) — not available here: no NVIDIA GPU found"
+    assert choices["openvino"] == "OpenVINO (Intel NPU, GPU or CPU)"
+    assert choices["auto"] == "Automatic (best for this machine)"
+    no_openvino = dict((value, label) for label, value in backend_choices(make_inventory()))
+    assert no_openvino["openvino"].endswith("not available here: OpenVINO GenAI is not installed")
+
+
+def test_the_ram_line_says_when_it_was_read_and_a_step_shows_its_seconds() -> None:
+    from app.ui.hardware_view import switch_progress_text
+
+    page = inventory_markdown(make_inventory(ram_available_gib=5.5, ram_total_gib=8), as_of="14:02:11")
+    assert "- RAM: 5.5 GiB available of 8.0 GiB (as of 14:02:11)" in page
+    assert "as of" not in inventory_markdown(make_inventory())
+    assert switch_progress_text("Compiling m.gguf for the CPU", 12) == "Compiling m.gguf for the CPU… 12 s"
+    assert switch_progress_text("Loading on OpenVINO (CPU)…", 0) == "Loading on OpenVINO (CPU)… 0 s"
+
+
+def test_free_memory_is_read_again_and_nothing_else_changes() -> None:
+    import dataclasses
+
+    from backends.hardware import with_current_memory
+
+    stale = make_inventory(ram_available_gib=0.001, ram_total_gib=1)
+    fresh = with_current_memory(stale)
+    assert fresh.ram_available_bytes != stale.ram_available_bytes and fresh.ram_total_bytes > 0
+    assert dataclasses.replace(fresh, ram_available_bytes=0, ram_total_bytes=0) == dataclasses.replace(
+        stale, ram_available_bytes=0, ram_total_bytes=0
+    )

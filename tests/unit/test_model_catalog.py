@@ -101,7 +101,7 @@ def test_perplexity_scores_the_second_half_of_each_window_like_llamacpp() -> Non
     assert perplexity_from(*window_nll(sure, tokens)) < 1.0001
 
 
-def test_the_models_table_shows_the_facts_the_fit_and_the_digest(store: ModelStore) -> None:
+def test_the_models_table_shows_the_facts_the_fit_and_which_is_in_use(store: ModelStore) -> None:
     from app.services.models import ModelRow
     from app.ui.models_view import MODEL_HEADERS, model_choices, model_table
     from models.fit import FitVerdict
@@ -114,7 +114,11 @@ def test_the_models_table_shows_the_facts_the_fit_and_the_digest(store: ModelSto
     ]
     first, broken = model_table(rows)
     assert len(first) == len(MODEL_HEADERS) == len(broken)
-    assert first[0] == "default" and first[5] == info.quantization
-    assert first[-2] == "tight: partly on the GPU" and first[-1] == embedded.sha256
-    assert broken[-2] == "no: the file is missing"
-    assert model_choices(rows)[0] == (f"{info.display_name} — {embedded.id}", embedded.id)
+    column = {header: index for index, header in enumerate(MODEL_HEADERS)}
+    assert column["Fits here"] <= 2  # on screen without scrolling sideways
+    assert first[0] == "next start"
+    assert first[column["Name"]] == f"{info.name} {info.quantization} · id {embedded.id}"
+    assert first[column["Fits here"]] == "tight: partly on the GPU"
+    assert broken[column["Fits here"]] == "no: the file is missing"
+    assert model_table(rows, in_use=embedded.path)[0][0] == "in use"
+    assert model_choices(rows)[0] == (f"{info.name} {info.quantization} — {embedded.id}", embedded.id)

@@ -120,7 +120,9 @@ def test_core_ultra_runs_on_the_integrated_gpu_through_openvino() -> None:
 
     gemma = plan_for(GEMMA, ultra)  # OpenVINO's GGUF reader does not know gemma3: llama.cpp on the CPU
     assert (gemma.backend, gemma.device) == ("llamacpp", "CPU")
-    assert said(gemma, "Not used: Intel(R) Arc(TM) Graphics, Intel(R) AI Boost: OpenVINO's GGUF reader does not know")
+    assert said(
+        gemma, "Not chosen — Intel GPU (OpenVINO) / Intel NPU (OpenVINO) / OpenVINO on the CPU: OpenVINO's GGUF"
+    )
     k_quant = plan_for(LLAMA_7B_K, ultra)
     assert k_quant.device == "CPU" and said(k_quant, "cannot read Q6_K weights")
 
@@ -162,7 +164,7 @@ def test_a_gpu_with_a_broken_driver_is_reported_not_silently_ignored() -> None:
     broken = make_inventory(gpu_problem="an NVIDIA GPU is present but its driver did not answer (NVML timeout)")
     plan = plan_for(LLAMA_7B, broken)
     assert (plan.backend, plan.device) == ("llamacpp", "CPU")
-    assert said(plan, "Not used: an NVIDIA GPU is present but its driver did not answer")
+    assert said(plan, "Not chosen — NVIDIA GPU (llama.cpp with CUDA): an NVIDIA GPU is present but its driver did not")
     assert said(plan, "nvidia-smi")
 
 
@@ -175,7 +177,9 @@ def test_no_avx2_still_runs_and_says_it_will_be_slow() -> None:
 def test_a_gpu_without_cuda_in_llamacpp_says_how_to_use_it() -> None:
     plan = plan_for(LLAMA_7B, make_inventory(gpus=(("NVIDIA GeForce RTX 4070", 12, 11),), cuda=False))
     assert plan.device == "CPU"
-    assert said(plan, "Not used: NVIDIA GeForce RTX 4070: this llama.cpp build has no CUDA support")
+    assert said(
+        plan, "Not chosen — NVIDIA GPU (llama.cpp with CUDA): NVIDIA GeForce RTX 4070: this llama.cpp build has"
+    )
     assert said(plan, "make setup")
 
 

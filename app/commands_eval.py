@@ -1,0 +1,189 @@
+"""`hearth eval answers`: ask a question set through the page's own path and score the answers.
+
+Each question goes through :class:`app.services.chat.ChatService` exactly as the page sends it (retrieval, passage
+packing, the RAG prompt, the runtime's engine), into a throwaway conversation store, so the user's conversations
+are never touched. Scoring is :mod:`rag.answer_eval`'s rule. Answers are greedy (temperature 0) so a rerun on
+the same model and collection gives the same figure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from app.errors import HearthError
+from app.paths import ensure_data_dir, resolve_data_paths
+from app.services.chat import ChatService, TurnStarted
+from app.settings import Settings
+from app.terminal_text import for_terminal
+from app.wording import shorten
+from backends.base import Finished, GenerationParams, TextDelta, Usage
+from rag.answer_eval import (
+    AnswerQuestion,
+    AnswerReport,
+    AnswerResult,
+    read_answer_questions,
+    result_record,
+    score_answer,
+)
+
+EXIT_OK = 0
+EXIT_INTERRUPTED = 130
+DEFAULT_MAX_TOKENS = 200
+SHOWN_CHARS = 70
+
+
+def run_eval_answers(
+    settings: Settings,
+    questions_path: Path,
+    collection: str,
+    model: str | None,
+    limit: int | None,
+    output: Path | None,
+    max_tokens: int,
+) -> int:
+    from app.commands import load_model
+    from app.services.container import build_services
+    from app.services.conversations import ConversationStore
+
+    if limit is not None and limit < 1:
+        raise HearthError("--limit must be 1 or more.", "Pass how many questions to ask, or leave it out for all.")
+    if max_tokens < 1:
+        raise HearthError("--max-tokens must be 1 or more.", f"Leave it out for {DEFAULT_MAX_TOKENS}.")
+    questions = read_answer_questions(questions_path)[:limit]
+    if output is not None:
+        _check_writable(output)
+    if model is not None:
+        settings = settings.model_copy(
+            update={"model": settings.model.model_copy(update={"path": _model_path(settings, model)})}
+        )
+    services = build_services(settings)
+    results: list[AnswerResult] = []
+    try:
+        documents = services.documents.get()
+        documents.manifest.get(collection)  # a clear error before the model loads
+        load_model(services)
+        _ = documents.embedder.dimension  # loaded now, not inside the first question's time
+        params = replace(services.generation_params(), temperature=0.0, max_new_tokens=max_tokens, seed=0)
+        with tempfile.TemporaryDirectory(prefix="hearth-eval-") as scratch:
+            store = ConversationStore(Path(scratch) / "conversations.db")
+            chat = ChatService(store, services.runtime, services.documents.get, top_k=settings.rag.top_k)
+            try:
+                model_name = services.runtime.model.display_name if services.runtime.model else "?"
+                print(
+                    f"Asking {len(questions)} questions of {for_terminal(repr(collection))} with {model_name}",
+                    file=sys.stderr,
+                )
+                for number, question in enumerate(questions, start=1):
+                    result = _ask(chat, question, params, settings.generation.system_prompt, collection)
+                    results.append(result)
+                    print(_progress_line(number, len(questions), result), flush=True)
+            except KeyboardInterrupt:
+                print(f"\nStopped after {len(results)} of {len(questions)} questions.", file=sys.stderr)
+                _finish(AnswerReport(tuple(results)), collection, output)
+                return EXIT_INTERRUPTED
+            finally:
+                store.close()
+    finally:
+        services.close()
+    _finish(AnswerReport(tuple(results)), collection, output)
+    return EXIT_OK
+
+
+def _ask(
+    chat: ChatService, question: AnswerQuestion, params: GenerationParams, system: str, collection: str
+) -> AnswerResult:
+    started = time.perf_counter()
+    head: TurnStarted | None = None
+    parts: list[str] = []
+    usage: Usage | None = None
+    reason = "stop"
+    for event in chat.send(None, question.question, params, system, collection=collection):
+        if isinstance(event, TurnStarted):
+            head = event
+        elif isinstance(event, TextDelta):
+            parts.append(event.text)
+        elif isinstance(event, Usage):
+            usage = event
+        elif isinstance(event, Finished):
+            reason = event.reason
+    seconds = time.perf_counter() - started
+    passages = [s.text for s in head.sources] if head else []
+    answer = "".join(parts)
+    return AnswerResult(
+        question=question,
+        answer=answer,
+        score=score_answer(question, answer, passages),
+        passages=len(passages),
+        prompt_tokens=usage.prompt_tokens if usage else (head.prompt_tokens if head else 0),
+        completion_tokens=usage.completion_tokens if usage else 0,
+        seconds=seconds,
+        finish_reason=reason,
+    )
+
+
+def _progress_line(number: int, total: int, result: AnswerResult) -> str:
+    verdict = "right" if result.score.correct else "WRONG"
+    cited = "cited" if result.score.cited else "no cite"
+    missed = "" if result.score.answer_in_passages else " · not in passages"
+    question = for_terminal(shorten(result.question.question, SHOWN_CHARS))
+    return f"[{number}/{total}] {verdict:5} · {cited:7} · {result.seconds:5.1f} s{missed} · {question}"
+
+
+def _finish(report: AnswerReport, collection: str, output: Path | None) -> None:
+    for line in summary_lines(report, collection):
+        print(line)
+    if output is not None:
+        document = {
+            "collection": collection,
+            "questions": len(report.results),
+            "accuracy": report.accuracy,
+            "citation_share": report.citation_share,
+            "answerable_share": report.answerable_share,
+            "results": [result_record(r) for r in report.results],
+        }
+        try:
+            output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise HearthError(
+                f"Cannot write {output}: {exc.strerror or exc}.", "Choose a folder you can write to."
+            ) from None
+        print(f"Per-question results written to {for_terminal(str(output))}", file=sys.stderr)
+
+
+def summary_lines(report: AnswerReport, collection: str) -> list[str]:
+    n = len(report.results)
+    if not n:
+        return ["No question was answered."]
+    return [
+        f"{n} questions, collection {for_terminal(repr(collection))}",
+        f"accuracy {report.accuracy:.3f} ({report.correct}/{n} right)   "
+        f"cited inline {report.citation_share:.3f} ({report.cited}/{n})",
+        f"the passages given held the answer for {report.answerable}/{n}   {report.mean_seconds:.1f} s per question",
+    ]
+
+
+def _check_writable(output: Path) -> None:
+    folder = output.expanduser().parent
+    if not folder.is_dir():
+        raise HearthError(f"The folder for --output does not exist: {folder}.", "Create it, or choose another path.")
+    if output.is_dir():
+        raise HearthError(f"--output {output} is a folder.", "Give a file name, like results.json.")
+
+
+def _model_path(settings: Settings, reference: str) -> Path:
+    """A file on disk is used as it is; anything else is looked up in `hearth models list`."""
+    from app.services.models import open_model_store
+
+    candidate = Path(reference).expanduser()
+    if candidate.is_file():
+        return candidate
+    store = open_model_store(ensure_data_dir(resolve_data_paths(settings.home)))
+    try:
+        return store.find(reference).path
+    finally:
+        store.close()

@@ -1,0 +1,353 @@
+"""The Chat tab's event handlers, bound to the app's services. Wiring only: the logic lives in the services, in
+``render`` and in ``chat_controls``.
+
+Each browser tab (Gradio session) writes at most one answer at a time. While it does, Send is disabled and Stop
+enabled; a second request from that tab (Enter in the message box) is refused with a reason and the message stays
+in the box. Opening another conversation or starting a new chat stops the answer first, so the answer never draws
+over the conversation the user switched to.
+
+A conversation answers from the collection stored with it; a new chat answers without documents until a collection
+is picked for it. What the tab shows (the open conversation, or a new chat's pick) is kept in the browser, so a
+reload shows the same conversation and collection again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from app.errors import ConversationNotFound, EngineStopped, HearthError
+from app.services.chat import TurnEvent
+from app.services.container import Services
+from app.ui.chat_controls import STILL_WRITING, ChatControls, chat_controls
+from app.ui.documents import NO_COLLECTION, DocumentsPanel
+from app.ui.errors import as_gradio_error
+from app.ui.render import (
+    AnswerView,
+    answering_from,
+    chat_history,
+    conversation_choices,
+    status_markdown,
+    user_text,
+)
+from app.ui.safe_markdown import literal
+from app.ui.streaming import BatchedStream
+from backends.base import CancelSlot, CancelToken, GenerationParams
+
+# How often the page is redrawn while an answer streams; the model itself never waits for the page.
+UPDATE_INTERVAL_S = 0.05
+# How long switching conversations waits for the stopped answer to end and be saved (one engine step, normally).
+SWITCH_WAIT_S = 10.0
+# A stream's outputs: the chat, the message box, the conversation id, the list and the notice, then the controls:
+# Send, Stop, Regenerate, Delete, and the row that confirms a delete (hidden whenever the controls change).
+CHAT_OUTPUTS = 5
+CONTROL_OUTPUTS = 5
+# What the browser keeps between reloads: the open conversation, or a new chat's collection.
+REMEMBERED_DEFAULT: dict[str, str | None] = {"conversation": None, "collection": NO_COLLECTION}
+
+
+class ChatPage:
+    """Event handlers for the Chat tab and the conversation list."""
+
+    def __init__(self, services: Services, documents: DocumentsPanel) -> None:
+        self.services = services
+        self.documents = documents
+        # Each browser tab stops only its own answer: one cancel slot per Gradio session.
+        self._answers: dict[str, CancelSlot] = {}
+        self._writing: set[str] = set()  # sessions whose answer is being written now
+        self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)
+
+    # --- sessions and their answers ---------------------------------------------------------------------
+    def _claim(self, key: str) -> CancelToken | None:
+        """A fresh cancel token for this session's next answer, or None while its previous one is written."""
+        with self._lock:
+            if key in self._writing:
+                return None
+            self._writing.add(key)
+            return self._answers.setdefault(key, CancelSlot()).start()
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            self._writing.discard(key)
+            self._ended.notify_all()
+
+    def _answering(self, key: str) -> bool:
+        with self._lock:
+            return key in self._writing
+
+    def _stop_and_wait(self, key: str) -> None:
+        """Stop this session's answer, if one is being written, and wait until it has ended and been saved."""
+        with self._lock:
+            if key not in self._writing:
+                return
+            self._answers[key].cancel()
+            self._ended.wait_for(lambda: key not in self._writing, SWITCH_WAIT_S)
+
+    def stop(self, request: gr.Request) -> None:
+        with self._lock:
+            slot = self._answers.get(_session(request))
+        if slot is not None:
+            slot.cancel()
+
+    # --- controls -----------------------------------------------------------------------------------------
+    def controls(self, conversation_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        """Send, Stop, Regenerate, Delete and the delete confirmation, as this tab's state says."""
+        return _control_updates(chat_controls(self._answering(_session(request)), bool(conversation_id)))
+
+    # --- page load and the conversation list --------------------------------------------------------------
+    def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
+        """The configured defaults with the page's two sliders applied."""
+        return dataclasses.replace(
+            self.services.generation_params(), temperature=float(temperature), max_new_tokens=int(max_new_tokens)
+        )
+
+    def sidebar(self, selected: str | None) -> Any:
+        try:
+            summaries = self.services.store.list()
+        except HearthError as exc:  # a damaged conversation database: say so, and keep the page usable
+            gr.Warning(f"{exc.message} {exc.remedy}", title="Conversations unavailable")
+            return gr.update(choices=[], value=None)
+        return gr.update(choices=conversation_choices(summaries), value=selected)
+
+    def on_load(self, remembered: dict[str, Any] | None) -> tuple[Any, ...]:
+        """The list, the status, and what the tab showed before a reload: its conversation (with the collection
+        stored with it), or a new chat with the collection picked for it."""
+        remembered = remembered if isinstance(remembered, dict) else {}
+        default_prompt = self.services.settings.generation.system_prompt
+        shown: tuple[Any, ...] = ([], None, default_prompt, _text(remembered.get("collection")))
+        conversation_id = _text(remembered.get("conversation"))
+        if conversation_id:
+            try:
+                conversation = self.services.store.get(conversation_id)
+            except HearthError:  # deleted since, or the database is damaged (the list says so): a new chat
+                conversation_id = ""
+            else:
+                shown = (
+                    chat_history(conversation),
+                    conversation.id,
+                    conversation.system_prompt,
+                    conversation.collection or NO_COLLECTION,
+                )
+        return (self.sidebar(conversation_id or None), *self.on_tick(), *shown)
+
+    def documents_view(self, chat_collection: str | None) -> tuple[Any, ...]:
+        """The Documents tab's first view; the chat keeps the collection it shows if that still exists."""
+        return self.documents.refresh(None, chat_collection or NO_COLLECTION)
+
+    def on_tick(self) -> tuple[Any, ...]:
+        """The status line, and while a model loads, the way out of it (and the timer that keeps both fresh)."""
+        status = self.services.runtime.status
+        loading = status.state == "loading" or bool(status.pending)
+        return (
+            status_markdown(status),
+            gr.update(visible=loading),
+            gr.update(active=loading or status.state == "restarting"),
+        )
+
+    def cancel_load(self) -> str:
+        if self.services.control.cancel_load():
+            return "Cancelling the load…"
+        return ""
+
+    def open_conversation(self, conversation_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        """Show a saved conversation with its collection (outputs: chat, id, system prompt, notice, collection)."""
+        if not conversation_id:
+            return gr.update(), gr.update(), gr.update(), "", gr.update()
+        self._stop_and_wait(_session(request))
+        try:
+            conversation = self.services.store.get(conversation_id)
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        notice = ""
+        collection = conversation.collection or NO_COLLECTION
+        if collection and collection not in {value for _, value in self.documents.chat_choices()}:
+            notice = (
+                f"This chat answered from {literal(collection)}, which no longer exists: it now answers without "
+                "documents."
+            )
+            collection = NO_COLLECTION
+        return chat_history(conversation), conversation.id, conversation.system_prompt, notice, collection
+
+    def new_chat(self, request: gr.Request) -> tuple[Any, ...]:
+        """An empty chat that answers without documents (outputs: chat, id, list, system prompt, notice,
+        collection)."""
+        self._stop_and_wait(_session(request))
+        prompt = self.services.settings.generation.system_prompt
+        return [], None, self.sidebar(None), prompt, "", NO_COLLECTION
+
+    def choose_collection(self, conversation_id: str | None, collection: str | None) -> None:
+        """The user picked a collection: an open conversation stores it at once (a new chat keeps it in the
+        browser until its first message creates the conversation)."""
+        if not conversation_id:
+            return
+        try:
+            self.services.store.set_collection(conversation_id, collection or None)
+        except ConversationNotFound:
+            return  # deleted in another tab; its next message says so
+        except HearthError as exc:
+            gr.Warning(f"{exc.message} {exc.remedy}", title="The choice was not saved")
+
+    def collection_changed(self, conversation_id: str | None, collection: str | None) -> tuple[Any, ...]:
+        """The line above the chat, and what the browser keeps for a reload."""
+        return answering_from(collection), remember(conversation_id, collection)
+
+    def delete_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
+        if conversation_id:
+            try:
+                self.services.store.delete(conversation_id)
+            except HearthError as exc:
+                raise as_gradio_error(exc) from exc
+        return [], None, self.sidebar(None), "", NO_COLLECTION
+
+    # --- answers ------------------------------------------------------------------------------------------
+    def send(
+        self,
+        text: str,
+        conversation_id: str | None,
+        system_prompt: str,
+        temperature: float,
+        max_new_tokens: float,
+        collection: str | None,
+        request: gr.Request,
+    ) -> Iterator[tuple[Any, ...]]:
+        if not text.strip():
+            gr.Warning("Type a question first.")
+            yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)  # a generator that yields nothing empties its outputs
+            return
+        key = _session(request)
+        cancel = self._claim(key)
+        if cancel is None:
+            gr.Warning(STILL_WRITING)
+            yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
+            return
+        try:
+            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(chat_controls(True, bool(conversation_id))))
+            history = self._history(conversation_id)
+            history.append({"role": "user", "content": user_text(text)})
+            params = self.params(temperature, max_new_tokens)
+            events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
+            yield from self._stream(events, history, clear_box=True, cancel=cancel)
+        finally:
+            self._release(key)
+
+    def regenerate(
+        self,
+        conversation_id: str | None,
+        system_prompt: str,
+        temperature: float,
+        max_new_tokens: float,
+        collection: str | None,
+        request: gr.Request,
+    ) -> Iterator[tuple[Any, ...]]:
+        if not conversation_id:
+            gr.Warning("There is nothing to regenerate yet.")
+            yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
+            return
+        key = _session(request)
+        cancel = self._claim(key)
+        if cancel is None:
+            gr.Warning(STILL_WRITING)
+            yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
+            return
+        try:
+            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(chat_controls(True, True)))
+            history = self._history(conversation_id)
+            if history and history[-1]["role"] == "assistant":
+                history.pop()
+            params = self.params(temperature, max_new_tokens)
+            events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
+            yield from self._stream(events, history, clear_box=False, cancel=cancel)
+        finally:
+            self._release(key)
+
+    def _history(self, conversation_id: str | None) -> list[dict[str, str]]:
+        if not conversation_id:
+            return []
+        try:
+            return chat_history(self.services.store.get(conversation_id))
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+
+    def _stream(
+        self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool, cancel: CancelToken
+    ) -> Iterator[tuple[Any, ...]]:
+        """Outputs: chat, message box, conversation id, list, notice, then the controls."""
+        view = AnswerView(history)
+        batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=cancel.cancel).batches()
+        try:
+            # The first batch comes only after validation and history fitting: errors raised there leave the
+            # typed message in the box and the conversation untouched.
+            first = next(batches, None)
+            if first is None:
+                return
+            for event in first:
+                view.apply(event)
+            for notice in view.notices:
+                gr.Info(notice)
+            box = "" if clear_box else gr.skip()
+            yield (
+                view.render(),
+                box,
+                view.conversation_id,
+                self.sidebar(view.conversation_id),
+                _notice(view),
+                *_control_updates(chat_controls(True, True)),
+            )
+            for batch in batches:
+                for event in batch:
+                    view.apply(event)
+                yield view.render(), *_unchanged(CHAT_OUTPUTS - 1 + CONTROL_OUTPUTS)
+        except EngineStopped as exc:
+            if view.conversation_id is None:
+                raise as_gradio_error(exc) from exc
+            # The answer began: keep it on screen, say what happened under it (it is saved as it stands).
+            view.interrupt(f"{exc.message} {exc.remedy}")
+            gr.Warning(exc.message, title="The model stopped")
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        idle = chat_controls(False, view.conversation_id is not None)
+        yield (
+            view.render(),
+            gr.skip(),
+            view.conversation_id,
+            self.sidebar(view.conversation_id),
+            _notice(view),
+            *_control_updates(idle),
+        )
+
+
+def _control_updates(controls: ChatControls) -> tuple[Any, ...]:
+    return (
+        gr.update(interactive=controls.send),
+        gr.update(interactive=controls.stop),
+        gr.update(interactive=controls.regenerate),
+        gr.update(interactive=controls.delete),
+        gr.update(visible=False),
+    )
+
+
+def _unchanged(count: int) -> tuple[Any, ...]:
+    return tuple(gr.skip() for _ in range(count))
+
+
+def remember(conversation_id: str | None, collection: str | None) -> dict[str, str | None]:
+    """What the browser keeps for a reload: the open conversation (its collection is stored with it), or a new
+    chat's collection."""
+    return {"conversation": conversation_id or None, "collection": collection or NO_COLLECTION}
+
+
+def _session(request: gr.Request | None) -> str:
+    return (request.session_hash if request is not None else None) or ""
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _notice(view: AnswerView) -> str:
+    return " ".join(view.notices)

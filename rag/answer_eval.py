@@ -1,0 +1,224 @@
+"""Answer quality on a question set: does the answer hold the expected facts, and does it cite a passage inline.
+
+A question set is JSON Lines, one question per line::
+
+    {"question": "What is the codename of Ubuntu 6.06 LTS?", "expected": ["Dapper Drake"]}
+    {"question": "When was Debian 11 released?", "expected": [["2021-08-14", "August 14, 2021"]]}
+
+``expected`` is a list; each item is a string, or a list of alternatives of which any one will do. Other keys
+(``id``, ``source``, …) are kept for the reader and ignored here.
+
+The rule, exactly: an answer is right when every item of ``expected`` appears in it. Before comparing, the answer
+and the expected strings are NFKC-normalised, case-folded and their runs of whitespace collapsed to one space;
+inline citation markers such as ``[1]`` or ``[2, 3]`` are removed from the answer, so a marker's digits never
+count as a number in the answer. An expected string must stand on its own: the character just before it and
+the one just after it in the answer may not be letters or digits ("14" does not match "140", nor "sort"
+"sorted"). An answer cites inline when it holds a marker whose number is one of the passages it was given and
+says something besides its markers (a bare "[1]" cites nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import HearthError
+
+_MARKER = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
+_SPACE = re.compile(r"\s+")
+EXAMPLE_LINE = '{"question": "What is the codename of Ubuntu 6.06 LTS?", "expected": ["Dapper Drake"]}'
+
+
+class AnswerSetError(HearthError):
+    """The answer question set cannot be used."""
+
+
+@dataclass(frozen=True)
+class AnswerQuestion:
+    question: str
+    expected: tuple[tuple[str, ...], ...]  # every item must appear; any one alternative of an item will do
+    line: int
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    correct: bool
+    cited: bool  # at least one marker names a passage that was given, beside some text of the answer
+    stray_citations: int  # markers naming a passage that was not given
+    answer_in_passages: bool  # the passages given held every expected item (else retrieval missed it)
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    question: AnswerQuestion
+    answer: str
+    score: AnswerScore
+    passages: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class AnswerReport:
+    results: tuple[AnswerResult, ...]
+
+    @property
+    def accuracy(self) -> float:
+        return _share(self.results, lambda r: r.score.correct)
+
+    @property
+    def citation_share(self) -> float:
+        return _share(self.results, lambda r: r.score.cited)
+
+    @property
+    def answerable_share(self) -> float:
+        return _share(self.results, lambda r: r.score.answer_in_passages)
+
+    @property
+    def correct(self) -> int:
+        return sum(1 for r in self.results if r.score.correct)
+
+    @property
+    def cited(self) -> int:
+        return sum(1 for r in self.results if r.score.cited)
+
+    @property
+    def answerable(self) -> int:
+        return sum(1 for r in self.results if r.score.answer_in_passages)
+
+    @property
+    def mean_seconds(self) -> float:
+        return sum(r.seconds for r in self.results) / len(self.results) if self.results else 0.0
+
+
+def _share(results: Sequence[AnswerResult], test: Callable[[AnswerResult], bool]) -> float:
+    return sum(1 for r in results if test(r)) / len(results) if results else 0.0
+
+
+# --- reading a question set ----------------------------------------------------------------------------------
+
+
+def read_answer_questions(path: Path) -> list[AnswerQuestion]:
+    """Every question of ``path``; the first bad line stops with its number and what to change."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise AnswerSetError(f"Question file not found: {path}.", "Check the path.") from None
+    except IsADirectoryError:
+        raise AnswerSetError(f"{path} is a folder.", "Give the path of a .jsonl file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AnswerSetError(f"Cannot read {path}: {exc}.", "Save it as UTF-8 JSON Lines.") from None
+    questions = [parse_line(line, number, path.name) for number, line in enumerate(lines, start=1) if line.strip()]
+    if not questions:
+        raise AnswerSetError(f"{path.name} has no questions.", f"Add one JSON object per line, like {EXAMPLE_LINE}")
+    return questions
+
+
+def parse_line(line: str, number: int, file_name: str) -> AnswerQuestion:
+    where = f"{file_name} line {number}"
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise AnswerSetError(
+            f"{where} is not valid JSON ({exc.msg} at column {exc.colno}).",
+            f"Write one JSON object per line, like {EXAMPLE_LINE}",
+        ) from None
+    if not isinstance(item, dict):
+        raise AnswerSetError(f"{where} is not a JSON object.", f"Write it like {EXAMPLE_LINE}")
+    question = item.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise AnswerSetError(f'{where} has no question (an empty or missing "question").', "Fill it in or remove it.")
+    if "expected" not in item:
+        raise AnswerSetError(
+            f'{where} has no "expected" list.',
+            'Add the strings a right answer must contain, like "expected": ["Dapper Drake"].',
+        )
+    return AnswerQuestion(question.strip(), _expected(item["expected"], where), number)
+
+
+def _expected(value: object, where: str) -> tuple[tuple[str, ...], ...]:
+    remedy = (
+        '"expected" is a list of strings, each of which a right answer must contain; an item may be a list of '
+        'alternatives: ["Dapper Drake"] or [["2022-04-21", "April 21, 2022"]].'
+    )
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise AnswerSetError(f'{where} has an empty or malformed "expected".', remedy)
+    items: list[tuple[str, ...]] = []
+    for entry in value:
+        alternatives = entry if isinstance(entry, list) else [entry]
+        if not alternatives or not all(isinstance(a, str) and normalise(a) for a in alternatives):
+            raise AnswerSetError(f"{where}: every expected item must be a non-empty string.", remedy)
+        items.append(tuple(alternatives))
+    return tuple(items)
+
+
+# --- scoring ---------------------------------------------------------------------------------------------------
+
+
+def normalise(text: str) -> str:
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def without_markers(text: str) -> str:
+    return _MARKER.sub(" ", text)
+
+
+def contains(answer: str, wanted: str) -> bool:
+    """``wanted`` appears in ``answer`` under the rule of this module (normalised, standing on its own)."""
+    haystack, needle = normalise(without_markers(answer)), normalise(wanted)
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start else " "
+        after = haystack[end] if end < len(haystack) else " "
+        if not before.isalnum() and not after.isalnum():
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+def holds_expected(text: str, expected: Sequence[Sequence[str]]) -> bool:
+    return all(any(contains(text, alternative) for alternative in item) for item in expected)
+
+
+def cited_numbers(answer: str) -> list[int]:
+    """Every number named in the answer's citation markers, in order ("[1][3]", "[2, 4]")."""
+    return [int(n) for group in _MARKER.findall(answer) for n in re.split(r"[,;]", group)]
+
+
+def score_answer(question: AnswerQuestion, answer: str, passage_texts: Sequence[str]) -> AnswerScore:
+    numbers = cited_numbers(answer)
+    given = range(1, len(passage_texts) + 1)
+    return AnswerScore(
+        correct=holds_expected(answer, question.expected),
+        cited=any(n in given for n in numbers) and any(c.isalnum() for c in without_markers(answer)),
+        stray_citations=sum(1 for n in numbers if n not in given),
+        answer_in_passages=holds_expected("\n".join(passage_texts), question.expected),
+    )
+
+
+def result_record(result: AnswerResult) -> dict[str, object]:
+    """One question's result as JSON for ``--output``."""
+    return {
+        "line": result.question.line,
+        "question": result.question.question,
+        "expected": [list(item) for item in result.question.expected],
+        "answer": result.answer,
+        "correct": result.score.correct,
+        "cited": result.score.cited,
+        "stray_citations": result.score.stray_citations,
+        "answer_in_passages": result.score.answer_in_passages,
+        "passages": result.passages,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "seconds": round(result.seconds, 2),
+        "finish_reason": result.finish_reason,
+    }

@@ -1,0 +1,99 @@
+"""`hearth eval answers` as a user runs it: a real subprocess, a real Chroma collection, the embedded 135M model.
+
+What is asserted is the report's shape and that its counts agree with each other and with the per-question JSON;
+never a quality figure (the 135M model's answers are weak, and that is not what this test is about).
+"""
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli import hearth
+
+pytestmark = pytest.mark.integration
+
+QUESTIONS = [
+    {"question": "Who was the last keeper of Skerry lighthouse?", "expected": ["Morag Innes"]},
+    {"question": "In which year did the last keeper leave Skerry?", "expected": ["1998"]},
+    {"question": "What colour is the Skerry ferry?", "expected": [["red", "crimson"]], "source": "ferry.md"},
+    {"question": "This one is beyond --limit.", "expected": ["never asked"]},
+]
+
+
+def _collection(folder: Path, home: Path) -> None:
+    folder.mkdir()
+    (folder / "keepers.md").write_text("# Keepers\n\nMorag Innes was the last keeper of Skerry; she left in 1998.\n")
+    (folder / "ferry.md").write_text("# Ferry\n\nThe Skerry ferry is painted red and sails on Tuesdays.\n")
+    ingest = hearth("ingest", str(folder), "-c", "Skerry", home=home, timeout=600)
+    assert ingest.returncode == 0, ingest.stderr
+
+
+@pytest.mark.timeout(900)  # ingest, model load and three short answers, on a busy 2-core machine
+def test_eval_answers_reports_accuracy_and_citations(isolated_home: Path, tmp_path: Path, embedded_model: Path) -> None:
+    _collection(tmp_path / "notes", isolated_home)
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    output = tmp_path / "results.json"
+
+    result = hearth(
+        "eval", "answers", str(questions), "-c", "Skerry", "--model", str(embedded_model),
+        "--limit", "3", "--max-tokens", "48", "--output", str(output),
+        home=isolated_home, timeout=600,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in progress] == ["[1/3", "[2/3", "[3/3"]
+    summary = re.search(r"accuracy (\d\.\d{3}) \((\d)/3 right\)\s+cited inline (\d\.\d{3}) \((\d)/3\)", result.stdout)
+    assert summary, result.stdout
+    accuracy, right, citation_share, cited = float(summary[1]), int(summary[2]), float(summary[3]), int(summary[4])
+    assert accuracy == pytest.approx(right / 3, abs=0.001)
+    assert citation_share == pytest.approx(cited / 3, abs=0.001)
+    assert sum("right" in line.split("·")[0] for line in progress) == right
+
+    report = json.loads(output.read_text(encoding="utf-8"))
+    rows = report["results"]
+    assert [row["line"] for row in rows] == [1, 2, 3]
+    assert sum(row["correct"] for row in rows) == right
+    assert sum(row["cited"] for row in rows) == cited
+    assert report["accuracy"] == pytest.approx(accuracy, abs=0.001)
+    for row in rows:
+        assert row["passages"] >= 1 and row["prompt_tokens"] > 0
+        assert 0 < row["completion_tokens"] <= 48
+        assert row["answer_in_passages"], row  # two small files: the passages given always hold the answer
+    # Each question went through a throwaway conversation store, never the user's.
+    conversations = isolated_home / "conversations.db"
+    if conversations.exists():
+        with sqlite3.connect(conversations) as db:
+            assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
+
+
+def test_eval_answers_names_the_bad_line_before_loading_anything(isolated_home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(json.dumps(QUESTIONS[0]) + '\n{"question": "No expected list"}\n', encoding="utf-8")
+    result = hearth("eval", "answers", str(questions), "-c", "Skerry", home=isolated_home)
+    assert result.returncode == 1
+    assert 'qa.jsonl line 2 has no "expected" list' in result.stderr
+    assert "what to do:" in result.stderr and "Traceback" not in result.stderr
+    missing = hearth("eval", "answers", str(tmp_path / "nope.jsonl"), "-c", "Skerry", home=isolated_home)
+    assert missing.returncode == 1 and "Question file not found" in missing.stderr
+
+
+def test_eval_answers_on_a_missing_collection_says_so(isolated_home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(json.dumps(QUESTIONS[0]) + "\n", encoding="utf-8")
+    result = hearth("eval", "answers", str(questions), "-c", "Nowhere", home=isolated_home)
+    assert result.returncode == 1
+    assert "no collection called 'Nowhere'" in result.stderr
+
+
+def test_eval_answers_refuses_an_unknown_model_name(isolated_home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(json.dumps(QUESTIONS[0]) + "\n", encoding="utf-8")
+    result = hearth("eval", "answers", str(questions), "-c", "Skerry", "--model", "no-such-model", home=isolated_home)
+    assert result.returncode == 1
+    assert "No model matches 'no-such-model'" in result.stderr
