@@ -108,11 +108,12 @@ def build_services(
 ) -> Services:
     enforce_offline()
     paths = ensure_data_dir(resolve_data_paths(settings.home))
+    # A machine Hearth probed itself is re-read before each plan (free memory moves); an inventory handed in (a
+    # test's fixture machine) is taken as it is.
+    refresh = with_current_memory if inventory is None else None
     inventory = inventory or probe()
     store = ConversationStore(paths.conversations_db)
-    runtime = ModelRuntime(
-        inventory, registry.AUTOMATIC, registry.ALL, make_engine, current_inventory=with_current_memory
-    )
+    runtime = ModelRuntime(inventory, registry.AUTOMATIC, registry.ALL, make_engine, current_inventory=refresh)
     control = ModelControl(runtime, paths, lambda: start_choice(settings, inventory))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
     chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)

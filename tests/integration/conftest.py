@@ -3,9 +3,13 @@ from pathlib import Path
 
 import pytest
 
+from app.paths import resolve_data_paths
+from app.services.documents import DocumentServices, build_documents
+from app.settings import load_settings
 from backends.base import LoadOptions
 from backends.llamacpp import LlamaCppBackend
 from models.gguf import ModelInfo, read_model_info
+from rag.embeddings import SentenceTransformerEmbedder, default_embedder
 
 pytestmark = pytest.mark.integration
 
@@ -21,3 +25,20 @@ def llama(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
     list(backend.load(model_info, LoadOptions(context_length=2048, threads=2, seed=7)))
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The embedded MiniLM, loaded once for every test that indexes or searches."""
+    return default_embedder()
+
+
+@pytest.fixture
+def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+    """The document services with default settings in the test's own data folder (a file may override it)."""
+    settings = load_settings()
+    paths = resolve_data_paths(settings.home)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    services = build_documents(settings, paths, embedder)
+    yield services
+    services.close()

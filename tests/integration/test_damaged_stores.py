@@ -22,7 +22,7 @@ from app.services.documents import DocumentServices, build_documents
 from app.services.models import default_model_path, open_model_store
 from app.settings import load_settings
 from rag.chunking import Chunk
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import SentenceTransformerEmbedder
 from rag.store import CHROMA_DB, VectorStore
 from tests.helpers import write_tiny_gguf
 
@@ -79,11 +79,6 @@ def set_aside(home: Path, name: str) -> Path:
 
 
 # --- fixtures ---------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
 
 
 @pytest.fixture

@@ -16,11 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.paths import resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
-from app.settings import load_settings
+from app.services.documents import DocumentServices
 from backends.base import CancelToken
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
 from rag.ingest import FileOutcome, IngestProgress
 from rag.limits import MB, ReadLimits
 from rag.reader import ReadCancelled, ReaderProcess
@@ -184,21 +181,6 @@ def test_a_reader_process_killed_from_outside_is_replaced(reader: ReaderProcess,
     workers[0].wait(10)
     assert reader.read(note, CancelToken()) == [Section("The keeper climbed the stairs.")]
     assert reader.started == 2
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
-
-
-@pytest.fixture
-def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
-    settings = load_settings()
-    paths = resolve_data_paths(settings.home)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    services = build_documents(settings, paths, embedder)
-    yield services
-    services.close()
 
 
 def test_cancel_during_a_file_leaves_it_unrecorded_and_the_next_run_reads_it(

@@ -13,7 +13,7 @@ from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import CancelToken
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import SentenceTransformerEmbedder
 from rag.reader import ReaderProcess
 from tests.helpers import write_pdf
 
@@ -70,11 +70,6 @@ def release_table(rows: list[tuple[str, str, str]]) -> str:
     lines = ["version,codename,series,release"]
     lines += [f"{version},{codename},{codename.split()[0].lower()},{release}" for version, codename, release in rows]
     return "\n".join(lines) + "\n"
-
-
-@pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import SentenceTransformerEmbedder
 from rag.ingest import FileOutcome, IngestEvent
 from rag.manifest import CollectionError
 from tests.helpers import write_docx, write_pdf
@@ -23,11 +23,6 @@ LONG_PARAGRAPH = (
     "The keeper climbed the spiral stairs every evening to light the lamp. "
     "Ships far out at sea watched for its flash, counted the seconds between beams, and knew where they were. "
 ) * 30
-
-
-@pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
 
 
 @pytest.fixture

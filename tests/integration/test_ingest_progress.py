@@ -4,17 +4,14 @@ warnings: the real reader process, the real MiniLM embedder and a real Chroma st
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.paths import resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
-from app.settings import load_settings
+from app.services.documents import DocumentServices
 from backends.base import CancelToken
 from rag.chunking import chunk_sections
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import default_embedder
 from rag.ingest import FileOutcome, IngestEvent, IngestProgress
 from rag.sections import Section
 from tests.helpers import write_pdf
@@ -40,21 +37,6 @@ def long_pdf(path: Path, pages: int) -> Path:
             )
         )
     return write_pdf(path, texts)
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
-
-
-@pytest.fixture
-def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
-    settings = load_settings()
-    paths = resolve_data_paths(settings.home)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    services = build_documents(settings, paths, embedder)
-    yield services
-    services.close()
 
 
 def consistent(documents: DocumentServices, collection: str) -> tuple[int, int]:

@@ -102,7 +102,20 @@ def test_the_ladder_on_the_embedded_model(isolated_home: Path, embedded_model: P
     env = os.environ | {"HEARTH_HOME": str(isolated_home)}
     out = tmp_path / "ladder.json"
     result = subprocess.run(
-        [sys.executable, "-m", "app", "models", "ladder", "smollm2", "--types", "Q8_0,Q4_0", "--runs", "1", "--json", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "models",
+            "ladder",
+            "smollm2",
+            "--types",
+            "Q8_0,Q4_0",
+            "--runs",
+            "1",
+            "--json",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -17,7 +17,7 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import SentenceTransformerEmbedder
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +56,6 @@ KILLER = textwrap.dedent(
     documents.close()
     """
 )
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
 
 
 def open_documents(embedder: SentenceTransformerEmbedder) -> DocumentServices:

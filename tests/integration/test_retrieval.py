@@ -14,7 +14,7 @@ from app.services.container import Services, build_services
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta, Usage
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import SentenceTransformerEmbedder
 from rag.manifest import CollectionError
 from tests.helpers import write_pdf
 
@@ -38,11 +38,6 @@ QUESTIONS = [
     ("XR-7742", "bikes.txt"),
     ("How often do I feed a sourdough starter?", "bread.txt"),
 ]
-
-
-@pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
 
 
 @pytest.fixture

@@ -15,18 +15,13 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.embeddings import SentenceTransformerEmbedder
 from rag.ingest import FileOutcome
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration
 
 LOOP = "it is a symbolic link that leads back to itself (a loop); it was not read. Remove or fix the link"
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    return default_embedder()
 
 
 def open_documents(home: Path, embedder: SentenceTransformerEmbedder) -> DocumentServices:
