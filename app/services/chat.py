@@ -150,7 +150,7 @@ class ChatService:
             system_prompt = rag_system_prompt(system_prompt)
             found = find_sources(self._documents(), engine, collection, question, system_prompt, params, self._top_k)
             question = rag_question(question, found.sources)
-        history = [*_as_messages(system_prompt, earlier, with_passages=bool(collection)), ChatMessage("user", question)]
+        history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
         return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found)
@@ -211,17 +211,6 @@ class ChatService:
         return self._store.append(conversation_id, "assistant", text, stats, sources)
 
 
-def _as_messages(system_prompt: str, stored: Sequence[StoredMessage], with_passages: bool = False) -> list[ChatMessage]:
-    """The stored turns as chat messages. ``with_passages`` gives each earlier question back its passages (they are
-    stored with its answer), so the prompt is the previous turn's prompt plus the answer plus the new question: the
-    engine then reuses its cached prefix instead of reading the whole conversation again, and old citations still
-    point at the passages they cite."""
+def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:
     system = [ChatMessage("system", system_prompt)] if system_prompt.strip() else []
-    messages = []
-    for index, message in enumerate(stored):
-        content = message.content
-        following = stored[index + 1] if index + 1 < len(stored) else None
-        if with_passages and message.role == "user" and following is not None and following.sources:
-            content = rag_question(message.content, following.sources)
-        messages.append(ChatMessage(message.role, content))
-    return [*system, *messages]
+    return [*system, *(ChatMessage(m.role, m.content) for m in stored)]
