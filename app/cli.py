@@ -18,7 +18,12 @@ EXIT_ERROR = 1
 
 
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", type=Path, help="GGUF file to use (default: the embedded SmolLM2-135M)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="GGUF file to use (default: the one set with `hearth models default`, else the best installed chat "
+        "model that fits, else the embedded SmolLM2-135M)",
+    )
     parser.add_argument("--context", type=int, help="context window in tokens (default 4096)")
     parser.add_argument(
         "--backend",

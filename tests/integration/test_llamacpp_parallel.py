@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -321,37 +322,57 @@ def test_close_ends_running_answers_as_cancelled(model_info: ModelInfo) -> None:
     assert backend.context_length == 0
 
 
-class StopOnCheck(CancelToken):
-    """Stop pressed at a precise moment: the token reads as cancelled from its ``n``-th check on. The backend
-    checks once when it takes the request and once before each step, so 3 lands after the first prompt chunk."""
+class StopWhileReading(CancelToken):
+    """Stop pressed while llama.cpp reads the ``n``-th piece of a prompt: the token reads as cancelled from the
+    first time llama.cpp's abort callback asks about it during the ``n``-th call that has the callback on (the
+    scheduler's own checks between steps come first and see it still wanted)."""
 
     def __init__(self, n: int) -> None:
         super().__init__()
-        self._checks_left = n
+        self._n = n
+        self._calls = 0
+        self._in_call = False
+        self._pressed = False
 
     @property
     def cancelled(self) -> bool:
-        self._checks_left -= 1
-        return self._checks_left <= 0 or super().cancelled
+        in_callback = _asked_by_abort_callback()
+        if in_callback and not self._in_call:
+            self._calls += 1
+        self._in_call = in_callback
+        self._pressed = self._pressed or (in_callback and self._calls >= self._n)
+        return self._pressed or super().cancelled
+
+
+def _asked_by_abort_callback() -> bool:
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "_should_abort":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def test_cancelling_in_the_middle_of_a_long_prompt_keeps_what_was_read(model_info: ModelInfo) -> None:
-    """The prompt spans several chunks; Stop lands after the first. The next identical request reuses the
-    chunk already read and answers exactly as a cold read of the whole prompt does."""
+    """The prompt spans several chunks; Stop lands while llama.cpp reads the second. The evaluation stops there,
+    and the next identical request reuses the first chunk (read before the Stop) and answers exactly as a cold
+    read of the whole prompt does: nothing the aborted call half-wrote is reused."""
     long_prompt = chat("Summarise this: " + "the keeper lit the lamp at dusk. " * 120)
     backends = [LlamaCppBackend(), LlamaCppBackend()]
     for backend in backends:
         list(backend.load(model_info, LoadOptions(2048, threads=2, slots=1)))
     try:
         cold = Answer(list(backends[1].stream_chat(long_prompt, GREEDY, CancelToken())))
-        partial = Answer(list(backends[0].stream_chat(long_prompt, GREEDY, StopOnCheck(3))))
+        partial = Answer(list(backends[0].stream_chat(long_prompt, GREEDY, StopWhileReading(2))))
         resumed = Answer(list(backends[0].stream_chat(long_prompt, GREEDY, CancelToken())))
     finally:
         for backend in backends:
             backend.close()
     assert cold.usage.prompt_tokens > BATCH_TOKENS  # more than one chunk
     assert (partial.reason, partial.usage.completion_tokens, partial.text) == ("cancelled", 0, "")
-    assert 0 < resumed.usage.cached_tokens < cold.usage.prompt_tokens - 2  # stopped mid-prompt, kept the rest
+    assert resumed.usage.cached_tokens == BATCH_TOKENS  # the first chunk, read before the Stop
     assert resumed.text == cold.text != ""
 
 
