@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench_stats import Spread, format_spread, noise_warning, paired_ratios, spread
+from app.bench_stats import paired_ratios, spread, spread_lines
 from backends.base import TextDelta
 
 QUESTIONS = (
@@ -184,16 +184,6 @@ def print_ratio_spreads(report: dict[str, object]) -> None:
     spreads = report.get("ratio_spread")
     assert isinstance(spreads, dict)
     out.write("Hearth/raw per run, each against the raw answer of the same round:\n")
-    warnings = []
-    for field, label in RATIO_FIELDS:
-        if field not in spreads:
-            out.write(f"  {label:<22}no run measured it\n")
-            continue
-        value = Spread(**spreads[field])
-        out.write(f"  {label:<22}{format_spread(value)}\n")
-        warning = noise_warning(value, f"the {label} ratio")
-        if warning:
-            warnings.append(warning)
-    for warning in warnings:
-        out.write(f"{warning}\n")
+    rows = [(label, spreads.get(field)) for field, label in RATIO_FIELDS]
+    out.write("".join(f"{line}\n" for line in spread_lines(rows, 22, "no run measured it")))
     out.flush()

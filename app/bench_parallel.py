@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.bench import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces
-from app.bench_stats import Spread, format_spread, noise_warning, paired_ratios, spread
+from app.bench_stats import paired_ratios, spread, spread_lines
 from backends.base import CancelToken, ChatMessage, GenerationParams, Usage
 
 
@@ -155,17 +155,6 @@ def print_report(report: dict[str, Any]) -> None:
             f"{row['vs_raw']:>10.2f}\n"
         )
     out.write("vs raw per round, each against the raw stream of the same round:\n")
-    warnings = []
-    for row in report["rows"]:
-        label = f"{row['streams']} stream{'s' * (row['streams'] != 1)}"
-        if row["vs_raw_spread"] is None:
-            out.write(f"  {label:<12}no round measured it\n")
-            continue
-        value = Spread(**row["vs_raw_spread"])
-        out.write(f"  {label:<12}{format_spread(value)}\n")
-        warning = noise_warning(value, f"the {label} ratio")
-        if warning:
-            warnings.append(warning)
-    for warning in warnings:
-        out.write(f"{warning}\n")
+    rows = [(f"{row['streams']} stream{'s' * (row['streams'] != 1)}", row["vs_raw_spread"]) for row in report["rows"]]
+    out.write("".join(f"{line}\n" for line in spread_lines(rows, 12, "no round measured it")))
     out.flush()

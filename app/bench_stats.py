@@ -5,8 +5,9 @@ spread over the runs, each run's ratio taken against the raw engine in the same 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 # Runs whose ratios range wider than this share of their median are called noisy.
 NOISY_RELATIVE_RANGE = 0.2
@@ -69,3 +70,19 @@ def noise_warning(value: Spread, what: str) -> str | None:
         f"{NOISY_RELATIVE_RANGE:.0%}): something else was using this machine. Close other programs and run "
         "again with more --runs before trusting the median."
     )
+
+
+def spread_lines(rows: Sequence[tuple[str, Mapping[str, Any] | None]], width: int, unmeasured: str) -> list[str]:
+    """One indented line per labelled spread (``None``: ``unmeasured``), then a noise warning for each noisy one."""
+    lines: list[str] = []
+    warnings: list[str] = []
+    for label, fields in rows:
+        if fields is None:
+            lines.append(f"  {label:<{width}}{unmeasured}")
+            continue
+        value = Spread(**fields)
+        lines.append(f"  {label:<{width}}{format_spread(value)}")
+        warning = noise_warning(value, f"the {label} ratio")
+        if warning:
+            warnings.append(warning)
+    return lines + warnings

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gradio as gr
@@ -219,21 +219,15 @@ class ChatPage:
             gr.Warning("Type a question first.")
             yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)  # a generator that yields nothing empties its outputs
             return
-        key = _session(request)
-        cancel = self._claim(key)
-        if cancel is None:
-            gr.Warning(STILL_WRITING)
-            yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
-            return
-        try:
-            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(chat_controls(True, bool(conversation_id))))
+
+        def start(cancel: CancelToken) -> tuple[Iterator[TurnEvent], list[dict[str, str]]]:
             history = self._history(conversation_id)
             history.append({"role": "user", "content": user_text(text)})
             params = self.params(temperature, max_new_tokens)
             events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
-            yield from self._stream(events, history, clear_box=True, cancel=cancel)
-        finally:
-            self._release(key)
+            return events, history
+
+        yield from self._answer(request, chat_controls(True, bool(conversation_id)), start, clear_box=True)
 
     def regenerate(
         self,
@@ -248,6 +242,26 @@ class ChatPage:
             gr.Warning("There is nothing to regenerate yet.")
             yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
             return
+
+        def start(cancel: CancelToken) -> tuple[Iterator[TurnEvent], list[dict[str, str]]]:
+            history = self._history(conversation_id)
+            if history and history[-1]["role"] == "assistant":
+                history.pop()
+            params = self.params(temperature, max_new_tokens)
+            events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
+            return events, history
+
+        yield from self._answer(request, chat_controls(True, True), start, clear_box=False)
+
+    def _answer(
+        self,
+        request: gr.Request,
+        writing: ChatControls,
+        start: Callable[[CancelToken], tuple[Iterator[TurnEvent], list[dict[str, str]]]],
+        clear_box: bool,
+    ) -> Iterator[tuple[Any, ...]]:
+        """One answer for this browser session at a time: the controls switch to "writing", ``start`` begins the
+        turn with the session's cancel token, and the answer streams until it ends or Stop is pressed."""
         key = _session(request)
         cancel = self._claim(key)
         if cancel is None:
@@ -255,13 +269,9 @@ class ChatPage:
             yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
             return
         try:
-            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(chat_controls(True, True)))
-            history = self._history(conversation_id)
-            if history and history[-1]["role"] == "assistant":
-                history.pop()
-            params = self.params(temperature, max_new_tokens)
-            events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
-            yield from self._stream(events, history, clear_box=False, cancel=cancel)
+            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(writing))
+            events, history = start(cancel)
+            yield from self._stream(events, history, clear_box=clear_box, cancel=cancel)
         finally:
             self._release(key)
 

