@@ -43,6 +43,11 @@ class DataPaths:
         return self.root / "documents"
 
     @property
+    def page_key(self) -> Path:
+        """The key the page's browser storage is sealed with, kept so the open conversation survives a restart."""
+        return self.root / "page.key"
+
+    @property
     def models_db(self) -> Path:
         return self.root / "models.db"
 

@@ -18,6 +18,7 @@ from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.models_tab import MODELS_CSS, ModelsPanel, build_models_tab, wire_models_tab
+from app.ui.page_key import page_key
 from app.ui.render import answering_from, upload_limit_note
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,9 @@ def build_ui(services: Services) -> gr.Blocks:
     with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
         conversation_id = gr.State(None)
         # Kept in this browser between reloads: the open conversation, or a new chat's collection.
-        remembered = gr.BrowserState(dict(REMEMBERED_DEFAULT), storage_key="hearth-chat")
+        remembered = gr.BrowserState(
+            dict(REMEMBERED_DEFAULT), storage_key="hearth-chat", secret=page_key(services.paths.page_key)
+        )
         # Open on wide windows; PAGE_JS closes it on narrow ones, where Gradio draws it over the whole page.
         with gr.Sidebar(label="Conversations", open=True, elem_id="sidebar"):
             gr.Markdown("## Hearth\nYour private, offline assistant")

@@ -58,8 +58,9 @@ class RunningApp:
 def start_app(isolated_home: Path, tmp_path: Path) -> Iterator[Callable[..., RunningApp]]:
     started: list[RunningApp] = []
 
-    def start(*args: str, home: Path | None = None) -> RunningApp:
-        port = free_port()
+    def start(*args: str, home: Path | None = None, port: int | None = None) -> RunningApp:
+        """``port``: a port to listen on again (a restart: the browser keeps its storage per port)."""
+        port = port or free_port()
         app_home = home or isolated_home
         log = tmp_path / f"ui-{port}.log"
         env = os.environ | {"HEARTH_HOME": str(app_home)}

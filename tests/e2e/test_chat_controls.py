@@ -1,6 +1,6 @@
 """The chat's controls in a real browser against a real `hearth ui` (embedded model, MiniLM, Chroma): Send and Stop
 follow the answer, Enter during an answer says why nothing is sent, a conversation keeps its collection across new
-chat, reopening and reload, and a narrow window keeps the sidebar off the chat and the message box wide."""
+chat, reopening, reload and a restart, and a narrow window keeps the sidebar off the chat and the message box wide."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_send_and_stop_follow_the_answer_and_enter_meanwhile_says_why(
 
 
 @pytest.mark.timeout(900)
-def test_a_conversation_keeps_its_collection_across_new_chat_reopening_and_reload(
+def test_a_conversation_keeps_its_collection_across_new_chat_reopening_reload_and_restart(
     start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
     app = start_app()
@@ -146,6 +146,17 @@ def test_a_conversation_keeps_its_collection_across_new_chat_reopening_and_reloa
     page.wait_for_selector("#message textarea")
     expect(page.locator("#chat-collection input")).to_have_value("Garden", timeout=30_000)
     assert page.evaluate(USER_BUBBLES) == 0
+
+    # Restarting Hearth (same data folder, same port) reopens the conversation the page had open: the key the
+    # page's browser storage is sealed with is kept in the data folder.
+    page.locator("#conversation-list label", has_text="tulip bulbs").click()
+    expect(page.locator("#delete")).to_be_enabled()
+    page.wait_for_timeout(500)  # the browser storage is written after the change
+    app.stop()
+    again = start_app(home=app.home, port=int(app.url.rstrip("/").rsplit(":", 1)[1]))
+    page.goto(again.url)
+    page.locator("#chat [data-testid='user']", has_text="tulip bulbs").wait_for(timeout=60_000)
+    expect(page.locator("#delete")).to_be_enabled()
     assert app.remote_requests == []
 
 
