@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import gradio as gr
@@ -227,7 +227,8 @@ class ChatPage:
             events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
             return events, history
 
-        yield from self._answer(request, chat_controls(True, bool(conversation_id)), start, clear_box=True)
+        open_ = bool(conversation_id)
+        yield from self._answer(request, chat_controls(True, open_), chat_controls(False, open_), start, True)
 
     def regenerate(
         self,
@@ -251,17 +252,19 @@ class ChatPage:
             events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
             return events, history
 
-        yield from self._answer(request, chat_controls(True, True), start, clear_box=False)
+        yield from self._answer(request, chat_controls(True, True), chat_controls(False, True), start, False)
 
     def _answer(
         self,
         request: gr.Request,
         writing: ChatControls,
+        idle: ChatControls,
         start: Callable[[CancelToken], tuple[Iterator[TurnEvent], list[dict[str, str]]]],
         clear_box: bool,
     ) -> Iterator[tuple[Any, ...]]:
-        """One answer for this browser session at a time: the controls switch to "writing", ``start`` begins the
-        turn with the session's cancel token, and the answer streams until it ends or Stop is pressed."""
+        """One answer for this browser session at a time: the controls switch to ``writing``, ``start`` begins the
+        turn with the session's cancel token, and the answer streams until it ends or Stop is pressed; however it
+        ends, the controls are left ``idle``."""
         key = _session(request)
         cancel = self._claim(key)
         if cancel is None:
@@ -271,7 +274,13 @@ class ChatPage:
         try:
             yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(writing))
             events, history = start(cancel)
-            yield from self._stream(events, history, clear_box=clear_box, cancel=cancel)
+            if not (yield from self._stream(events, history, clear_box=clear_box, cancel=cancel)):
+                yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(idle))
+        except Exception:
+            # Refused or failed before the answer ended (the model restarting, a bad request): the message the
+            # error shows says why, and the controls go back to idle so the user can send again.
+            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(idle))
+            raise
         finally:
             self._release(key)
 
@@ -285,8 +294,9 @@ class ChatPage:
 
     def _stream(
         self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool, cancel: CancelToken
-    ) -> Iterator[tuple[Any, ...]]:
-        """Outputs: chat, message box, conversation id, list, notice, then the controls."""
+    ) -> Generator[tuple[Any, ...], None, bool]:
+        """Outputs: chat, message box, conversation id, list, notice, then the controls. Returns whether the last
+        output set the controls back to idle (False when the turn produced nothing)."""
         view = AnswerView(history)
         batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=cancel.cancel).batches()
         try:
@@ -294,7 +304,7 @@ class ChatPage:
             # typed message in the box and the conversation untouched.
             first = next(batches, None)
             if first is None:
-                return
+                return False
             for event in first:
                 view.apply(event)
             for notice in view.notices:
@@ -329,6 +339,7 @@ class ChatPage:
             _notice(view),
             *_control_updates(idle),
         )
+        return True
 
 
 def _control_updates(controls: ChatControls) -> tuple[Any, ...]:

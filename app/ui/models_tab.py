@@ -83,6 +83,7 @@ class ModelsTab:
     import_path: Any
     import_file: Any
     import_button: Any
+    import_message: Any
     qtype: Any
     allow_requantize: Any
     quantize: Any
@@ -153,6 +154,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
                     elem_id="import-file",
                 )
             import_button = gr.Button("Import (the file is checked first)", elem_id="import-model")
+            import_message = gr.Markdown("", elem_id="import-message")  # beside the button that asked
         with gr.Accordion("Quantize and compare", open=False, elem_id="quantize-accordion"):
             gr.Markdown(
                 "Quantizing writes a copy of the picked model in another type (bits per weight); its expected "
@@ -211,6 +213,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
         import_path,
         import_file,
         import_button,
+        import_message,
         qtype,
         allow_requantize,
         quantize,
@@ -512,7 +515,9 @@ def wire_models_tab(panel: ModelsPanel, ui: ModelsTab, status: Any, timer: Any) 
     catalog = [ui.in_use, ui.table, ui.pick]
     ui.tab.select(panel.first_view, outputs=[*catalog, ui.install_table])
     ui.import_button.click(
-        panel.import_model, [ui.import_path, ui.import_file], [ui.progress, *catalog, ui.import_path, ui.import_file]
+        panel.import_model,
+        [ui.import_path, ui.import_file],
+        [ui.import_message, *catalog, ui.import_path, ui.import_file],
     )
     ui.use.click(panel.use, [ui.pick], [ui.progress, *catalog, status, timer], concurrency_id="switch")
     ui.cancel_use.click(panel.cancel_load, outputs=[ui.progress], queue=False)

@@ -40,6 +40,6 @@ def test_a_bomb_is_refused_with_its_reason_and_cancel_reaches_inside_a_file(
     page.click("#cancel")
     page.locator("#ingest-progress", has_text="Cancelled after").wait_for(timeout=INGEST_TIMEOUT_MS)
     report = page.inner_text("#ingest-progress")
-    assert "Skipped slow.pdf: cancelled while it was being read" in report, report
+    assert "Cancelled after 0 of 1 file (slow.pdf stopped part-way, not added)" in report, report
     assert sorted(table_rows(page)) == ["expanding.docx", "note.md"]  # nothing recorded for the cancelled file
     assert not list((app.home / "documents").rglob("slow.pdf"))  # and its copy is not kept

@@ -24,14 +24,17 @@ def import_by_path(page: Any, typed: str) -> None:
     page.click("#import-model")
 
 
-def shown_error(page: Any) -> str:
-    """The text of the error the last action showed; the error is then closed."""
-    toast = page.locator("[data-testid='toast-body']").first
-    toast.wait_for(timeout=30_000)
-    text = str(toast.locator("[data-testid='toast-text']").inner_text()).strip()
-    toast.locator("[data-testid='toast-close']").click()
-    toast.wait_for(state="detached", timeout=10_000)
-    return text
+def import_answer(page: Any, typed: str) -> str:
+    """The message the page shows beside the Import button for a typed path. An empty import comes first, so
+    that the answer is seen to change even when two paths get the same one."""
+    message = page.locator("#import-message")
+    import_by_path(page, "")
+    message.filter(has_text="Type the path").wait_for(timeout=30_000)
+    import_by_path(page, typed)
+    page.wait_for_function(
+        "() => !document.querySelector('#import-message').innerText.includes('Type the path')", timeout=30_000
+    )
+    return str(message.inner_text()).strip()
 
 
 def test_private_files_and_an_import_that_reveals_nothing_of_other_paths(
@@ -55,8 +58,7 @@ def test_private_files_and_an_import_that_reveals_nothing_of_other_paths(
     probes = ["missing.gguf", "folder.gguf", "diary.gguf", "diary.txt", "pipe.gguf", "no/such/folder.gguf"]
     answers = []
     for name in probes:
-        import_by_path(page, str(tmp_path / name))
-        answers.append(shown_error(page))
+        answers.append(import_answer(page, str(tmp_path / name)))
     assert len(set(answers)) == 1, answers
     assert "cannot import that path" in answers[0] and "diary" not in answers[0]
 

@@ -17,13 +17,17 @@ from app.settings import load_settings
 pytestmark = pytest.mark.integration
 
 FILES = 40
+# Enough passages a file (about 25) that the files after the first take seconds, not the 15 ms a file that five
+# passages took: a Ctrl+C sent when the first is reported must still find work left to stop.
+LINES = 200
 
 
 def write_corpus(folder: Path) -> None:
     folder.mkdir()
     for number in range(FILES):
         lines = [
-            f"Log {number}, entry {line}: the lamp at station {number} was trimmed at {line}:00." for line in range(40)
+            f"Log {number}, entry {line}: the lamp at station {number} was trimmed at {line % 24}:00."
+            for line in range(LINES)
         ]
         (folder / f"log-{number:03d}.txt").write_text("\n".join(lines))
 
