@@ -43,7 +43,7 @@ def send(page: Any, text: str, accepted: bool = True) -> None:
     page.fill("#message textarea", text)
     page.click("#send")
     if accepted:
-        page.wait_for_function(f"{count} > {before}", timeout=30_000)
+        page.wait_for_function(f"{count} > {before}", timeout=120_000)  # generous: the machine may be busy
 
 
 RECORD_ANSWER_CHANGES = """() => {

@@ -74,12 +74,23 @@ def test_killed_ingestion_resumes_without_duplicates(isolated_home: Path, tmp_pa
         documents.close()
 
 
+def hear_ctrl_c() -> None:
+    """In the child before it runs Hearth: take Ctrl+C as a terminal would deliver it. A test run started in the
+    background (`nohup make test &`) ignores SIGINT, and a child inherits that, so it would never hear it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_says_how_to_finish(isolated_home: Path, tmp_path: Path) -> None:
     folder = tmp_path / "logs"
     write_corpus(folder)
     env = os.environ | {"HEARTH_HOME": str(isolated_home)}
     process = subprocess.Popen(
-        ingest_command(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        ingest_command(folder),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=hear_ctrl_c,
     )
     assert process.stdout is not None and process.stderr is not None
     for line in process.stdout:
