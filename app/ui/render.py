@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, ConversationSummary
 from app.services.runtime import RuntimeStatus
-from app.ui.safe_markdown import literal, plain_words, safe_markdown
+from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown
 from app.wording import shorten
 from backends.base import Finished, TextDelta
@@ -25,7 +25,7 @@ def sources_markdown(sources: Sequence[Source]) -> str:
     # The label stays on one line: a blank line would end the HTML block and let the rest be read as Markdown.
     items = [
         f"<details><summary>[{s.number}] {html.escape(' '.join(s.label.split()))}</summary>\n\n"
-        f"{literal(shorten(plain_words(s.text), PASSAGE_CHARS))}\n\n</details>"
+        f"{literal(shorten(s.text, PASSAGE_CHARS))}\n\n</details>"
         for s in sources
     ]
     return "**Sources**\n\n" + "\n\n".join(items)

@@ -90,12 +90,6 @@ def literal(text: str) -> str:
     return ASCII_PUNCTUATION.sub(r"\\\1", " ".join(text.split()))
 
 
-def plain_words(text: str) -> str:
-    """The words of a Markdown text without its structure (for a passage quoted under an answer): emphasis and
-    links become their text, an image becomes ``[image: alt]``, and raw HTML stays as typed."""
-    return " ".join(_words(_tree(text).children).split())
-
-
 def _words(nodes: Sequence[SyntaxTreeNode]) -> str:
     parts: list[str] = []
     for node in nodes:

@@ -83,19 +83,20 @@ def test_status_line_for_each_state() -> None:
     assert "Loading" in status_markdown(RuntimeStatus("loading", "x", "Loading on CPU…"))
 
 
-def test_sources_show_file_place_and_passage_as_plain_text() -> None:
+def test_sources_show_file_place_and_passage_exactly_as_read() -> None:
     sources = [
         Source(1, "/docs/guide.pdf", 3, None, "Tides ![x](http://evil/p.png) <script>alert(1)</script> *rise*"),
-        Source(2, "/docs/notes.md", None, "Moon › Phases", "# Moon\n## Phases\nFull moon."),
+        Source(2, "/docs/bashref.pdf", 42, None, "* Matches any string. When globstar is on,\n‘*’ and __init__(**kw)"),
     ]
     block = sources_markdown(sources)
     assert block.startswith("**Sources**")
     assert "<summary>[1] guide.pdf, page 3</summary>" in block
-    assert "<summary>[2] notes.md, Moon › Phases</summary>" in block
-    assert "![x]" not in block and "http" not in block
+    # Markdown in a passage is text, never markup: no image, link or HTML, and every character kept.
+    assert "![x](" not in block and "\\!\\[x\\]\\(http" in block
     assert "<script>" not in block and "\\<script\\>" in block
-    assert "rise" in block and "*rise*" not in block  # the passage's Markdown is read, its words kept
-    assert "Moon Phases Full moon\\." in block  # heading marks dropped, the words kept
+    assert "\\*rise\\*" in block
+    # Asterisks and underscores in code and shell text were read as emphasis and vanished ("and ‘’ is used").
+    assert "\\* Matches any string\\. When globstar is on\\, ‘\\*’ and \\_\\_init\\_\\_\\(\\*\\*kw\\)" in block
     assert sources_markdown([]) == ""
 
 

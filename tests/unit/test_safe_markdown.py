@@ -11,7 +11,7 @@ from markdown_it import MarkdownIt
 
 from app.ui.local_url import encode_local_url, is_local_url
 from app.ui.render import for_chatbot
-from app.ui.safe_markdown import literal, plain_words, safe_markdown
+from app.ui.safe_markdown import literal, safe_markdown
 from tests.hostile_markdown import hostile_markdown
 
 ATTACKER = "http://attacker.invalid"
@@ -152,11 +152,6 @@ def test_cleandoc_leaves_a_message_as_written() -> None:
 
 def test_literal_shows_text_exactly_on_one_line() -> None:
     assert literal("a *b*\n\n![x](http://h/p.png) <i>") == r"a \*b\* \!\[x\]\(http\:\/\/h\/p\.png\) \<i\>"
-
-
-def test_plain_words_keep_the_words_of_a_passage() -> None:
-    passage = "# Moon\n## Phases\nFull *moon*. ![x](http://evil/p.png) [more](http://e) <b>raw</b>\n\n```\ncode\n```"
-    assert plain_words(passage) == "Moon Phases Full moon. [image: x] more <b>raw</b> code"
 
 
 @pytest.mark.parametrize(
