@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import HearthError
+from rag.evaluation import question_file_lines
 
 _MARKER = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _SPACE = re.compile(r"\s+")
@@ -106,14 +107,7 @@ def _share(results: Sequence[AnswerResult], test: Callable[[AnswerResult], bool]
 
 def read_answer_questions(path: Path) -> list[AnswerQuestion]:
     """Every question of ``path``; the first bad line stops with its number and what to change."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise AnswerSetError(f"Question file not found: {path}.", "Check the path.") from None
-    except IsADirectoryError:
-        raise AnswerSetError(f"{path} is a folder.", "Give the path of a .jsonl file.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AnswerSetError(f"Cannot read {path}: {exc}.", "Save it as UTF-8 JSON Lines.") from None
+    lines = question_file_lines(path, AnswerSetError)
     questions = [parse_line(line, number, path.name) for number, line in enumerate(lines, start=1) if line.strip()]
     if not questions:
         raise AnswerSetError(f"{path.name} has no questions.", f"Add one JSON object per line, like {EXAMPLE_LINE}")

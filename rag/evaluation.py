@@ -93,18 +93,23 @@ class LineProblem:
     problem: str
 
 
+def question_file_lines(path: Path, error: type[HearthError] = QuestionSetError) -> list[str]:
+    """The lines of a JSON Lines question file; a file that cannot be read raises ``error`` saying why."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise error(f"Question file not found: {path}.", "Check the path.") from None
+    except IsADirectoryError:
+        raise error(f"{path} is a folder, not a question file.", "Name a .jsonl file.") from None
+    except UnicodeDecodeError:
+        raise error(f"{path.name} is not UTF-8 text.", "Save it as UTF-8 JSON Lines.") from None
+    except OSError as exc:
+        raise error(f"Cannot read {path}: {exc.strerror or exc}.", "Check its permissions.") from exc
+
+
 def read_questions(path: Path) -> list[Question]:
     """The questions in ``path``; every line that cannot be used is named at once, with what is wrong."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise QuestionSetError(f"Question file not found: {path}.", "Check the path.") from None
-    except IsADirectoryError:
-        raise QuestionSetError(f"{path} is a folder, not a question file.", "Name a .jsonl file.") from None
-    except UnicodeDecodeError:
-        raise QuestionSetError(f"{path.name} is not UTF-8 text.", "Save it as UTF-8 JSON Lines.") from None
-    except OSError as exc:
-        raise QuestionSetError(f"Cannot read {path}: {exc.strerror or exc}.", "Check its permissions.") from exc
+    lines = question_file_lines(path)
     questions, problems = parse_questions(lines)
     if problems:
         raise QuestionSetError(describe_problems(path.name, problems), FORMAT_HINT)
