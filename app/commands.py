@@ -103,13 +103,12 @@ def ensure_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def run_chat(settings: Settings, question: str, adapter: str | None = None, adapter_scale: float = 1.0) -> int:
+def run_chat(settings: Settings, question: str) -> int:
     services = build_services(settings)
     try:
-        params = services.generation_params(adapter, adapter_scale)
         load_model(services)
         usage: Usage | None = None
-        events = services.chat.send(None, question, params, settings.generation.system_prompt)
+        events = services.chat.send(None, question, services.generation_params(), settings.generation.system_prompt)
         for event in events:
             if isinstance(event, TextDelta):
                 sys.stdout.write(for_terminal_lines(event.text))

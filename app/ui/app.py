@@ -20,7 +20,6 @@ from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.models_tab import MODELS_CSS, ModelsPanel, build_models_tab, wire_models_tab
 from app.ui.page_key import page_key
 from app.ui.render import answering_from, upload_limit_note
-from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,6 @@ def build_ui(services: Services) -> gr.Blocks:
     documents = DocumentsPanel(services)
     hardware = HardwarePanel(services)
     models_panel = ModelsPanel(services)
-    tuning_panel = TuningPanel(services)
     page = ChatPage(services, documents)
     settings = services.settings.generation
     max_file_mb = services.settings.rag.max_file_mb  # the page's upload limit too (app.api.server)
@@ -232,7 +230,6 @@ def build_ui(services: Services) -> gr.Blocks:
                     )
                     keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
             models_ui = build_models_tab(max_file_mb)
-            tuning_ui = build_tuning_tab()
             with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as hardware_tab:
                 machine = gr.Markdown("", elem_id="machine")
                 with gr.Row():
@@ -311,9 +308,6 @@ def build_ui(services: Services) -> gr.Blocks:
         # and measuring get their own queue; installing runs in the background.
         wire_models_tab(models_panel, models_ui, status, timer)
 
-        # Tuning. The trainer is a process of its own; the tab's timer draws its progress from the run's folder.
-        wire_tuning_tab(tuning_panel, tuning_ui)
-
         # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
         refresh_machine.click(hardware.machine, outputs=[machine], queue=False)
@@ -383,7 +377,7 @@ def launch(services: Services, open_browser: bool = False) -> RunningServer:
     demo.queue(default_concurrency_limit=1)
     # run_history off: the page would keep every question in the browser, and offers to copy it to a cloud bucket.
     page_options = {
-        "css": CSS + MODELS_CSS + TUNING_CSS,
+        "css": CSS + MODELS_CSS,
         "js": PAGE_JS,
         "head": HEAD_STYLE,
         "footer_links": [],
