@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, help="port (default 7860)")
     ui.add_argument("--open", action="store_true", help="open the page in the default browser")
 
+    open_ = commands.add_parser("open", help="open the running Hearth's page in the default browser")
+    open_.add_argument(
+        "--print", action="store_true", dest="print_address", help="print the page's address instead (yours alone)"
+    )
+
     chat = commands.add_parser("chat", help="ask one question and stream the answer to the terminal")
     chat.add_argument("question", help="what to ask")
     _add_model_flags(chat)
@@ -257,6 +262,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     settings = load_settings(**settings_overrides(args))
     if args.command == "ui":
         return commands.run_ui(settings, open_browser=args.open)
+    if args.command == "open":
+        return commands.run_open(settings, args.print_address)
     if args.command == "chat":
         return commands.run_chat(settings, args.question)
     if args.command == "doctor":

@@ -34,6 +34,8 @@ def load_model(services: Services) -> None:
 def run_ui(settings: Settings, open_browser: bool) -> int:
     from app.api.policy import is_loopback
     from app.ui.app import launch
+    from app.ui.open_page import open_in_browser
+    from app.ui.page_files import remove_page_files
 
     host, port = settings.server.host, settings.server.port
     ensure_port_free(host, port)
@@ -48,23 +50,48 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
         _err(line)
     _err(f"Chat model: {for_terminal(services.control.initial.path.name)} ({services.control.why}).")
     try:
-        server = launch(services, open_browser=open_browser)
+        server = launch(services)
     except OSError as exc:
         raise HearthError(
             f"Cannot start the web UI on {host}:{port}: {exc.strerror or exc}.",
             "Another program may use that port; pass --port with another number.",
         ) from exc
-    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    print(f"Hearth is running at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
+    print(f"Hearth is running at {server.entry_url}  (Ctrl+C to stop)", flush=True)
+    if server.entry_url != server.url:
+        print("  That address is yours alone: it opens the page for this start only (`hearth open` opens it).")
     print(f"OpenAI-compatible API at {server.api_url}  (its key: hearth api-key)", flush=True)
-    write_record(services.paths.server_file, ServerRecord(server.url, server.api_url, os.getpid()))
+    write_record(services.paths.server_file, ServerRecord(server.url, server.api_url, os.getpid(), server.entry_url))
+    if open_browser and not open_in_browser(services.paths.root, server.entry_url):
+        _err("No web browser could be started here; open the address above in one.")
     # `kill PID` (SIGTERM) shuts down as Ctrl+C does: the engine is stopped and the server record removed.
     signal.signal(signal.SIGTERM, _exit_on_terminate)
     try:
         server.block_thread()
     finally:
         remove_record(services.paths.server_file, os.getpid())
+        remove_page_files(services.paths.page_files_dir)
         services.close()
+    return EXIT_OK
+
+
+def run_open(settings: Settings, print_address: bool) -> int:
+    """Open the running Hearth's page for its owner (through an owner-only file), or print its address."""
+    from app.paths import ensure_data_dir, resolve_data_paths
+    from app.services.instance import read_record
+    from app.ui.open_page import open_in_browser
+
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    record = read_record(paths.server_file)
+    if record is None:
+        raise HearthError("Hearth is not running.", "Start it with `hearth ui --open`.")
+    if print_address:
+        print(record.entry_url, flush=True)
+        return EXIT_OK
+    if not open_in_browser(paths.root, record.entry_url):
+        raise HearthError(
+            "No web browser could be started here.", "Run `hearth open --print` and open that address in one."
+        )
+    _err(f"Opened {record.url} in your browser.")
     return EXIT_OK
 
 

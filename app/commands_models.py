@@ -244,7 +244,7 @@ def run_ladder(
     noise = noise_warning(rungs)
     if noise:
         print(f"Warning: {noise}")
-    ladders = resolve_data_paths(settings.home).root / "ladders"
+    ladders = resolve_data_paths(settings.home).ladders_dir
     ladders.mkdir(parents=True, exist_ok=True)
     json_path = json_path or ladders / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     chart_path = chart_path or json_path.with_suffix(".png")

@@ -61,6 +61,10 @@ class StorageError(HearthError):
     """The conversation database cannot be opened or written."""
 
 
+class NotAnUpload(HearthError):
+    """A page handler was handed a file path that the page's upload route did not store in this run."""
+
+
 class GenerationError(HearthError):
     """The engine failed in the middle of an answer."""
 

@@ -48,6 +48,17 @@ class DataPaths:
         return self.root / "page.key"
 
     @property
+    def page_files_dir(self) -> Path:
+        """Gradio's temporary files (the browser's uploads before Hearth keeps a copy), a folder per running
+        Hearth, instead of the shared system temp folder."""
+        return self.root / "page-files"
+
+    @property
+    def ladders_dir(self) -> Path:
+        """The quality-vs-speed charts the Models tab draws."""
+        return self.root / "ladders"
+
+    @property
     def models_db(self) -> Path:
         return self.root / "models.db"
 
@@ -78,7 +89,7 @@ class DataPaths:
         """Everything Hearth writes in the data folder (the folder itself may hold other things of the user's)."""
         databases = [self.root / f"{name}{side}" for name in _DATABASE_NAMES for side in _SQLITE_SIDE_FILES]
         folders = [self.vectors_dir, self.uploads_dir, self.models_dir, self.root / "cache", self.logs_dir]
-        return [*databases, *folders, self.root / "ladders", self.api_key_file, self.server_file]
+        return [*databases, *folders, self.ladders_dir, self.page_files_dir, self.api_key_file, self.server_file]
 
 
 def resolve_data_paths(home: Path | None) -> DataPaths:

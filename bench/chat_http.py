@@ -176,13 +176,16 @@ def main() -> int:
         try:
             assert server.stdout is not None
             seen = []
+            entry = ""
             for line in server.stdout:
                 seen.append(line)
                 if "Hearth is running at" in line:
+                    entry = line.split("Hearth is running at", 1)[1].split()[0]
                     break
             else:
                 raise SystemExit("hearth ui did not start:\n" + "".join(seen[-20:]))
             client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300)
+            client.get(entry)  # the page secret's cookie, as the owner's browser gets it
             progress("opening raw llama-cpp-python on the same file")
             raw = open_raw_llama(model, 4096, threads)
             progress("warming up both sides (the page's first answer also waits for the model to load)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -53,19 +54,20 @@ def main() -> int:
             [sys.executable, "-m", "app", "ui", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
         )
         try:
-            wait_for_start(Path(log.name))
-            shoot(f"http://127.0.0.1:{port}/", chromium, args)
+            shoot(wait_for_start(Path(log.name)), chromium, args)
         finally:
             app.terminate()
             app.wait(timeout=30)
     return 0
 
 
-def wait_for_start(log: Path) -> None:
+def wait_for_start(log: Path) -> str:
+    """The address `hearth ui` printed for its owner (with this start's page secret)."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        if "Hearth is running at" in log.read_text():
-            return
+        printed = re.search(r"Hearth is running at (\S+)", log.read_text())
+        if printed:
+            return printed.group(1)
         time.sleep(0.5)
     raise SystemExit(f"hearth ui did not start:\n{log.read_text()}")
 

@@ -24,6 +24,7 @@ from rag.manifest import CollectionError
 
 # A restart or a load takes seconds; asking again sooner only adds load.
 RESTART_RETRY_AFTER_S = 5
+PAGE_SECRET_REQUIRED = "page_secret_required"
 
 
 class RequestInvalid(HearthError):
@@ -55,6 +56,10 @@ class KeyRefused(HearthError):
         self.code = code
 
 
+class PageLocked(HearthError):
+    """A page route was asked for without this start's page secret (app.api.page_gate)."""
+
+
 class Refused(HearthError):
     """The request names a host, or comes from an origin, that this server does not answer."""
 
@@ -75,6 +80,7 @@ _RULES: dict[type[BaseException], _Rule] = {
     RequestInvalid: _Rule(400, "invalid_request_error", "invalid_value"),
     EmptyMessage: _Rule(400, "invalid_request_error", "empty_prompt"),
     KeyRefused: _Rule(401, "authentication_error", "invalid_api_key"),
+    PageLocked: _Rule(401, "authentication_error", PAGE_SECRET_REQUIRED),
     Refused: _Rule(403, "permission_error", "forbidden"),
     UnknownModel: _Rule(404, "invalid_request_error", "model_not_found"),
     UnknownEndpoint: _Rule(404, "invalid_request_error", "unknown_endpoint"),
@@ -111,7 +117,7 @@ class ErrorReply:
 
     def headers(self) -> dict[str, str]:
         headers = {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else {}
-        if self.status == 401:
+        if self.status == 401 and self.code != PAGE_SECRET_REQUIRED:  # the page's gate is not a Bearer scheme
             headers["WWW-Authenticate"] = 'Bearer realm="hearth"'
         return headers
 

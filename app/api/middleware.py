@@ -10,7 +10,9 @@ from collections.abc import Callable
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import BodyTooLarge, reply_for
+from app.api.errors import BodyTooLarge, PageLocked, reply_for
+from app.api.locked_page import locked_page_html
+from app.api.page_gate import ENTRY_PATH, PageGate, offered_token, wants_page
 from app.api.policy import AccessPolicy, check_host, check_key, check_origin, is_cross_origin_allowed, needs_key
 from app.errors import HearthError
 
@@ -22,12 +24,19 @@ CORS_MAX_AGE_S = "600"
 
 class Guard:
     def __init__(
-        self, app: ASGIApp, policy: AccessPolicy, key: Callable[[], str], max_body_bytes: int = MAX_BODY_BYTES
+        self,
+        app: ASGIApp,
+        policy: AccessPolicy,
+        key: Callable[[], str],
+        max_body_bytes: int = MAX_BODY_BYTES,
+        gate: PageGate | None = None,
     ) -> None:
+        """``gate``: when given, every route outside ``/v1`` wants this start's page secret (``app.api.page_gate``)."""
         self._app = app
         self._policy = policy
         self._key = key
         self._max_body_bytes = max_body_bytes
+        self._gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -41,7 +50,11 @@ class Guard:
         except HearthError as exc:
             await _refuse(scope, receive, send, exc)
             return
-        if scope["type"] == "websocket" or not needs_key(scope["path"]):
+        if not needs_key(scope["path"]):
+            if self._gate is None or await self._admitted(self._gate, scope, receive, send, headers):
+                await self._app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
             await self._app(scope, receive, send)
             return
         cors = is_cross_origin_allowed(self._policy, origin)
@@ -58,6 +71,25 @@ class Guard:
         if body is None:
             return  # the client left while sending
         await self._app(scope, _replay(body, receive), send)
+
+    async def _admitted(self, gate: PageGate, scope: Scope, receive: Receive, send: Send, headers: Headers) -> bool:
+        """Whether the request carries the page secret; if not, it has been answered here (the exchange of the
+        secret for the cookie, the "how to get in" page, or a refusal)."""
+        if gate.admits(headers.get("cookie")):
+            return True
+        if scope["type"] == "http":
+            offered = offered_token(scope["path"], scope.get("query_string", b""))
+            if offered is not None and scope["method"] in ("GET", "HEAD"):
+                if gate.matches(offered):
+                    await _enter(send, gate)
+                    return False
+                await _locked_page(send, stale=True)
+                return False
+            if wants_page(scope["method"], scope["path"], headers.get("accept")):
+                await _locked_page(send, stale=False)
+                return False
+        await _refuse(scope, receive, send, _page_locked())
+        return False
 
     async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
         """The whole body, refused as soon as it is known to be over the cap (from Content-Length, or while it
@@ -85,6 +117,37 @@ def _too_large(limit: int) -> BodyTooLarge:
         f"The request body is larger than {limit >> 20} MiB.",
         "Send less text per request (a prompt must fit the model's context window anyway).",
     )
+
+
+def _page_locked() -> PageLocked:
+    return PageLocked(
+        "This Hearth answers only the person who started it, and this request does not carry its page secret.",
+        "Open the address that `hearth ui` printed in its terminal (it ends in ?token=…), or start it with "
+        "`hearth ui --open`.",
+    )
+
+
+async def _enter(send: Send, gate: PageGate) -> None:
+    """The secret was right: the cookie, and the page without the secret in its address."""
+    headers = [
+        (b"location", ENTRY_PATH.encode()),
+        (b"set-cookie", gate.set_cookie().encode()),
+        (b"cache-control", b"no-store"),
+        (b"content-length", b"0"),
+    ]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _locked_page(send: Send, stale: bool) -> None:
+    body = locked_page_html(stale).encode()
+    headers = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 from app.api.control import build_control_router
 from app.api.keys import ApiKeyStore
 from app.api.middleware import Guard
+from app.api.page_gate import PageGate, new_page_secret
 from app.api.page_headers import SecurityHeaders
 from app.api.policy import WILDCARD_HOSTS, AccessPolicy, access_policy
 from app.api.routes import build_router
@@ -42,11 +43,15 @@ PAGE_LOGIN_MESSAGE = (
 
 @dataclass
 class RunningServer:
-    url: str  # the page, for people: http://127.0.0.1:7860/
+    url: str  # the page's plain address: http://127.0.0.1:7860/
     api_url: str  # the base URL for OpenAI clients: http://127.0.0.1:7860/v1
     port: int
     _server: uvicorn.Server
     _thread: threading.Thread
+    # The address the owner opens: on loopback the page's with this start's secret (app.api.page_gate), which
+    # only the owner may see; beyond loopback the plain one (the page asks for the API key there).
+    entry_url: str = ""
+    gate: PageGate | None = None
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._server.should_exit = True
@@ -71,7 +76,12 @@ def shown_host(host: str) -> str:
 
 
 def build_app(
-    services: Services, page: Any, page_options: Mapping[str, Any], policy: AccessPolicy, keys: ApiKeyStore
+    services: Services,
+    page: Any,
+    page_options: Mapping[str, Any],
+    policy: AccessPolicy,
+    keys: ApiKeyStore,
+    gate: PageGate | None = None,
 ) -> ASGIApp:
     import gradio as gr
 
@@ -93,9 +103,15 @@ def build_app(
         # Gradio refuses a larger file in the browser before sending it, and on the server before it is kept in
         # its temporary folder; a file over the documents' own limit could never be indexed anyway.
         max_file_size=upload_limit_bytes(services),
+        # What the page may show besides its own uploads: the Models tab's charts.
+        allowed_paths=[str(services.paths.ladders_dir)],
         **page_options,
     )
-    return SecurityHeaders(Guard(app, policy, keys.get))
+    # Gradio checks that a file a client names is one of its uploads only once the app is marked as launched,
+    # which mounting never does: without this, any path on the computer is copied into its cache and handed to
+    # the page's handlers (they check again: app.ui.page_uploads).
+    page.has_launched = True
+    return SecurityHeaders(Guard(app, policy, keys.get, gate=gate))
 
 
 def upload_limit_bytes(services: Services) -> int:
@@ -109,8 +125,13 @@ def page_login(keys: ApiKeyStore) -> Callable[[str, str], bool]:
     return check
 
 
-def start_server(services: Services, page: Any, page_options: Mapping[str, Any] | None = None) -> RunningServer:
-    """Serve ``page`` (a Gradio Blocks with its queue set up) and the API; return once requests are answered."""
+def start_server(
+    services: Services, page: Any, page_options: Mapping[str, Any] | None = None, page_secret: str | None = None
+) -> RunningServer:
+    """Serve ``page`` (a Gradio Blocks with its queue set up) and the API; return once requests are answered.
+
+    On loopback the page answers only requests that carry ``page_secret`` (a new one per start unless the caller
+    brings its own, as a window that opens the page does): ``entry_url`` is the address that carries it."""
     settings = services.settings.server
     listener = listen(settings.host, settings.port)
     port = int(listener.getsockname()[1])
@@ -118,7 +139,8 @@ def start_server(services: Services, page: Any, page_options: Mapping[str, Any] 
     keys.get()  # made at first start, so the page and `hearth api-key` show the same key from then on
     names = machine_names() if settings.host in WILDCARD_HOSTS else []
     policy = access_policy(settings.host, port, settings.allowed_hosts, settings.allowed_origins, names)
-    app = build_app(services, page, page_options or {}, policy, keys)
+    gate = None if policy.exposed else PageGate(port, page_secret or new_page_secret())
+    app = build_app(services, page, page_options or {}, policy, keys, gate)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
     )
@@ -136,7 +158,8 @@ def start_server(services: Services, page: Any, page_options: Mapping[str, Any] 
             )
         time.sleep(0.02)
     base = f"http://{shown_host(settings.host)}:{port}"
-    return RunningServer(f"{base}/", f"{base}/v1", port, server, thread)
+    entry = f"{base}{gate.entry_path()}" if gate is not None else f"{base}/"
+    return RunningServer(f"{base}/", f"{base}/v1", port, server, thread, entry, gate)
 
 
 def listen(host: str, port: int) -> socket.socket:

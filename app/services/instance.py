@@ -12,14 +12,19 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class ServerRecord:
-    url: str  # the page
+    url: str  # the page's plain address
     api_url: str  # the OpenAI-compatible base URL
     pid: int
+    entry_url: str = ""  # the page's address with this start's secret (the file is the owner's only)
 
 
 def write_record(path: Path, record: ServerRecord) -> None:
+    """Owner-only, whatever the umask: the record holds the page's secret."""
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(asdict(record)))
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(json.dumps(asdict(record)))
+    temporary.chmod(0o600)
     temporary.replace(path)
 
 
@@ -27,10 +32,12 @@ def read_record(path: Path) -> ServerRecord | None:
     """The running Hearth, or None when none is (no file, a damaged one, or one left by a process that died)."""
     try:
         data = json.loads(path.read_text())
-        record = ServerRecord(str(data["url"]), str(data["api_url"]), int(data["pid"]))
+        record = ServerRecord(
+            str(data["url"]), str(data["api_url"]), int(data["pid"]), str(data.get("entry_url") or data["url"])
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return record if _alive(record.pid) else None
+    return record if process_alive(record.pid) else None
 
 
 def remove_record(path: Path, pid: int) -> None:
@@ -40,7 +47,7 @@ def remove_record(path: Path, pid: int) -> None:
             path.unlink()
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

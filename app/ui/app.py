@@ -18,7 +18,9 @@ from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.models_tab import MODELS_CSS, ModelsPanel, build_models_tab, wire_models_tab
+from app.ui.page_files import use_private_page_files
 from app.ui.page_key import page_key
+from app.ui.page_uploads import PageUploads
 from app.ui.render import answering_from, upload_limit_note
 
 log = logging.getLogger(__name__)
@@ -72,13 +74,17 @@ PAGE_JS = """
 
 
 def build_ui(services: Services) -> gr.Blocks:
-    documents = DocumentsPanel(services)
+    use_private_page_files(services.paths.page_files_dir)  # before the Blocks: Gradio reads it at construction
+    demo = gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600))
+    # Handlers read only files the page's own upload route stored in this run (app.ui.page_uploads).
+    uploads = PageUploads(lambda: demo.upload_file_set)
+    documents = DocumentsPanel(services, uploads)
     hardware = HardwarePanel(services)
-    models_panel = ModelsPanel(services)
+    models_panel = ModelsPanel(services, uploads)
     page = ChatPage(services, documents)
     settings = services.settings.generation
     max_file_mb = services.settings.rag.max_file_mb  # the page's upload limit too (app.api.server)
-    with gr.Blocks(title="Hearth", analytics_enabled=False, fill_height=True, delete_cache=(3600, 3600)) as demo:
+    with demo:
         conversation_id = gr.State(None)
         # Kept in this browser between reloads: the open conversation, or a new chat's collection.
         remembered = gr.BrowserState(
@@ -340,7 +346,7 @@ def build_ui(services: Services) -> gr.Blocks:
             [*collection_view, chat_collection],
             concurrency_id="documents",
         ).then(lambda: gr.update(visible=False), outputs=[confirm_collection_row], queue=False)
-    return demo  # type: ignore[no-any-return]
+    return demo
 
 
 def load_model_in_background(services: Services) -> threading.Thread:
@@ -369,7 +375,7 @@ def load_model_in_background(services: Services) -> threading.Thread:
     return thread
 
 
-def launch(services: Services, open_browser: bool = False) -> RunningServer:
+def launch(services: Services) -> RunningServer:
     """Start the page and the API on one port without blocking; the caller prints the URLs and waits on
     ``server.block_thread()``."""
     load_model_in_background(services)
@@ -383,9 +389,4 @@ def launch(services: Services, open_browser: bool = False) -> RunningServer:
         "footer_links": [],
         "run_history": False,
     }
-    server = start_server(services, demo, page_options)
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(server.url)
-    return server
+    return start_server(services, demo, page_options)

@@ -16,6 +16,7 @@ from app.services.documents import DocumentServices
 from app.services.uploads import add_uploads
 from app.ui.document_text import cancelling_line, collection_summary, file_rows, progress_line, upload_report
 from app.ui.errors import as_gradio_error
+from app.ui.page_uploads import PageUploads
 from backends.base import CancelSlot, CancelToken
 from rag.ingest import FileOutcome, IngestProgress
 
@@ -28,8 +29,9 @@ PAGE_FLUSH_CHUNKS = 64
 
 
 class DocumentsPanel:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, uploads: PageUploads) -> None:
         self.services = services
+        self.uploads = uploads
         self._current = CancelSlot()
         # The ingestion now running (one at a time: the page queues them) and its latest progress, for Cancel's
         # immediate answer.
@@ -128,6 +130,10 @@ class DocumentsPanel:
         Outputs: progress line, file table, remove-file picker, summary line, cancel button, the upload box."""
         if not uploaded:
             return
+        try:
+            files = self.uploads.checked(uploaded)
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
         if not collection:
             # Not an error dialog: the upload box is emptied so the same files can simply be dropped again.
             gr.Warning("Create a collection first (or pick one), then add the files again.")
@@ -136,11 +142,11 @@ class DocumentsPanel:
         cancel = self._current.start()
         self._running, self._last = True, None
         try:
-            yield from self._index(collection, uploaded, cancel)
+            yield from self._index(collection, files, cancel)
         finally:
             self._running = False
 
-    def _index(self, collection: str, uploaded: Sequence[str], cancel: CancelToken) -> Iterator[tuple[Any, ...]]:
+    def _index(self, collection: str, uploaded: Sequence[Path], cancel: CancelToken) -> Iterator[tuple[Any, ...]]:
         idle = (gr.update(), gr.update(), gr.update())
         button = gr.update(visible=True, value="Cancel", interactive=True)
         yield "Preparing the embedding model…", *idle, button, gr.update()
@@ -152,7 +158,7 @@ class DocumentsPanel:
             events = add_uploads(
                 docs,
                 info.name,
-                [Path(p) for p in uploaded],
+                uploaded,
                 cancel,
                 lambda: self._let_chat_go_first(cancel),
                 flush_chunks=PAGE_FLUSH_CHUNKS,

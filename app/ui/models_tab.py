@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -32,6 +31,7 @@ from app.services.models import (
     run_ladder,
 )
 from app.ui import models_view as view
+from app.ui.page_uploads import PageUploads
 from app.ui.render import status_markdown
 from backends.base import CancelSlot
 from backends.memory import format_bytes
@@ -231,8 +231,9 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
 
 
 class ModelsPanel:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, uploads: PageUploads) -> None:
         self.services = services
+        self.uploads = uploads
         self._current = CancelSlot()
         self.installs = InstallJobs(services.paths)
 
@@ -275,7 +276,7 @@ class ModelsPanel:
         try:
             # An upload lives in a temporary folder: keep a copy. A path on this computer is used where it is.
             if uploaded:
-                stored, info = store.add(Path(uploaded), copy=True)
+                stored, info = store.add(self.uploads.checked([uploaded])[0], copy=True)
             else:
                 stored, info = import_typed_path(store, path_text)  # its answers reveal nothing of other paths
         except HearthError as exc:
@@ -468,7 +469,7 @@ class ModelsPanel:
         if not rungs or cancel.cancelled:
             yield "Cancelled.", gr.update(), gr.update(), *self.view(model_id)
             return
-        folder = self.services.paths.root / "ladders"
+        folder = self.services.paths.ladders_dir
         folder.mkdir(parents=True, exist_ok=True)
         image = chart(rungs, name, folder / f"{name}.png")
         done = f"Done: {len(rungs)} rungs measured on this machine, {runs} runs each (median and range)."

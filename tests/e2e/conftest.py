@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -38,12 +40,24 @@ def free_port() -> int:
 
 @dataclass
 class RunningApp:
-    url: str
+    url: str  # the plain address
     home: Path
     process: subprocess.Popen[str]
     log: Path
     remote_requests: list[str] = field(default_factory=list)
     csp_violations: list[str] = field(default_factory=list)  # what Chromium refused under the page's policy
+    entry_url: str = ""  # the address `hearth ui` printed for its owner (with the page secret on loopback)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rstrip("/").rsplit(":", 1)[1])
+
+    @property
+    def cookies(self) -> dict[str, str]:
+        """The page secret's cookie, as the owner's browser holds it after opening ``entry_url`` (none when the
+        page asks for the key instead)."""
+        token = parse_qs(urlsplit(self.entry_url).query).get("token")
+        return {f"hearth-page-{self.port}": token[0]} if token else {}
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -75,7 +89,9 @@ def start_app(isolated_home: Path, tmp_path: Path) -> Iterator[Callable[..., Run
         started.append(app)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if "Hearth is running at" in log.read_text():
+            printed = re.search(r"Hearth is running at (\S+)", log.read_text())
+            if printed:
+                app.entry_url = printed.group(1)
                 return app
             if process.poll() is not None:
                 break
@@ -134,7 +150,7 @@ def open_page(browser_session: Any) -> Iterator[Callable[[RunningApp], Any]]:
                 app.csp_violations.append(message.text) if "Content Security Policy" in message.text else None
             ),
         )
-        page.goto(app.url)
+        page.goto(app.entry_url)
         page.wait_for_selector("#message textarea", timeout=30_000)
         return page
 

@@ -153,8 +153,8 @@ def test_a_conversation_keeps_its_collection_across_new_chat_reopening_reload_an
     expect(page.locator("#delete")).to_be_enabled()
     page.wait_for_timeout(500)  # the browser storage is written after the change
     app.stop()
-    again = start_app(home=app.home, port=int(app.url.rstrip("/").rsplit(":", 1)[1]))
-    page.goto(again.url)
+    again = start_app(home=app.home, port=app.port)
+    page.goto(again.entry_url)  # each start has its own page secret
     page.locator("#chat [data-testid='user']", has_text="tulip bulbs").wait_for(timeout=60_000)
     expect(page.locator("#delete")).to_be_enabled()
     assert app.remote_requests == []
@@ -162,7 +162,7 @@ def test_a_conversation_keeps_its_collection_across_new_chat_reopening_reload_an
 
 def open_narrow(browser: Any, app: RunningApp, width: int) -> Any:
     page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
-    page.goto(app.url)
+    page.goto(app.entry_url)
     page.wait_for_selector("#message textarea", timeout=30_000)
     page.wait_for_selector("html[data-hearth-layout]", state="attached", timeout=15_000)
     page.wait_for_timeout(500)  # the sidebar's slide

@@ -96,7 +96,10 @@ def test_the_app_connects_to_nothing_but_itself(isolated_home: Path, tmp_path: P
         while "Hearth is running at" not in log.read_text():
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        printed = re.search(r"Hearth is running at \S+\?token=(\S+)", log.read_text())
+        assert printed is not None, log.read_text()
+        cookie = f"hearth-page-{port}={printed.group(1)}"  # what the owner's browser holds
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False, headers={"Cookie": cookie})
         chat = ask_once_loaded(client, deadline)
         assert chat[-1]["role"] == "assistant"
     finally:

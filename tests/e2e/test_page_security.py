@@ -193,16 +193,17 @@ def test_every_response_carries_the_policy_and_the_page_works_under_it(
     start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], listener: Listener, tmp_path: Path
 ) -> None:
     app = start_app("--backend", "fake")
-    page_html = httpx.get(app.url)
+    owner = httpx.Client(cookies=app.cookies)
+    page_html = owner.get(app.url)
     script = re.search(r'src="\./(assets/[^"]+\.js)"', page_html.text)
     assert script is not None
     replies = [
         page_html,
-        httpx.get(f"{app.url}{script.group(1)}"),
-        httpx.get(f"{app.url}config"),
-        httpx.get(f"{app.url}gradio_api/info"),
-        httpx.get(f"{app.url}v1/models"),  # refused: no key
-        httpx.get(app.url, headers={"Host": "evil.example"}),  # refused by the guard
+        owner.get(f"{app.url}{script.group(1)}"),
+        owner.get(f"{app.url}config"),
+        owner.get(f"{app.url}gradio_api/info"),
+        owner.get(f"{app.url}v1/models"),  # refused: no key
+        owner.get(app.url, headers={"Host": "evil.example"}),  # refused by the guard
     ]
     assert [reply.status_code for reply in replies] == [200, 200, 200, 200, 401, 403]
     for reply in replies:

@@ -22,12 +22,11 @@ CHUNK = b"x" * (1 << 20)
 
 
 @pytest.fixture
-def upload_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Gradio's temporary folder for the app the test starts, and a small document limit."""
-    folder = tmp_path / "gradio-temp"
-    monkeypatch.setenv("GRADIO_TEMP_DIR", str(folder))
+def upload_folder(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Gradio's temporary folders for the apps the test starts (inside the data folder), and a small document
+    limit."""
     monkeypatch.setenv("HEARTH_RAG__MAX_FILE_MB", str(LIMIT_MB))
-    return folder
+    return isolated_home / "page-files"
 
 
 def kept_files(folder: Path) -> dict[str, int]:
@@ -78,6 +77,7 @@ def test_the_upload_route_refuses_a_300_mb_body_and_keeps_nothing(
     sent = [0]
     reply = httpx.post(
         f"{app.url}gradio_api/upload",
+        cookies=app.cookies,
         content=streamed_upload("huge.txt", 300, sent),
         headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"},
         timeout=120,
@@ -104,7 +104,7 @@ def test_uploads_from_a_foreign_page_or_host_are_refused(
         assert reply.status_code == 403 and reply.json()["error"]["code"] == code, reply.text
     assert kept_files(upload_folder) == {}
     # The page's own origin may upload.
-    own = httpx.post(route, files=files, headers={"Origin": app.url.rstrip("/")})
+    own = httpx.post(route, files=files, headers={"Origin": app.url.rstrip("/")}, cookies=app.cookies)
     assert own.status_code == 200 and len(own.json()) == 1
 
 

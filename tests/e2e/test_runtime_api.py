@@ -86,7 +86,7 @@ def test_killing_the_engine_mid_stream_leaves_the_page_and_api_up(start_app: Cal
     errors = [p["error"] for p in payloads if "error" in p]
     assert len(errors) == 1 and "stopped unexpectedly" in errors[0]["message"] and "SIGKILL" in errors[0]["message"]
     assert len(written) >= 15
-    assert httpx.get(app.url, timeout=10).status_code == 200  # the page is still served
+    assert httpx.get(app.url, cookies=app.cookies, timeout=10).status_code == 200  # the page is still served
     restarted = ready(app, key)
     assert restarted["engine_pid"] not in (None, victim)
     reply = httpx.post(

@@ -41,12 +41,20 @@ class Served:
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.server.port}"
 
-    def client(self, key: str | None = "", **options: Any) -> httpx.Client:
-        """A client for this server; ``key=""`` sends the real key, None sends none."""
+    @property
+    def page_cookies(self) -> dict[str, str]:
+        """What the owner's browser holds after opening the printed address: the page secret's cookie."""
+        gate = self.server.gate
+        return {gate.cookie_name: gate.secret} if gate is not None else {}
+
+    def client(self, key: str | None = "", owner: bool = True, **options: Any) -> httpx.Client:
+        """A client for this server; ``key=""`` sends the real key, None sends none; ``owner`` sends the page
+        secret's cookie (False: a client of another account, which cannot know it)."""
         headers = dict(options.pop("headers", {}))
         if key is not None:
             headers["Authorization"] = f"Bearer {key or self.key}"
-        return httpx.Client(base_url=self.origin, headers=headers, timeout=60, **options)
+        cookies = self.page_cookies if owner else {}
+        return httpx.Client(base_url=self.origin, headers=headers, cookies=cookies, timeout=60, **options)
 
     def chat(self, body: dict[str, Any], **options: Any) -> httpx.Response:
         with self.client() as client:

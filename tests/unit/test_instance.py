@@ -4,11 +4,20 @@ from pathlib import Path
 from app.services.instance import ServerRecord, read_record, remove_record, write_record
 
 
-def test_a_record_is_read_back_while_its_process_lives(tmp_path: Path) -> None:
+def test_a_record_is_read_back_while_its_process_lives_and_only_its_owner_can_read_it(tmp_path: Path) -> None:
     path = tmp_path / "server.json"
-    record = ServerRecord("http://127.0.0.1:7860/", "http://127.0.0.1:7860/v1", os.getpid())
-    write_record(path, record)
+    url = "http://127.0.0.1:7860/"
+    record = ServerRecord(url, f"{url}v1", os.getpid(), f"{url}?token=abc")
+    old_umask = os.umask(0o022)
+    try:
+        write_record(path, record)
+    finally:
+        os.umask(old_umask)
     assert read_record(path) == record
+    assert path.stat().st_mode & 0o777 == 0o600  # it holds the page secret
+    # A record written by an older Hearth has no entry address: the plain one stands in.
+    path.write_text(f'{{"url": "{url}", "api_url": "{url}v1", "pid": {os.getpid()}}}')
+    assert read_record(path) == ServerRecord(url, f"{url}v1", os.getpid(), url)
 
 
 def test_a_record_left_by_a_dead_process_or_damaged_is_ignored(tmp_path: Path) -> None:
