@@ -8,6 +8,17 @@ may use it.
 
 from __future__ import annotations
 
+# Past this many characters, a value the user sent is shown shortened in a message (an id of megabytes is not
+# worth echoing back).
+SHOWN_CHARS = 80
+
+
+def shown(value: str, limit: int = SHOWN_CHARS) -> str:
+    """``value`` quoted for a message, shortened to its start and its length when it is long."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[: limit - 20]!r}… ({len(value):,} characters)"
+
 
 class HearthError(Exception):
     """Base class: a message saying what happened and a remedy saying what to do."""
@@ -61,8 +72,16 @@ class StorageError(HearthError):
     """The conversation database cannot be opened or written."""
 
 
+class InvalidChoice(HearthError):
+    """A setting asked for (a backend, a device, a context length) that can never be valid."""
+
+
 class NotAnUpload(HearthError):
     """A page handler was handed a file path that the page's upload route did not store in this run."""
+
+
+class DiskFull(StorageError):
+    """The disk that holds Hearth's data is full: nothing is damaged, and nothing stored was lost."""
 
 
 class GenerationError(HearthError):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from app.database import Database
-from app.errors import HearthError, ModelFileError, StorageError
+from app.errors import HearthError, ModelFileError, StorageError, shown
 from models.facts import FACTS_VERSION, Refusal, decode_facts, encode_facts
 from models.gguf import ModelInfo, read_model_info, sha256_of
 from models.gguf_reader import ModelFileUnreadable
@@ -107,10 +107,12 @@ class ModelStore:
             return matches[0]
         if not matches:
             raise ModelNotKnown(
-                f"No model matches {reference!r}.", "Run `hearth models list` and use an id from the first column."
+                f"No model matches {shown(reference)}.",
+                "Run `hearth models list` and use an id from the first column.",
             )
         raise ModelNotKnown(
-            f"{reference!r} matches {len(matches)} models.", "Use more characters of the id from `hearth models list`."
+            f"{shown(reference)} matches {len(matches)} models.",
+            "Use more characters of the id from `hearth models list`.",
         )
 
     def default(self) -> StoredModel | None:

@@ -114,8 +114,13 @@ class Manifest:
         return [CollectionInfo(*row) for row in rows]
 
     def find(self, name: str) -> CollectionInfo | None:
+        """The collection called ``name``, ignoring case ("Notes" and "notes" are one collection); an exact match
+        wins where older versions let two names differ only in case."""
         rows = self._rows("SELECT name, store_name, embedder, created_at FROM collections WHERE name = ?", (name,))
-        return CollectionInfo(*rows[0]) if rows else None
+        if rows:
+            return CollectionInfo(*rows[0])
+        wanted = name.casefold()
+        return next((info for info in self.collections() if info.name.casefold() == wanted), None)
 
     def get(self, name: str) -> CollectionInfo:
         info = self.find(normalize_name(name))

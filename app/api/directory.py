@@ -7,7 +7,14 @@ import logging
 import threading
 from pathlib import Path
 
-from app.api.ids import ChatModelIds, chat_model_ids, collection_id, unknown_model
+from app.api.ids import (
+    COLLECTION_PREFIX,
+    ChatModelIds,
+    chat_model_ids,
+    collection_id,
+    unknown_collection,
+    unknown_model,
+)
 from app.api.responses import ModelEntry
 from app.errors import HearthError
 from app.services.container import Services
@@ -36,6 +43,8 @@ class ModelDirectory:
             info = self.documents().manifest.find(normalize_name(name))
         except CollectionError:
             info = None
+        if info is None and not requested.casefold().startswith(COLLECTION_PREFIX):
+            raise unknown_collection(name, [i.name for i in self.documents().manifest.collections()])
         if info is None:
             raise unknown_model(requested, self.valid_ids(), hint=" (there is no such collection)")
         return info.name

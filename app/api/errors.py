@@ -16,10 +16,12 @@ from app.errors import (
     EngineStopped,
     GenerationError,
     HearthError,
+    InvalidChoice,
     ModelFileError,
     ModelLoadError,
     ModelNotReady,
 )
+from models.store import ModelNotKnown
 from rag.manifest import CollectionError
 
 # A restart or a load takes seconds; asking again sooner only adds load.
@@ -38,6 +40,10 @@ class RequestInvalid(HearthError):
 
 class UnknownModel(HearthError):
     """A model id that names neither the loaded model, a collection, nor the embedder."""
+
+    def __init__(self, message: str, remedy: str, param: str | None = None) -> None:
+        super().__init__(message, remedy)
+        self.param = param
 
 
 class UnknownEndpoint(HearthError):
@@ -82,7 +88,9 @@ _RULES: dict[type[BaseException], _Rule] = {
     KeyRefused: _Rule(401, "authentication_error", "invalid_api_key"),
     PageLocked: _Rule(401, "authentication_error", PAGE_SECRET_REQUIRED),
     Refused: _Rule(403, "permission_error", "forbidden"),
+    InvalidChoice: _Rule(400, "invalid_request_error", "invalid_value"),
     UnknownModel: _Rule(404, "invalid_request_error", "model_not_found"),
+    ModelNotKnown: _Rule(404, "invalid_request_error", "model_not_found"),
     UnknownEndpoint: _Rule(404, "invalid_request_error", "unknown_endpoint"),
     CollectionError: _Rule(404, "invalid_request_error", "collection_not_found"),
     ContextTooLong: _Rule(413, "invalid_request_error", "context_length_exceeded"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.api.errors import RequestInvalid, UnknownModel
+from app.errors import shown as shown_value
 
 ALIAS = "hearth"
 COLLECTION_PREFIX = "hearth:"
@@ -64,9 +65,21 @@ def requested_collection(model_id: str, extension: str | None) -> str | None:
 
 
 def unknown_model(requested: str, valid: Sequence[str], hint: str = "") -> UnknownModel:
-    shown = ", ".join(valid[:LISTED_IDS]) if valid else "none (no model is loaded)"
+    listed = ", ".join(valid[:LISTED_IDS]) if valid else "none (no model is loaded)"
     more = f" and {len(valid) - LISTED_IDS} more" if len(valid) > LISTED_IDS else ""
     return UnknownModel(
-        f"There is no model {requested!r} here{hint}. Available: {shown}{more}.",
+        f"There is no model {shown_value(requested)} here{hint}. Available: {listed}{more}.",
         "Use one of those ids (GET /v1/models lists them all).",
+    )
+
+
+def unknown_collection(requested: str, collections: Sequence[str]) -> UnknownModel:
+    """A collection named in the ``hearth.collection`` field that does not exist."""
+    listed = ", ".join(collections[:LISTED_IDS]) if collections else "none yet"
+    more = f" and {len(collections) - LISTED_IDS} more" if len(collections) > LISTED_IDS else ""
+    return UnknownModel(
+        f"There is no collection {shown_value(requested)} here. Collections: {listed}{more}.",
+        "Name one of those in hearth.collection (GET /v1/models lists them as hearth:NAME), or create it by adding "
+        "documents: hearth ingest PATH --collection NAME.",
+        param="hearth.collection",
     )

@@ -22,14 +22,16 @@ from app.api.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, pa
 from app.errors import HearthError
 from app.services.container import Services
 
-ENDPOINTS = "GET /v1/models, GET /v1/models/ID, POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings"
+ENDPOINTS = (
+    "GET|HEAD /v1/models, GET /v1/models/ID, POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings"
+)
 
 
 def build_router(services: Services) -> APIRouter:
     directory = ModelDirectory(services)
     router = APIRouter(prefix="/v1")
 
-    @router.get("/models")
+    @router.api_route("/models", methods=["GET", "HEAD"])  # HEAD: uvicorn sends the headers, not the body
     async def list_models() -> Response:
         try:
             entries = await anyio.to_thread.run_sync(directory.entries)

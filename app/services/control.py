@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from app.errors import HearthError
+from app.errors import InvalidChoice
 from app.paths import DataPaths
 from app.services.models import open_model_store
 from app.services.runtime import ModelChoice, ModelRuntime
@@ -125,8 +125,11 @@ def _checked_backend(backend: str, device: str) -> BackendSettings:
         return BackendSettings.model_validate({"name": backend, "device": device})
     except ValidationError as exc:
         problems = "; ".join(str(error["msg"]) for error in exc.errors(include_url=False))
-        raise HearthError(
-            f"That backend or device is not valid: {problems}.", "Pick a backend and a device from the lists."
+        named = {"name": "backend", "device": "device"}
+        fields = " and ".join(sorted({named.get(str(e["loc"][0]), "setting") for e in exc.errors() if e["loc"]}))
+        raise InvalidChoice(
+            f"That {fields or 'backend or device'} is not valid: {problems}.",
+            "Pick a backend (auto, llamacpp, cuda, openvino, fake) and a device (auto, cpu, cuda, cuda:N, gpu, npu).",
         ) from None
 
 
@@ -135,4 +138,6 @@ def _checked_context(context_length: int) -> int:
         return ModelSettings.model_validate({"context_length": context_length}).context_length
     except ValidationError as exc:
         problems = "; ".join(str(error["msg"]) for error in exc.errors(include_url=False))
-        raise HearthError(f"That context length is not valid: {problems}.", "Use 256 tokens or more.") from None
+        raise InvalidChoice(
+            f"That context length is not valid: {problems}.", "Use 256 to 1,048,576 tokens (the model caps it further)."
+        ) from None

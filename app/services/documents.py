@@ -3,6 +3,7 @@ take seconds to load and plain chat does not need them."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from rag.manifest import CollectionInfo, FileRecord, Manifest
 from rag.reader import ReaderProcess
 from rag.retriever import Retriever
 from rag.store import VectorStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,15 @@ class DocumentServices:
     def uploads_folder(self, info: CollectionInfo) -> Path:
         """Where copies of files uploaded through the page are kept for ``info`` (Hearth owns these)."""
         return self.uploads_dir / info.store_name
+
+    def tidy_uploads(self, info: CollectionInfo) -> list[Path]:
+        """Undo what a run killed mid-upload left in ``info``'s upload folder (see ``tidy_copies``)."""
+        from app.services.uploads import tidy_copies
+
+        removed = tidy_copies(self.uploads_folder(info), self.manifest.files(info.name))
+        if removed:
+            log.info("collection %r: removed %d upload copies it does not list", info.name, len(removed))
+        return removed
 
     def remove_file(self, collection: str, path: str) -> CollectionInfo:
         """Take ``path`` out of the collection; delete it too if it is Hearth's own uploaded copy."""

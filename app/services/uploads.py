@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backends.base import CancelToken
 from models.gguf import sha256_of
+from rag.manifest import FileRecord
 
 if TYPE_CHECKING:
     from app.services.documents import DocumentServices
@@ -127,6 +128,30 @@ def add_uploads(
         for event in documents.ingestor.ingest([u.path for u in restore], info.name):
             if isinstance(event, FileOutcome) and event.outcome == "skipped":
                 discard_copy(Path(event.path), folder)  # the earlier version is no longer readable either
+
+
+def tidy_copies(folder: Path, records: Mapping[str, FileRecord]) -> list[Path]:
+    """After a run was killed while it kept uploads in ``folder``: put back a version that an unfinished upload
+    replaced, and remove copies the collection does not list (and half-written ones). ``records`` are the
+    collection's files by path. Returns what was removed."""
+    if not folder.is_dir():
+        return []
+    removed: list[Path] = []
+    for previous in folder.glob(f".*{PREVIOUS_SUFFIX}"):
+        current = folder / previous.name[1 : -len(PREVIOUS_SUFFIX)]
+        record = records.get(str(current))
+        if record is not None and current.exists() and sha256_of(current) == record.sha256:
+            previous.unlink()  # the new version was indexed before the kill: the old one is not needed
+            removed.append(previous)
+        else:
+            previous.replace(current)  # the listed version is the one this upload was replacing
+    for entry in folder.iterdir():
+        if not entry.is_file():
+            continue
+        if entry.name.endswith(PARTIAL_SUFFIX) or str(entry) not in records:
+            entry.unlink()
+            removed.append(entry)
+    return removed
 
 
 def discard_copy(path: Path, folder: Path) -> None:

@@ -366,6 +366,7 @@ def load_model_in_background(services: Services) -> threading.Thread:
                 _ = documents.embedder.dimension
             for info in collections:
                 documents.ingestor.reconcile(info)  # leftovers of a killed run must not be found (one count if none)
+                documents.tidy_uploads(info)  # and copies of uploads it had not listed yet are removed
                 documents.retriever.keyword_index(info)
         except HearthError as exc:
             log.warning("documents are not available: %s %s", exc.message, exc.remedy)

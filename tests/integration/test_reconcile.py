@@ -41,7 +41,7 @@ KILLER = textwrap.dedent(
 
     def record_then_die(self, name, entry):
         if entry.path.endswith(target) and entry.status == "indexed":
-            if mode == "kill":
+            if mode.endswith("kill"):
                 os.kill(os.getpid(), signal.SIGKILL)
             Path(mode + ".waiting").touch()
             while Path(mode).exists():
@@ -51,7 +51,14 @@ KILLER = textwrap.dedent(
     Manifest.record = record_then_die
     settings = load_settings()
     documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
-    for event in documents.ingestor.ingest([Path(folder)], collection):
+    if mode.startswith("upload"):  # as the page adds files: copies kept in the data folder, then indexed
+        from app.services.uploads import add_uploads
+        from backends.base import CancelToken
+
+        events = add_uploads(documents, collection, sorted(Path(folder).iterdir()), CancelToken())
+    else:
+        events = documents.ingestor.ingest([Path(folder)], collection)
+    for event in events:
         pass
     documents.close()
     """
@@ -122,6 +129,30 @@ def test_chunks_left_by_a_killed_run_are_removed_once_their_file_is_deleted(
         assert documents.store.count(info.store_name, info.embedder) == documents.manifest.indexed_chunks(COLLECTION)
         kept = documents.retriever.search(COLLECTION, "lamp oil chandlery", top_k=1).passages
         assert kept and kept[0].chunk.path.endswith("a-kept.txt")
+    finally:
+        documents.close()
+
+
+def test_an_upload_copy_a_killed_run_had_not_listed_is_removed_at_the_next_start(
+    isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    secret = write_folder(tmp_path / "dropped")
+    killed = run_killer(secret.parent, "upload-kill", isolated_home)
+    _, errors = killed.communicate(timeout=300)
+    assert killed.returncode == -signal.SIGKILL, errors
+
+    documents = open_documents(embedder)
+    try:
+        info = documents.manifest.get(COLLECTION)
+        folder = documents.uploads_folder(info)
+        copy = folder / secret.name
+        assert copy.exists() and str(copy) not in documents.manifest.files(COLLECTION)  # what the kill left
+        documents.ingestor.reconcile(info)
+        removed = documents.tidy_uploads(info)  # what the page does at start, after reconciling
+        assert copy in removed and not copy.exists()
+        listed = documents.manifest.files(COLLECTION)
+        assert all(str(kept) in listed for kept in folder.iterdir())
+        assert documents.tidy_uploads(info) == []
     finally:
         documents.close()
 

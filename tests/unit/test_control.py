@@ -30,8 +30,8 @@ def services(tmp_path: Path) -> Iterator[Services]:
     ("change", "message"),
     [
         ({"context_length": 100}, "context length is not valid"),
-        ({"backend": "turbo"}, "backend or device is not valid"),
-        ({"device": "tpu"}, "backend or device is not valid"),
+        ({"backend": "turbo"}, "backend is not valid"),
+        ({"device": "tpu"}, "device is not valid"),
         ({"model": "no-such-model"}, "No model"),
     ],
 )

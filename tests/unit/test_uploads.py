@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from app.services.uploads import discard_copy, keep_uploads, safe_file_name, unique_names
+from app.services.uploads import discard_copy, keep_uploads, safe_file_name, tidy_copies, unique_names
+from models.gguf import sha256_of
+from rag.manifest import FileRecord
 
 
 def test_browser_names_become_plain_visible_file_names() -> None:
@@ -57,3 +59,37 @@ def test_only_hearths_own_copies_are_ever_deleted(tmp_path: Path) -> None:
     discard_copy(mine, folder)
     assert theirs.exists()
     assert not mine.exists()
+
+
+def _record(path: Path) -> FileRecord:
+    return FileRecord(str(path), sha256_of(path), path.stat().st_size, 0, "indexed", 1, "")
+
+
+def test_a_killed_upload_leaves_only_what_the_collection_lists(tmp_path: Path) -> None:
+    folder = tmp_path / "kb-notes"
+    folder.mkdir()
+    listed = folder / "listed.md"
+    listed.write_text("kept")
+    unlisted = folder / "copied-but-not-indexed.md"  # killed between the copy and the index
+    unlisted.write_text("orphan")
+    (folder / ".half.md.partial").write_text("half")  # killed while copying
+    replaced = folder / "plan.md"  # killed while indexing a new version of plan.md: the old one is put back
+    replaced.write_text("old plan")
+    records = {str(listed): _record(listed), str(replaced): _record(replaced)}
+    replaced.replace(folder / ".plan.md.previous")
+    replaced.write_text("new plan, never indexed")
+    removed = tidy_copies(folder, records)
+    assert sorted(p.name for p in removed) == [".half.md.partial", "copied-but-not-indexed.md"]
+    assert sorted(p.name for p in folder.iterdir()) == ["listed.md", "plan.md"]
+    assert replaced.read_text() == "old plan" and listed.read_text() == "kept"
+
+
+def test_a_replacement_indexed_before_the_kill_stays(tmp_path: Path) -> None:
+    folder = tmp_path / "kb-notes"
+    folder.mkdir()
+    current = folder / "plan.md"
+    current.write_text("new plan, indexed")
+    (folder / ".plan.md.previous").write_text("old plan")
+    assert [p.name for p in tidy_copies(folder, {str(current): _record(current)})] == [".plan.md.previous"]
+    assert [p.name for p in folder.iterdir()] == ["plan.md"] and current.read_text() == "new plan, indexed"
+    assert tidy_copies(tmp_path / "missing", {}) == []
