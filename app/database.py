@@ -9,6 +9,8 @@ a broken tree can spread the damage); `hearth repair` sets it aside and rebuilds
 
 from __future__ import annotations
 
+import errno
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -16,12 +18,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.errors import StorageError
+from app.errors import DiskFull, StorageError
 from app.paths import create_private_file
 
-# SQLite's primary result codes for a damaged file (the extended codes keep these in their low byte).
+# SQLite's primary result codes for a damaged file (the extended codes keep these in their low byte), and for a
+# full disk.
 SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
 SQLITE_NOTADB = 26
+# A library that reports a failed write only as text (Chroma's Rust core) is taken to have met a full disk when
+# less than this is left on the disk it writes to.
+LOW_SPACE_BYTES = 32 << 20
 DETAIL_CHARS = 160
 REPAIR_REMEDY = (
     "Stop Hearth and run `hearth repair`: it sets the damaged file aside (it deletes nothing) and rebuilds the store "
@@ -44,6 +51,41 @@ def is_damage(exc: sqlite3.Error) -> bool:
     """Whether SQLite says the file itself is damaged (as opposed to busy, full, read-only or missing)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+
+
+def is_disk_full(exc: BaseException, folder: Path | None = None) -> bool:
+    """Whether ``exc`` (or what caused it) is a full disk: ENOSPC or EDQUOT from the system, SQLITE_FULL from
+    SQLite; or, given the ``folder`` written to, any error while that disk has almost no space left."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        code = getattr(seen, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == SQLITE_FULL:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return folder is not None and free_bytes(folder) < LOW_SPACE_BYTES
+
+
+def free_bytes(folder: Path) -> int:
+    """Space left for this user on the disk that holds ``folder`` (or its nearest existing parent)."""
+    for candidate in (folder, *folder.parents):
+        try:
+            return shutil.disk_usage(candidate).free
+        except OSError:
+            continue
+    return 1 << 62  # nothing could be measured: never call that a full disk
+
+
+def disk_full(what: str, folder: Path) -> DiskFull:
+    """The error every front end shows when a store could not be written for lack of space."""
+    free = free_bytes(folder)
+    left = f"{free / (1 << 20):.0f} MB" if free < (1 << 62) else "unknown"
+    return DiskFull(
+        f"The disk that holds {folder} is full (free now: {left}), so the {what} could not be written. Nothing "
+        "stored was lost or damaged; what was being added was not kept.",
+        "Free some space on that disk (delete files you no longer need, empty the trash), then try again.",
+    )
 
 
 def _is_storage(exc: sqlite3.DatabaseError) -> bool:
@@ -118,6 +160,8 @@ class Database:
                 self._db.executescript(f"BEGIN; {(migrations or {})[target]}; PRAGMA user_version={target}; COMMIT;")
             self._db.execute(f"PRAGMA user_version={schema_version}")
         except sqlite3.DatabaseError as exc:
+            if is_disk_full(exc, path.parent):  # SQLite may say only "disk I/O error" when it cannot grow a file
+                raise disk_full(what, path.parent) from exc
             if is_damage(exc):
                 self._set_damaged(str(exc))
                 return
@@ -179,6 +223,8 @@ class Database:
             raise error
 
     def _translate(self, exc: sqlite3.DatabaseError, verb: str) -> StorageError:
+        if is_disk_full(exc, self.path.parent):
+            return disk_full(self.what, self.path.parent)
         if is_damage(exc):
             # Found in use (the file was damaged after Hearth opened it): stop writing into it from now on.
             self._set_damaged(str(exc))

@@ -111,6 +111,13 @@ class ServerSettings(BaseModel):
         description="Extra host names this server answers to (besides 127.0.0.1, localhost, [::1] and the bind "
         "address), for example a name other machines use for it. Other Host headers are refused (DNS rebinding).",
     )
+    idle_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="A connection that sends nothing for this long while Hearth waits for its request (or the rest "
+        "of its body) is closed, so idle connections cannot pile up.",
+    )
 
     @field_validator("allowed_origins")
     @classmethod

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from app.database import damaged, first_complaint, is_damage
+from app.database import damaged, disk_full, first_complaint, is_damage, is_disk_full
 from app.errors import StorageError
 from rag.chunking import Chunk
 
@@ -74,16 +74,22 @@ class VectorStore:
         """Chroma's errors and panics as Hearth's typed errors."""
         try:
             yield
-        except self._damage_errors as exc:
-            raise damaged(WHAT, self.directory, f"Chroma: {exc}", MEANWHILE) from exc
         except self._chroma_error as exc:
+            if is_disk_full(exc, self.directory):  # Chroma says "database or disk is full" only in its text
+                raise disk_full(WHAT, self.directory) from exc
+            if isinstance(exc, self._damage_errors):
+                raise damaged(WHAT, self.directory, f"Chroma: {exc}", MEANWHILE) from exc
             raise StorageError(
                 f"The {WHAT} {self.directory} refused a request ({exc}).",
                 "If this happens again, stop Hearth and run `hearth repair`.",
             ) from exc
         except BaseException as exc:
+            if isinstance(exc, OSError) and is_disk_full(exc):
+                raise disk_full(WHAT, self.directory) from exc
             if not is_rust_panic(exc):
                 raise
+            if is_disk_full(exc, self.directory):
+                raise disk_full(WHAT, self.directory) from exc
             raise damaged(WHAT, self.directory, f"Chroma stopped with an internal panic: {exc}", MEANWHILE) from None
 
     def _collection(self, store_name: str, embedder: str) -> Any:

@@ -1,6 +1,7 @@
 """The guard in front of everything on the port, page and API alike (plain ASGI, so it also covers Gradio's
-websocket and event-stream routes): Host and Origin first (``app.api.policy``), then for ``/v1`` the key and the
-body size cap. A refused request never reaches Gradio or the model."""
+websocket and event-stream routes): Host and Origin first (``app.api.policy``), then for ``/v1`` the key and for
+the page its secret (``app.api.page_gate``), then the body size cap on every route but uploads (which Gradio
+caps per file). A refused request never reaches Gradio or the model."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from app.api.policy import AccessPolicy, check_host, check_key, check_origin, is
 from app.errors import HearthError
 
 # Far above any prompt a context window holds (a 32k-token prompt is ~130 kB); sized for batches of embeddings.
+# The page's own requests (a question, a click) are far smaller; its uploads have their own limit.
 MAX_BODY_BYTES = 4 << 20
+UPLOAD_PATH = "/gradio_api/upload"
 CORS_METHODS = "GET, POST, OPTIONS"
 CORS_MAX_AGE_S = "600"
 
@@ -51,8 +54,18 @@ class Guard:
             await _refuse(scope, receive, send, exc)
             return
         if not needs_key(scope["path"]):
-            if self._gate is None or await self._admitted(self._gate, scope, receive, send, headers):
+            if self._gate is not None and not await self._admitted(self._gate, scope, receive, send, headers):
+                return
+            if scope["type"] == "websocket" or scope["path"] == UPLOAD_PATH:  # uploads: Gradio caps each file
                 await self._app(scope, receive, send)
+                return
+            try:
+                body = await self._read_body(headers, receive)
+            except HearthError as exc:
+                await _refuse(scope, receive, send, exc)
+                return
+            if body is not None:
+                await self._app(scope, _replay(body, receive), send)
             return
         if scope["type"] == "websocket":
             await self._app(scope, receive, send)
@@ -173,6 +186,8 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, exc: HearthError) 
     body = json.dumps(reply.body()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in reply.headers().items()]
+    if isinstance(exc, BodyTooLarge):
+        headers.append((b"connection", b"close"))  # the rest of the body is not read: the connection goes
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from app.api.control import build_control_router
+from app.api.idle import idle_closing_protocol
 from app.api.keys import ApiKeyStore
 from app.api.middleware import Guard
 from app.api.page_gate import PageGate, new_page_secret
@@ -142,7 +143,12 @@ def start_server(
     gate = None if policy.exposed else PageGate(port, page_secret or new_page_secret())
     app = build_app(services, page, page_options or {}, policy, keys, gate)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        http=idle_closing_protocol(settings.idle_timeout_s),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="hearth-web", daemon=True)

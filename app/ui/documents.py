@@ -10,6 +10,7 @@ from typing import Any
 
 import gradio as gr
 
+from app.database import disk_full, is_disk_full
 from app.errors import HearthError
 from app.services.container import Services
 from app.services.documents import DocumentServices
@@ -182,6 +183,8 @@ class DocumentsPanel:
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         except OSError as exc:
+            if is_disk_full(exc):
+                raise as_gradio_error(disk_full("copy of the upload", docs.uploads_dir)) from exc
             raise gr.Error(
                 f"Could not keep a copy of the upload: {exc.strerror}. Check free disk space.",
                 title="Hearth",
