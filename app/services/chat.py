@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.errors import EmptyMessage, HearthError
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
+from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
@@ -58,8 +59,11 @@ class ChatService:
         runtime: ModelRuntime,
         documents: Callable[[], DocumentServices] | None = None,
         top_k: int = DEFAULT_TOP_K,
+        draft_every_s: float = DRAFT_EVERY_S,
     ) -> None:
-        """``documents`` builds (once) what answering from a collection needs; plain chat never calls it."""
+        """``documents`` builds (once) what answering from a collection needs; plain chat never calls it. The
+        answer being written is saved every ``draft_every_s``, so a kill loses at most that much of it."""
+        self._draft_every_s = draft_every_s
         self._store = store
         self._runtime = runtime
         self._documents = documents
@@ -164,6 +168,8 @@ class ChatService:
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
+        draft: StoredMessage | None = None  # the answer as saved while it is written
+        schedule = DraftSchedule(self._draft_every_s)
         with self._idle:
             self._answers += 1
         try:
@@ -171,6 +177,15 @@ class ChatService:
             for event in engine.stream_chat(prompt.messages, params, cancel):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
+                    if schedule.due():
+                        draft = self._save_draft(
+                            conversation_id,
+                            draft,
+                            "".join(parts),
+                            dropped=prompt.dropped,
+                            sources=sources,
+                            retrieve_ms=retrieve_ms,
+                        )
                 elif isinstance(event, Usage):
                     usage = event
                 elif isinstance(event, Finished):
@@ -183,9 +198,25 @@ class ChatService:
             with self._idle:
                 self._answers -= 1
                 self._idle.notify_all()
-            saved = self._save(conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms)
+            saved = self._save(
+                conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms, draft
+            )
         if saved is not None:
             yield TurnSaved(saved)
+
+    def _save_draft(
+        self,
+        conversation_id: str,
+        draft: StoredMessage | None,
+        text: str,
+        dropped: int,
+        sources: tuple[Source, ...],
+        retrieve_ms: float,
+    ) -> StoredMessage:
+        stats = AnswerStats(0, 0, 0.0, 0.0, INTERRUPTED, dropped, retrieve_ms)
+        if draft is None:
+            return self._store.append(conversation_id, "assistant", text, stats, sources)
+        return self._store.update_answer(draft.id, text, stats, sources)
 
     def _save(
         self,
@@ -196,8 +227,9 @@ class ChatService:
         dropped: int,
         sources: tuple[Source, ...],
         retrieve_ms: float,
+        draft: StoredMessage | None = None,
     ) -> StoredMessage | None:
-        if not text and reason != "stop":
+        if not text and reason != "stop" and draft is None:
             return None
         stats = AnswerStats(
             prompt_tokens=usage.prompt_tokens if usage else 0,
@@ -208,6 +240,8 @@ class ChatService:
             dropped_messages=dropped,
             retrieve_ms=retrieve_ms,
         )
+        if draft is not None:
+            return self._store.update_answer(draft.id, text, stats, sources)
         return self._store.append(conversation_id, "assistant", text, stats, sources)
 
 

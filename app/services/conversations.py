@@ -176,6 +176,21 @@ class ConversationStore:
             message_id = int(cursor.lastrowid or 0)
         return StoredMessage(message_id, role, content, stats, sources)
 
+    def update_answer(
+        self, message_id: int, content: str, stats: AnswerStats, sources: tuple[Source, ...] = ()
+    ) -> StoredMessage:
+        """Replace the text and stats of the answer ``message_id`` (a draft saved while it was written)."""
+        stats_json = json.dumps(asdict(stats))
+        sources_json = json.dumps([asdict(s) for s in sources]) if sources else None
+        with self._transaction() as db:
+            updated = db.execute(
+                "UPDATE messages SET content = ?, stats = ?, sources = ? WHERE id = ? AND role = 'assistant'",
+                (content, stats_json, sources_json, message_id),
+            )
+            if updated.rowcount == 0:
+                raise ConversationNotFound("That conversation was deleted.", "Start a new chat to keep talking.")
+        return StoredMessage(message_id, "assistant", content, stats, sources)
+
     def delete_trailing_assistant(self, conversation_id: str) -> None:
         """Remove the last message if it is an answer (to regenerate it)."""
         with self._transaction() as db:

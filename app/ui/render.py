@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, ConversationSummary
+from app.services.drafts import INTERRUPTED
 from app.services.runtime import RuntimeStatus
 from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown
@@ -47,6 +48,8 @@ def answering_from(collection: str | None) -> str:
 
 
 def format_stats(stats: AnswerStats) -> str:
+    if stats.finish_reason == INTERRUPTED:  # a draft saved while it was written, and the writing never ended
+        return "cut off: Hearth stopped while writing this answer"
     parts = [
         f"{stats.time_to_first_token_ms / 1000:.2f} s to first token",
         f"{stats.decode_tokens_per_s:.1f} tokens/s",

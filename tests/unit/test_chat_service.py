@@ -173,3 +173,39 @@ def test_background_work_can_wait_for_an_answer_to_finish(services: Services) ->
     next(events)
     events.close()  # the page went away mid-answer
     assert services.chat.wait_until_idle(0)
+
+
+def test_the_answer_is_saved_as_it_is_written_and_the_end_replaces_the_draft(services: Services) -> None:
+    from app.services.chat import ChatService
+    from app.services.drafts import INTERRUPTED
+
+    chat = ChatService(services.store, services.runtime, draft_every_s=0.0)  # a draft at every piece
+    stream = chat.send(None, "one two three four", PARAMS, "sys")
+    started = next(stream)
+    assert isinstance(started, TurnStarted)
+    seen: list[str] = []
+    for event in stream:
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
+            if len(seen) == 3:  # mid-answer, what a kill now would leave: the question and the draft so far
+                stored = services.store.get(started.conversation_id).messages
+                assert [m.role for m in stored] == ["user", "assistant"]
+                assert stored[-1].content == "".join(seen[:2]) or stored[-1].content == "".join(seen)
+                assert stored[-1].stats is not None and stored[-1].stats.finish_reason == INTERRUPTED
+    stored = services.store.get(started.conversation_id).messages
+    assert [(m.role, m.content) for m in stored] == [("user", "one two three four"), ("assistant", "".join(seen))]
+    assert stored[-1].stats is not None and stored[-1].stats.finish_reason == "stop"
+
+
+def test_a_draft_is_due_every_interval_of_the_clock() -> None:
+    from app.services.drafts import DraftSchedule
+
+    now = [100.0]
+    schedule = DraftSchedule(2.0, clock=lambda: now[0])
+    assert not schedule.due()
+    now[0] = 101.9
+    assert not schedule.due()
+    now[0] = 102.0
+    assert schedule.due() and not schedule.due()
+    now[0] = 104.5
+    assert schedule.due()

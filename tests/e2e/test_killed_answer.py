@@ -1,0 +1,66 @@
+"""Killing Hearth while it writes an answer loses at most the last couple of seconds of it: a real `hearth ui` with
+the embedded model, a real browser watching the answer stream, a real SIGKILL, a restart on the same data."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from app.services.conversations import ConversationStore
+from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED
+from tests.e2e.conftest import RunningApp
+from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = "Write a very long story about a lighthouse keeper and a storm, in many paragraphs."
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^\w']+", " ", text).split()
+
+
+def test_a_kill_mid_answer_keeps_what_was_written_up_to_two_seconds_before(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    send(page, QUESTION)
+    deadline = time.monotonic() + 120
+    while len(words(answer_text(page))) < 15:  # the page has shown 15 pieces of the answer
+        assert time.monotonic() < deadline, "the answer never got going"
+        time.sleep(0.05)
+    time.sleep(DRAFT_EVERY_S + 1.0)  # at least one draft interval after the first pieces
+    shown_before = words(answer_text(page))
+    time.sleep(DRAFT_EVERY_S + 0.5)
+    assert "tokens/s" not in answer_text(page), "the answer ended before the kill; ask for a longer one"
+    os.kill(app.process.pid, signal.SIGKILL)
+    app.process.wait(timeout=30)
+
+    store = ConversationStore(app.home / "conversations.db")
+    try:
+        [summary] = store.list()
+        messages = store.get(summary.id).messages
+    finally:
+        store.close()
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[0].content == QUESTION
+    saved = words(messages[1].content)
+    # Everything the page showed a draft interval before the kill was saved (the last word may have been partial).
+    assert len(saved) >= len(shown_before) - 1, (len(saved), len(shown_before))
+    assert saved[: len(shown_before) - 1] == shown_before[: len(shown_before) - 1]
+    assert messages[1].stats is not None and messages[1].stats.finish_reason == INTERRUPTED
+
+    # After a restart the page shows it, and says it was cut off.
+    again = start_app(home=app.home, port=app.port)
+    page.goto(again.entry_url)
+    page.locator("#conversation-list label").first.click()
+    page.get_by_text("cut off: Hearth stopped while writing this answer").wait_for(timeout=60_000)
+    assert words(answer_text(page))[: len(shown_before) - 1] == shown_before[: len(shown_before) - 1]
