@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 from fastapi import APIRouter, Request
@@ -13,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from app.api.answers import AnswerJob
 from app.api.delivery import deliver, error_response
 from app.api.directory import ModelDirectory
+from app.api.embedding_jobs import EmbeddingJobs
 from app.api.errors import RequestInvalid, UnknownEndpoint
 from app.api.generation import ChatJob, chat_work, completion_work
 from app.api.ids import COLLECTION_PREFIX, requested_collection
@@ -21,14 +24,20 @@ from app.api.responses import embeddings_json, models_json
 from app.api.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, parse_request
 from app.errors import HearthError
 from app.services.container import Services
+from backends.base import CancelToken
+
+ResultT = TypeVar("ResultT")
+# How often a long request looks whether its client is still there.
+DISCONNECT_POLL_S = 0.25
 
 ENDPOINTS = (
     "GET|HEAD /v1/models, GET /v1/models/ID, POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings"
 )
 
 
-def build_router(services: Services) -> APIRouter:
+def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRouter:
     directory = ModelDirectory(services)
+    embedding_jobs = jobs or EmbeddingJobs()
     router = APIRouter(prefix="/v1")
 
     @router.api_route("/models", methods=["GET", "HEAD"])  # HEAD: uvicorn sends the headers, not the body
@@ -87,7 +96,9 @@ def build_router(services: Services) -> APIRouter:
     async def embeddings(request: Request) -> Response:
         try:
             wanted = parse_request(EmbeddingRequest, await request.body())
-            body = await anyio.to_thread.run_sync(_embed, directory, wanted)
+            with embedding_jobs.admitted() as cancel:
+                work = functools.partial(_embed, directory, wanted, embedding_jobs, cancel)
+                body = await run_while_connected(request, cancel, work)
         except Exception as exc:
             return error_response(exc)
         return JSONResponse(body)
@@ -105,10 +116,37 @@ def build_router(services: Services) -> APIRouter:
     return router
 
 
-def _embed(directory: ModelDirectory, request: EmbeddingRequest) -> dict[str, Any]:
+async def run_while_connected(request: Request, cancel: CancelToken, work: Callable[[], ResultT]) -> ResultT:
+    """``work`` on a thread of its own; if the client leaves meanwhile, ``cancel`` is set (the work stops at its
+    next check)."""
+
+    async def watch() -> None:
+        while not cancel.cancelled:
+            if await request.is_disconnected():
+                cancel.cancel()
+                return
+            await anyio.sleep(DISCONNECT_POLL_S)
+
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            result = await anyio.to_thread.run_sync(work)
+        except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
+
+
+def _embed(
+    directory: ModelDirectory, request: EmbeddingRequest, jobs: EmbeddingJobs, cancel: CancelToken
+) -> dict[str, Any]:
     model = directory.check_embedder(request.model)
     embedder = directory.documents().embedder
     texts = request.texts
-    vectors = embedder.embed(texts)
+    vectors = jobs.embed(embedder.embed, texts, cancel)
     tokens = sum(embedder.count_tokens(text) for text in texts)
     return embeddings_json(model, vectors, request.encoding_format, tokens)

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from app.api.control import build_control_router
+from app.api.embedding_jobs import EmbeddingJobs
 from app.api.idle import idle_closing_protocol
 from app.api.keys import ApiKeyStore
 from app.api.middleware import Guard
@@ -53,10 +54,16 @@ class RunningServer:
     # only the owner may see; beyond loopback the plain one (the page asks for the API key there).
     entry_url: str = ""
     gate: PageGate | None = None
+    embeddings: EmbeddingJobs | None = None
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        if self.embeddings is not None:
+            self.embeddings.close(wait_s=0)  # cancel first, so the requests in flight end within a slice
         self._server.should_exit = True
         self._thread.join(timeout_s)
+        if self.embeddings is not None:
+            # Their threads must be done before the interpreter shuts down under torch (a native abort).
+            self.embeddings.close()
 
     def block_thread(self) -> None:
         """Wait until the server stops (Ctrl+C stops it)."""
@@ -83,13 +90,14 @@ def build_app(
     policy: AccessPolicy,
     keys: ApiKeyStore,
     gate: PageGate | None = None,
+    embeddings: EmbeddingJobs | None = None,
 ) -> ASGIApp:
     import gradio as gr
 
     # No /docs or /redoc: their pages load scripts from a CDN, and Hearth never reaches the internet.
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(build_control_router(services))  # before the /v1 catch-all of build_router
-    app.include_router(build_router(services))
+    app.include_router(build_router(services, embeddings))
     gr.mount_gradio_app(
         app,
         page,
@@ -141,7 +149,8 @@ def start_server(
     names = machine_names() if settings.host in WILDCARD_HOSTS else []
     policy = access_policy(settings.host, port, settings.allowed_hosts, settings.allowed_origins, names)
     gate = None if policy.exposed else PageGate(port, page_secret or new_page_secret())
-    app = build_app(services, page, page_options or {}, policy, keys, gate)
+    embeddings = EmbeddingJobs()
+    app = build_app(services, page, page_options or {}, policy, keys, gate, embeddings)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -165,7 +174,7 @@ def start_server(
         time.sleep(0.02)
     base = f"http://{shown_host(settings.host)}:{port}"
     entry = f"{base}{gate.entry_path()}" if gate is not None else f"{base}/"
-    return RunningServer(f"{base}/", f"{base}/v1", port, server, thread, entry, gate)
+    return RunningServer(f"{base}/", f"{base}/v1", port, server, thread, entry, gate, embeddings)
 
 
 def listen(host: str, port: int) -> socket.socket:

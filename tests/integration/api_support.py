@@ -54,7 +54,8 @@ class Served:
         if key is not None:
             headers["Authorization"] = f"Bearer {key or self.key}"
         cookies = self.page_cookies if owner else {}
-        return httpx.Client(base_url=self.origin, headers=headers, cookies=cookies, timeout=60, **options)
+        options.setdefault("timeout", 60)
+        return httpx.Client(base_url=self.origin, headers=headers, cookies=cookies, **options)
 
     def chat(self, body: dict[str, Any], **options: Any) -> httpx.Response:
         with self.client() as client:
