@@ -1,4 +1,5 @@
-"""Text as a person should read it in a passage: no invisible characters, no permalink marks, tidy spacing.
+"""Text as a person should read it in a passage: no invisible characters, no ligatures, no permalink marks, tidy
+spacing.
 
 Every loader's output passes through :func:`clean_text`, so the rules hold whatever the file type. Zero-width
 characters and bidirectional controls make words that look equal compare unequal (and so miss keyword search);
@@ -21,13 +22,15 @@ _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 # A line that is only a separator bar (navigation "|", an empty table row's pipes).
 _BAR_LINE = re.compile(r"^[ \t|]*\|[ \t|]*$\n?", re.MULTILINE)
 _BLANK_RUNS = re.compile(r"\n{3,}")
+# Typographic ligatures (PDFs of typeset manuals keep them): "ﬁle" must read, and be found, as "file".
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "ft", "ﬆ": "st"})
 
 
 def clean_text(text: str) -> str:
     """``text`` without invisible characters, permalink marks or lines that are only "|", lines without trailing
     spaces, and at most one blank line in a row."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _INVISIBLE.sub("", text)
+    text = _INVISIBLE.sub("", text).translate(_LIGATURES)
     text = _ODD_SPACES.sub(" ", text)
     text = _PERMALINK.sub("", text)
     text = _TRAILING_SPACE.sub("", text)

@@ -10,7 +10,8 @@ each page also gets a time limit; the reader process bounds time and memory arou
 
 A page is one section or, where the PDF has bookmarks (an outline), one per heading that starts on it, named by
 the bookmark path ("Basic Shell Features › Shell Commands › Compound Commands"): a passage never spans two pages.
-Running headers and footers ("Chapter 3: Basic Shell Features 14") are left out.
+Running headers and footers ("Chapter 3: Basic Shell Features 14") are left out, and words the typesetting broke
+at a line end ("Environ-\nment") are joined again (``rag.pdf_words``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from rag.limits import ReadLimits, too_many_pages
 from rag.pdf_outline import Outline, read_outline, without_running_lines
+from rag.pdf_words import join_broken_words_in
 from rag.sections import Section, Skipped, TextBudget
 
 # Room in pypdf's page-tree walk for the intermediate nodes of a tree that holds the largest allowed page count.
@@ -63,7 +65,7 @@ def pdf_sections(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Sec
                 with _time_limit(limits.max_page_s):
                     texts.append(budget.take(page.extract_text()))
                 report_pages(page_number, count)
-            texts = without_running_lines(texts)
+            texts = join_broken_words_in(without_running_lines(texts))
             return [part for number, text in enumerate(texts, start=1) for part in headings.split_page(text, number)]
     except _PageTooSlow:
         raise Skipped(

@@ -34,7 +34,6 @@ class PageUploads:
                 raise NotAnUpload(
                     f"{Path(path).name or path!s} did not come from this page's upload box, so Hearth will not "
                     "read it.",
-                    "Drop the file into the upload box on the page (files on this computer are added with "
-                    "`hearth ingest PATH` in a terminal).",
+                    "Drop the file into the upload box on the Documents tab (or the Models tab's import box) again.",
                 )
         return [Path(path) for path in paths]

@@ -174,3 +174,7 @@ def test_a_passage_is_searched_under_its_heading_path_without_repeating_its_own_
     assert searchable_text(text, section) == f"Basic Shell Features › Shell Commands\n{text}"
     assert searchable_text("version: 6.06 LTS; codename: Dapper Drake", "version: 6.06 LTS").startswith("version")
     assert searchable_text("Plain text.", None) == "Plain text."
+
+
+def test_ligatures_read_as_their_letters() -> None:
+    assert clean_text("The ﬁle ﬂag is oﬀ; eﬃcient, baﬄed") == "The file flag is off; efficient, baffled"
