@@ -11,7 +11,8 @@ from rag.limits import ReadLimits, too_much_text
 # Which way of turning files into passages made an index. Raise it whenever the passages a file becomes change
 # (text extraction, sections, chunking): files indexed by an older way are read again on the next run, even if
 # unchanged. 2: heading paths for HTML, Word, Markdown and bookmarked PDFs, cleaned text, one passage per CSV row.
-PASSAGE_FORMAT = 2
+# 3: PDF words broken at line ends joined, ligatures as letters.
+PASSAGE_FORMAT = 3
 
 # Longest section name taken from a document's own title or heading.
 MAX_HEADING_CHARS = 200
