@@ -19,6 +19,10 @@ RAG_SYSTEM_PROMPT = (
 )
 
 
+# Between the file, the section and the page of a source's label.
+SOURCE_PARTS = " · "
+
+
 @dataclass(frozen=True)
 class Source:
     """A passage an answer was given to cite, numbered as the answer cites it."""
@@ -31,9 +35,10 @@ class Source:
 
     @property
     def label(self) -> str:
-        place = f"page {self.page}" if self.page is not None else (self.section or "")
-        name = Path(self.path).name
-        return f"{name}, {place}" if place else name
+        """Where the passage is, as a reader finds it: "bashref.pdf · Shell Expansions › Brace Expansion · page
+        27" (the section where the file has one, the page where it has pages)."""
+        page = f"page {self.page}" if self.page is not None else None
+        return SOURCE_PARTS.join(part for part in (Path(self.path).name, self.section, page) if part)
 
 
 def source_block(source: Source) -> str:

@@ -271,3 +271,22 @@ def local_engines(make_backend: Callable[[], Backend]) -> EngineFactory:
         return LocalEngine(make_backend(), model, options)
 
     return make
+
+
+def write_bookmarked_pdf(path: Path) -> Path:
+    """A three-page lighthouse manual whose pages 2 and 3 sit under the bookmarks "Care › Lamps"."""
+    from pypdf import PdfWriter
+
+    long_line = "The keeper trims the wick and polishes the lens every evening before dusk. " * 3
+    pages = [
+        "Lighthouse manual",
+        "Lamps " + long_line,
+        "Lamps continued: spare bulbs are kept in the store room.",
+    ]
+    plain = write_pdf(tmp := path.with_suffix(".plain.pdf"), pages)
+    writer = PdfWriter(clone_from=plain)
+    care = writer.add_outline_item(title="Care", page_number=1)
+    writer.add_outline_item(title="Lamps", page_number=1, parent=care)
+    writer.write(path)
+    tmp.unlink()
+    return path

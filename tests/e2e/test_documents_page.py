@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
+from tests.helpers import write_bookmarked_pdf
 
 pytestmark = pytest.mark.e2e
 
@@ -100,7 +101,7 @@ def test_upload_ask_and_see_a_cited_source(
     bot.filter(has_text="tokens/s").wait_for(timeout=120_000)
     bot.filter(has_text="Sources").wait_for(timeout=10_000)
     text = answer_text(page)
-    assert "[1] lighthouse-history.md, The Skerry Lighthouse › Construction" in text, text
+    assert "[1] lighthouse-history.md · The Skerry Lighthouse › Construction" in text, text
     assert "to find sources" in text
     first = bot.locator("details").first
     first.locator("summary").click()
@@ -195,3 +196,22 @@ def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done
     page.locator("#collection-summary", has_text=f"{done} files").wait_for(timeout=10_000)
     rows = table_rows(page)
     assert rows and all(cells[0] == "indexed" for cells in rows.values())
+
+
+def test_a_bookmarked_pdf_source_says_its_section_and_page(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    open_documents(page)
+    create_collection(page, "Manual")
+    upload(page, [write_bookmarked_pdf(tmp_path / "keeper-manual.pdf")], expect="Added 1 file")
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    pick_chat_collection(page, "Manual")
+    send(page, "How often does the keeper polish the lens?")
+    bot = page.locator("#chat [data-testid='bot']").last
+    bot.filter(has_text="tokens/s").wait_for(timeout=120_000)
+    bot.filter(has_text="Sources").wait_for(timeout=10_000)
+    # As the user reads them under the answer: file, bookmark path, page.
+    summaries = [s.strip() for s in bot.locator("details summary").all_inner_texts()]
+    assert "[1] keeper-manual.pdf · Care › Lamps · page 2" in summaries, summaries

@@ -186,7 +186,7 @@ def test_ask_answers_with_numbered_sources(isolated_home: Path, tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     answer, _, sources = result.stdout.partition("\nSources:\n")
     assert "Morag" in answer
-    assert sources.startswith("[1] keepers.md, Keepers\n")
+    assert sources.startswith("[1] keepers.md · Keepers\n")
     assert "retrieve" in result.stderr and "first token after" in result.stderr
     unknown = hearth("ask", "anything", "-c", "Nowhere", home=isolated_home)
     assert unknown.returncode == 1

@@ -15,7 +15,7 @@ from app.settings import load_settings
 from backends.base import CancelToken
 from rag.embeddings import SentenceTransformerEmbedder
 from rag.reader import ReaderProcess
-from tests.helpers import write_pdf
+from tests.helpers import write_bookmarked_pdf
 
 pytestmark = pytest.mark.integration
 
@@ -163,30 +163,12 @@ def test_word_headings_become_sections_not_text(tmp_path: Path) -> None:
     ]
 
 
-def _pdf_with_bookmarks(path: Path) -> Path:
-    from pypdf import PdfWriter
-
-    long_line = "The keeper trims the wick and polishes the lens every evening before dusk. " * 3
-    pages = [
-        "Lighthouse manual",
-        "Lamps " + long_line,
-        "Lamps continued: spare bulbs are kept in the store room.",
-    ]
-    plain = write_pdf(tmp := path.with_suffix(".plain.pdf"), pages)
-    writer = PdfWriter(clone_from=plain)
-    care = writer.add_outline_item(title="Care", page_number=1)
-    writer.add_outline_item(title="Lamps", page_number=1, parent=care)
-    writer.write(path)
-    tmp.unlink()
-    return path
-
-
 def test_pdf_passages_keep_one_page_and_their_bookmark_path(
     documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     folder = tmp_path / "manual"
     folder.mkdir()
-    _pdf_with_bookmarks(folder / "manual.pdf")
+    write_bookmarked_pdf(folder / "manual.pdf")
     list(documents.ingestor.ingest([folder], "manual"))
     info = documents.manifest.get("manual")
     chunks = documents.store.chunks_of(info.store_name, info.embedder, str((folder / "manual.pdf").resolve()))

@@ -100,7 +100,7 @@ def test_a_cited_answer_from_the_collection(documents: DocumentServices, chat: S
     assert [s.number for s in started.found.sources] == list(range(1, len(started.found.sources) + 1))
     assert Path(started.found.sources[0].path).name == "lighthouse.pdf"
     assert started.found.sources[0].page == 1
-    assert started.found.sources[0].label == "lighthouse.pdf, page 1"
+    assert started.found.sources[0].label == "lighthouse.pdf · page 1"
     answer = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert "Brody" in answer
     usage = next(e for e in events if isinstance(e, Usage))

@@ -102,7 +102,7 @@ def test_usage_comes_last_when_asked_for_with_the_sources() -> None:
     assert usage["hearth"]["sources"] == [
         {
             "number": 1,
-            "label": "lighthouse.md, Construction",
+            "label": "lighthouse.md · Construction",
             "file": "lighthouse.md",
             "page": None,
             "section": "Construction",

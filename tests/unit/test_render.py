@@ -83,6 +83,15 @@ def test_status_line_for_each_state() -> None:
     assert "Loading" in status_markdown(RuntimeStatus("loading", "x", "Loading on CPU…"))
 
 
+def test_a_pdf_source_says_its_section_and_its_page() -> None:
+    bookmarked = Source(1, "/docs/bashref.pdf", 27, "Shell Expansions › Brace Expansion", "Brace expansion is…")
+    assert bookmarked.label == "bashref.pdf · Shell Expansions › Brace Expansion · page 27"
+    assert "<summary>[1] bashref.pdf · Shell Expansions › Brace Expansion · page 27</summary>" in sources_markdown(
+        [bookmarked]
+    )
+    assert Source(2, "/docs/notes.md", None, None, "x").label == "notes.md"
+
+
 def test_sources_show_file_place_and_passage_exactly_as_read() -> None:
     sources = [
         Source(1, "/docs/guide.pdf", 3, None, "Tides ![x](http://evil/p.png) <script>alert(1)</script> *rise*"),
@@ -90,7 +99,7 @@ def test_sources_show_file_place_and_passage_exactly_as_read() -> None:
     ]
     block = sources_markdown(sources)
     assert block.startswith("**Sources**")
-    assert "<summary>[1] guide.pdf, page 3</summary>" in block
+    assert "<summary>[1] guide.pdf · page 3</summary>" in block
     # Markdown in a passage is text, never markup: no image, link or HTML, and every character kept.
     assert "![x](" not in block and "\\!\\[x\\]\\(http" in block
     assert "<script>" not in block and "\\<script\\>" in block
@@ -119,7 +128,7 @@ def test_an_answer_from_documents_lists_its_sources_under_the_stats() -> None:
     body, stats_line, listed = content.split("\n\n", 2)
     assert body == "\nIn 1852 [1]."  # the citation stays as written
     assert stats_line.startswith("*42 ms to find sources · 0.30 s to first token")
-    assert listed.startswith("**Sources**") and "guide.pdf, page 3" in listed
+    assert listed.startswith("**Sources**") and "guide.pdf · page 3" in listed
 
 
 def test_a_restarting_engine_shows_why_in_the_status_line() -> None:

@@ -51,7 +51,7 @@ def test_passages_are_numbered_and_cut_at_the_budget() -> None:
     passages = [passage("alpha " * 10, page=1), passage("beta " * 10, page=2), passage("gamma " * 10, page=3)]
     sources = pack_sources(passages, budget_tokens=35, count_tokens=words)  # 16 tokens per passage
     assert [(s.number, s.page) for s in sources] == [(1, 1), (2, 2)]
-    assert sources[0].label == "guide.pdf, page 1"
+    assert sources[0].label == "guide.pdf · page 1"
 
 
 def test_the_prompt_marks_passages_as_data() -> None:
