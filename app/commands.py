@@ -34,7 +34,7 @@ def load_model(services: Services) -> None:
 def run_ui(settings: Settings, open_browser: bool) -> int:
     from app.api.policy import is_loopback
     from app.ui.app import launch
-    from app.ui.open_page import open_in_browser
+    from app.ui.open_page import REDIRECT_FILE, open_in_browser
     from app.ui.page_files import remove_page_files
 
     host, port = settings.server.host, settings.server.port
@@ -70,6 +70,7 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
     finally:
         remove_record(services.paths.server_file, os.getpid())
         remove_page_files(services.paths.page_files_dir)
+        (services.paths.root / REDIRECT_FILE).unlink(missing_ok=True)  # its secret dies with this start
         services.close()
     return EXIT_OK
 
