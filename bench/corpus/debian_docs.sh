@@ -26,4 +26,8 @@ cp /usr/share/doc/python3-pip/html/topics/authentication.md "$target/pip-authent
 for howto in logging sorting; do
     pandoc --quiet --from html --to docx "$py/howto/$howto.html" -o "$target/python-howto-$howto.docx"
 done
+# The question sets name these files (tests/unit/test_bench_question_sets.py holds them to the list).
+while read -r name; do
+    [ -f "$target/$name" ] || { echo "error: $name was not made; the question sets need it" >&2; exit 1; }
+done < "$(dirname "${BASH_SOURCE[0]}")/debian_docs.files"
 echo "$target: $(ls "$target" | wc -l) files" >&2
