@@ -2,11 +2,13 @@
 
 Quality (hit@1, hit@k, MRR and the search time per question, median and p90), on the shared Debian corpus and the
 question set shipped beside this script; with ``--reranker`` the same run also measures retrieval with that
-cross-encoder folder, so the two configurations are compared on one index, one machine and one load:
+cross-encoder folder, and with ``--baselines`` the plain ways Hearth must beat (``bench/retrieval_baselines.py``:
+plain dense search over LangChain's 200-token passages, and each of Hearth's two rankings alone), so the
+configurations are compared on one index, one machine and one load:
 
     bench/corpus/debian_docs.sh /tmp/debian-docs
     HEARTH_HOME=/tmp/bench-home .venv/bin/python bench/rag_retrieval.py \\
-        --questions bench/data/debian-docs-retrieval.jsonl --docs /tmp/debian-docs [--reranker DIR]
+        --questions bench/data/debian-docs-retrieval.jsonl --docs /tmp/debian-docs [--reranker DIR] [--baselines]
 
 The documents are indexed into collection ``--collection`` of ``HEARTH_HOME`` first (files already indexed and
 unchanged are kept). The first search of a configuration loads its models and builds the keyword index; it is
@@ -29,6 +31,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,9 @@ def main() -> int:
     parser.add_argument("--docs", type=Path, help="folder of documents the questions are about (quality mode)")
     parser.add_argument("--collection", default="bench-retrieval", help="collection to index --docs into")
     parser.add_argument("--reranker", type=Path, help="a cross-encoder folder to compare against no reranking")
+    parser.add_argument(
+        "--baselines", action="store_true", help="also measure plain dense search, dense only and keyword only"
+    )
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--chunks", type=int, default=100_000, help="collection size for the latency-at-scale mode")
     parser.add_argument("--queries", type=int, default=100, help="queries for the latency-at-scale mode")
@@ -51,11 +57,13 @@ def main() -> int:
     if args.questions is not None:
         if args.docs is None:
             parser.error("--questions needs --docs, the folder the questions are about")
-        return measure_quality(args.questions, args.docs, args.collection, args.reranker, args.top_k)
+        return measure_quality(args.questions, args.docs, args.collection, args.reranker, args.top_k, args.baselines)
     return measure_scale(args.chunks, args.queries)
 
 
-def measure_quality(questions_path: Path, docs: Path, collection: str, reranker: Path | None, top_k: int) -> int:
+def measure_quality(
+    questions_path: Path, docs: Path, collection: str, reranker: Path | None, top_k: int, baselines: bool = False
+) -> int:
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.container import enforce_offline
     from app.services.documents import build_documents
@@ -73,20 +81,31 @@ def measure_quality(questions_path: Path, docs: Path, collection: str, reranker:
         for _ in documents.ingestor.ingest([docs], info.name):
             pass
         print(f"indexed {docs} into {info.name!r} in {time.perf_counter() - started:.0f} s ({settings.home})")
-        configurations: list[tuple[str, Any]] = [("hybrid (no reranker)", None)]
+        configurations: list[tuple[str, Callable[[str], list[Retrieved]]]] = []
+        models: list[tuple[str, Any]] = [("hybrid (no reranker)", None)]
         if reranker is not None:
             from rag.rerank import CrossEncoderReranker
 
-            configurations.append((f"hybrid + {reranker.name}", CrossEncoderReranker(reranker)))
-        print(f"{len(questions)} questions, top {top_k}")
-        print(f"{'configuration':<36}{'hit@1':>7}{f'hit@{top_k}':>7}{'MRR':>7}{'median ms':>11}{'p90 ms':>8}")
-        for label, model in configurations:
+            models.append((f"hybrid + {reranker.name}", CrossEncoderReranker(reranker)))
+        for label, model in models:
             retriever = Retriever(documents.manifest, documents.store, documents.embedder, model)
 
-            def search(question: str, retriever: Retriever = retriever) -> list[Retrieved]:
+            def hybrid(question: str, retriever: Retriever = retriever) -> list[Retrieved]:
                 found = retriever.search(info.name, question, top_k=top_k)
                 return [Retrieved(Path(p.chunk.path).name, p.chunk.page, p.chunk.text) for p in found.passages]
 
+            configurations.append((label, hybrid))
+        if baselines:
+            from retrieval_baselines import dense_only, keyword_only, plain_dense
+
+            configurations.append(("dense only (Hearth's passages)", dense_only(documents, info.name, top_k)))
+            configurations.append(("keyword only (Hearth's passages)", keyword_only(documents, info.name, top_k)))
+            started = time.perf_counter()
+            configurations.append(("plain dense (LangChain 200/30)", plain_dense(docs, documents.embedder, top_k)))
+            print(f"indexed {docs} the plain way in {time.perf_counter() - started:.0f} s")
+        print(f"{len(questions)} questions, top {top_k}")
+        print(f"{'configuration':<36}{'hit@1':>7}{f'hit@{top_k}':>7}{'MRR':>7}{'median ms':>11}{'p90 ms':>8}")
+        for label, search in configurations:
             search("warm up: load the models and build the keyword index")
             report = evaluate(questions, search, top_k)
             print(
