@@ -21,12 +21,23 @@ def shown(value: str, limit: int = SHOWN_CHARS) -> str:
 
 
 class HearthError(Exception):
-    """Base class: a message saying what happened and a remedy saying what to do."""
+    """Base class: a message saying what happened and a remedy saying what to do. Where the remedy speaks of the
+    command line (`hearth models default ID`), ``page_remedy`` says the same in the web page's terms (which tab,
+    which button); the page shows it instead."""
 
-    def __init__(self, message: str, remedy: str) -> None:
+    page_remedy: str | None = None
+
+    def __init__(self, message: str, remedy: str, page_remedy: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.remedy = remedy
+        if page_remedy is not None:
+            self.page_remedy = page_remedy
+
+    @property
+    def for_page(self) -> str:
+        """What the web page says: the message and the remedy in the page's terms."""
+        return f"{self.message} {self.page_remedy or self.remedy}"
 
     def __str__(self) -> str:
         return f"{self.message} {self.remedy}"

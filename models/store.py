@@ -142,6 +142,7 @@ class ModelStore:
             raise ModelNotKnown(
                 f"{path.name} is already known as {known.id} ({known.path}).",
                 f"Use it as it is: hearth models default {known.id}",
+                page_remedy="It is already in the Model list: pick it there and press Use for chat.",
             )
         target = path.resolve()
         if copy:
@@ -179,7 +180,9 @@ class ModelStore:
         model = self.find(reference)
         if not model.path.exists():
             raise ModelNotKnown(
-                f"{model.path} is gone from disk.", f"Import it again, or remove it: hearth models remove {model.id}"
+                f"{model.path} is gone from disk.",
+                f"Import it again, or remove it: hearth models remove {model.id}",
+                page_remedy="Import it again (Import a GGUF file), or pick it in the Model list and press Remove.",
             )
         self._set_preference("default", model.sha256)
         return model

@@ -129,6 +129,7 @@ class Manifest:
             raise CollectionError(
                 f"There is no collection called {name!r} (collections: {known}).",
                 "Create it by adding documents: hearth ingest PATH --collection NAME.",
+                page_remedy="Create it on the Documents tab (type a name, press Create), or pick one of those.",
             )
         return info
 

@@ -158,8 +158,7 @@ def import_typed_path(store: ModelStore, typed: str) -> tuple[StoredModel, Model
     raise PathNotImportable(
         "Hearth cannot import that path: the page imports only readable GGUF model files, by a path ending in "
         ".gguf, and this path is not one.",
-        "Check the path on the computer running Hearth, or drop the file into the box instead "
-        "(`hearth models import PATH` in a terminal there says exactly what is wrong).",
+        "Check the path on the computer running Hearth, or drop the file into the box beside it instead.",
     )
 
 

@@ -110,7 +110,7 @@ class ChatPage:
         try:
             summaries = self.services.store.list()
         except HearthError as exc:  # a damaged conversation database: say so, and keep the page usable
-            gr.Warning(f"{exc.message} {exc.remedy}", title="Conversations unavailable")
+            gr.Warning(exc.for_page, title="Conversations unavailable")
             return gr.update(choices=[], value=None)
         return gr.update(choices=conversation_choices(summaries), value=selected)
 
@@ -190,7 +190,7 @@ class ChatPage:
         except ConversationNotFound:
             return  # deleted in another tab; its next message says so
         except HearthError as exc:
-            gr.Warning(f"{exc.message} {exc.remedy}", title="The choice was not saved")
+            gr.Warning(exc.for_page, title="The choice was not saved")
 
     def collection_changed(self, conversation_id: str | None, collection: str | None) -> tuple[Any, ...]:
         """The line above the chat, and what the browser keeps for a reload."""
@@ -326,7 +326,7 @@ class ChatPage:
             if view.conversation_id is None:
                 raise as_gradio_error(exc) from exc
             # The answer began: keep it on screen, say what happened under it (it is saved as it stands).
-            view.interrupt(f"{exc.message} {exc.remedy}")
+            view.interrupt(exc.for_page)
             gr.Warning(exc.message, title="The model stopped")
         except HearthError as exc:
             raise as_gradio_error(exc) from exc

@@ -8,4 +8,4 @@ from app.errors import HearthError
 
 
 def as_gradio_error(exc: HearthError) -> gr.Error:
-    return gr.Error(f"{exc.message} {exc.remedy}", title="Hearth", print_exception=False)
+    return gr.Error(exc.for_page, title="Hearth", print_exception=False)

@@ -52,7 +52,7 @@ class HardwarePanel:
                 text = switch_progress_text(message, tick.elapsed_s)
                 yield text, gr.update(), self._status(), keep_ticking(), *unchanged
         except HearthError as exc:
-            gr.Warning(f"{exc.message} {exc.remedy}", title="Could not switch")
+            gr.Warning(exc.for_page, title="Could not switch")
             status = self.services.runtime.status
             yield (
                 f"Not switched: {exc.message}",

@@ -254,7 +254,7 @@ class ModelsPanel:
         try:
             rows = self._rows()
         except HearthError as exc:  # a damaged catalog: say how to repair it, leave the rest as it is
-            return f"{exc.message} {exc.remedy}", gr.update(), gr.update()
+            return exc.for_page, gr.update(), gr.update()
         choices = view.model_choices(rows)
         ids = [value for _, value in choices]
         loaded = self.services.runtime.model

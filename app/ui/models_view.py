@@ -13,7 +13,7 @@ from backends.memory import format_bytes
 from models.catalog import PackagedModel, rough_fit
 from models.gguf import ModelInfo
 from models.ladder import LADDER_FOLDER, Rung, copy_label, spread_of
-from models.quantize import AlreadyQuantized, size_note
+from models.quantize import size_note
 
 # "Fits here" comes early, so it is on screen without scrolling at common widths; the full SHA-256 is in
 # `hearth models list --json` (the id is its first 12 digits).
@@ -105,9 +105,7 @@ def install_choices(models: Sequence[PackagedModel]) -> list[tuple[str, str]]:
 def page_message(exc: HearthError) -> str:
     """An error as the page says it: its remedy in terms of the page's controls where the service's speaks of the
     command line's."""
-    if isinstance(exc, AlreadyQuantized):
-        return f"{exc.message} {exc.page_remedy}"
-    return f"{exc.message} {exc.remedy}"
+    return exc.for_page
 
 
 def quantize_note(info: ModelInfo | None, qtype: str) -> str:

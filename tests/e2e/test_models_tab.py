@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,3 +186,18 @@ def test_the_tab_answers_in_its_own_words_and_fits_the_window(
     assert fits and fits[0]["right"] <= 1280
     assert "Traceback" not in app.log.read_text()
     assert app.remote_requests == []
+
+
+def test_importing_a_known_model_names_the_page_controls_not_a_command(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], embedded_model: Path
+) -> None:
+    app = start_app()
+    page = open_models(app, open_page)
+    page.click("#import-accordion button")
+    page.locator("#import-path textarea, #import-path input").first.fill(str(embedded_model))
+    page.click("#import-model")
+    message = page.locator("#import-message", has_text="already known")
+    message.wait_for(timeout=30_000)
+    said = message.inner_text()
+    assert "pick it there and press Use for chat" in said
+    assert "hearth " not in said and "pip install" not in said
