@@ -123,6 +123,7 @@ def _ask(
         completion_tokens=usage.completion_tokens if usage else 0,
         seconds=seconds,
         finish_reason=reason,
+        sources=head.sources if head else (),
     )
 
 
@@ -144,6 +145,7 @@ def _finish(report: AnswerReport, collection: str, output: Path | None) -> None:
             "accuracy": report.accuracy,
             "citation_share": report.citation_share,
             "answerable_share": report.answerable_share,
+            "cited_right_share": report.cited_right_share,
             "results": [result_record(r) for r in report.results],
         }
         try:
@@ -163,7 +165,9 @@ def summary_lines(report: AnswerReport, collection: str) -> list[str]:
         f"{n} questions, collection {for_terminal(repr(collection))}",
         f"accuracy {report.accuracy:.3f} ({report.correct}/{n} right)   "
         f"cited inline {report.citation_share:.3f} ({report.cited}/{n})",
-        f"the passages given held the answer for {report.answerable}/{n}   {report.mean_seconds:.1f} s per question",
+        f"the passages given held the answer for {report.answerable}/{n}   "
+        f"a cited passage held it for {report.cited_right}/{n} ({report.cited_right_share:.3f})   "
+        f"{report.mean_seconds:.1f} s per question",
     ]
 
 

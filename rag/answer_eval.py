@@ -28,6 +28,7 @@ from pathlib import Path
 
 from app.errors import HearthError
 from rag.evaluation import question_file_lines
+from rag.prompt import Source
 
 _MARKER = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _SPACE = re.compile(r"\s+")
@@ -51,6 +52,7 @@ class AnswerScore:
     cited: bool  # at least one marker names a passage that was given, beside some text of the answer
     stray_citations: int  # markers naming a passage that was not given
     answer_in_passages: bool  # the passages given held every expected item (else retrieval missed it)
+    cited_holds_answer: bool = False  # a passage the answer cites holds every expected item (it cites the right one)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class AnswerResult:
     completion_tokens: int
     seconds: float
     finish_reason: str
+    sources: tuple[Source, ...] = ()  # the passages given, numbered as the answer cites them
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,14 @@ class AnswerReport:
     @property
     def answerable_share(self) -> float:
         return _share(self.results, lambda r: r.score.answer_in_passages)
+
+    @property
+    def cited_right_share(self) -> float:
+        return _share(self.results, lambda r: r.score.cited_holds_answer)
+
+    @property
+    def cited_right(self) -> int:
+        return sum(1 for r in self.results if r.score.cited_holds_answer)
 
     @property
     def correct(self) -> int:
@@ -196,6 +207,9 @@ def score_answer(question: AnswerQuestion, answer: str, passage_texts: Sequence[
         cited=any(n in given for n in numbers) and any(c.isalnum() for c in without_markers(answer)),
         stray_citations=sum(1 for n in numbers if n not in given),
         answer_in_passages=holds_expected("\n".join(passage_texts), question.expected),
+        cited_holds_answer=any(
+            holds_expected(passage_texts[n - 1], question.expected) for n in set(numbers) if n in given
+        ),
     )
 
 
@@ -215,4 +229,9 @@ def result_record(result: AnswerResult) -> dict[str, object]:
         "completion_tokens": result.completion_tokens,
         "seconds": round(result.seconds, 2),
         "finish_reason": result.finish_reason,
+        "cited_holds_answer": result.score.cited_holds_answer,
+        "sources": [
+            {"number": s.number, "label": s.label, "file": Path(s.path).name, "page": s.page, "section": s.section}
+            for s in result.sources
+        ],
     }

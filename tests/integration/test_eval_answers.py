@@ -65,6 +65,12 @@ def test_eval_answers_reports_accuracy_and_citations(isolated_home: Path, tmp_pa
         assert row["passages"] >= 1 and row["prompt_tokens"] > 0
         assert 0 < row["completion_tokens"] <= 48
         assert row["answer_in_passages"], row  # two small files: the passages given always hold the answer
+        # Anyone can re-check a figure: the sources each answer was given, numbered as it cites them, and its time.
+        assert [s["number"] for s in row["sources"]] == list(range(1, row["passages"] + 1)), row
+        assert all(s["file"] and s["label"].startswith(s["file"]) for s in row["sources"]), row
+        assert row["seconds"] > 0 and isinstance(row["cited_holds_answer"], bool)
+    assert report["cited_right_share"] == pytest.approx(sum(r["cited_holds_answer"] for r in rows) / 3)
+    assert "a cited passage held it for" in result.stdout
     # Each question went through a throwaway conversation store, never the user's.
     conversations = isolated_home / "conversations.db"
     if conversations.exists():

@@ -68,6 +68,25 @@ def test_score_counts_only_citations_of_passages_that_were_given() -> None:
     assert (missed.correct, missed.cited, missed.answer_in_passages) == (False, False, False)
 
 
+def test_an_answer_is_credited_for_citing_the_passage_that_holds_it_not_any_passage() -> None:
+    question = AnswerQuestion("Which option makes a pipeline fail?", (("pipefail",),), 1)
+    passages = ["set -o pipefail makes the pipeline's status the last failing command's", "Readline variables"]
+    right = score_answer(question, "Use pipefail [1].", passages)
+    wrong = score_answer(question, "Use pipefail, found in [2].", passages)  # right words, wrong passage
+    both = score_answer(question, "Use pipefail [2][1].", passages)
+    assert (right.cited, right.cited_holds_answer) == (True, True)
+    assert (wrong.cited, wrong.cited_holds_answer) == (True, False)
+    assert both.cited_holds_answer
+    assert not score_answer(question, "Use pipefail [7].", passages).cited_holds_answer
+    report = AnswerReport(
+        tuple(
+            AnswerResult(question, a, score_answer(question, a, passages), 2, 10, 5, 1.0, "stop")
+            for a in ("Use pipefail [1].", "Use pipefail, found in [2].")
+        )
+    )
+    assert (report.cited, report.cited_right) == (2, 1) and report.cited_right_share == pytest.approx(0.5)
+
+
 def test_report_shares_are_over_every_question() -> None:
     question = AnswerQuestion("q", (("x",),), 1)
     passages = ["x is here"]
