@@ -85,6 +85,14 @@ def run_killer(folder: Path, mode: str, home: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def after_a_kill(folder: Path, mode: str, home: Path, embedder: SentenceTransformerEmbedder) -> DocumentServices:
+    """Run the killer over ``folder`` until it dies by SIGKILL at the record, then open the stores it left."""
+    killed = run_killer(folder, mode, home)
+    _, errors = killed.communicate(timeout=300)
+    assert killed.returncode == -signal.SIGKILL, errors
+    return open_documents(embedder)
+
+
 def secret_passages(documents: DocumentServices) -> list[str]:
     found = documents.retriever.search(COLLECTION, "vault combination zanzibar archivist", top_k=5).passages
     return [p.chunk.path for p in found if p.chunk.path.endswith("b-secret.txt")]
@@ -94,11 +102,7 @@ def test_chunks_left_by_a_killed_run_are_removed_once_their_file_is_deleted(
     isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     secret = write_folder(tmp_path / "notes")
-    killed = run_killer(secret.parent, "kill", isolated_home)
-    _, errors = killed.communicate(timeout=300)
-    assert killed.returncode == -signal.SIGKILL, errors
-
-    documents = open_documents(embedder)
+    documents = after_a_kill(secret.parent, "kill", isolated_home, embedder)
     try:
         info = documents.manifest.get(COLLECTION)
         # The state the crash left: the secret's chunks are in Chroma, no manifest row owns them, and search finds them.
@@ -137,11 +141,7 @@ def test_an_upload_copy_a_killed_run_had_not_listed_is_removed_at_the_next_start
     isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     secret = write_folder(tmp_path / "dropped")
-    killed = run_killer(secret.parent, "upload-kill", isolated_home)
-    _, errors = killed.communicate(timeout=300)
-    assert killed.returncode == -signal.SIGKILL, errors
-
-    documents = open_documents(embedder)
+    documents = after_a_kill(secret.parent, "upload-kill", isolated_home, embedder)
     try:
         info = documents.manifest.get(COLLECTION)
         folder = documents.uploads_folder(info)
