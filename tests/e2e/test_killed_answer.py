@@ -27,8 +27,10 @@ def words(text: str) -> list[str]:
 
 
 def test_a_kill_mid_answer_keeps_what_was_written_up_to_two_seconds_before(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Room for an answer far longer than the test watches (512 tokens take under 6 s on a quiet fast machine).
+    monkeypatch.setenv("HEARTH_GENERATION__MAX_NEW_TOKENS", "2048")
     app = start_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
