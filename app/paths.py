@@ -136,6 +136,17 @@ def make_private(paths: DataPaths) -> None:
         _tighten_tree(entry)
 
 
+def write_private_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``, owner-only whatever the umask (a file left with looser permissions is
+    replaced, not reused), written under a temporary name so a reader never sees half of it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(text)
+    temporary.chmod(PRIVATE_FILE_MODE)  # O_CREAT's mode does not apply to a temporary left by a killed run
+    temporary.replace(path)
+
+
 def create_private_file(path: Path) -> None:
     """Create ``path`` empty and owner-only if it is missing, else take others' permissions off it. Called before
     SQLite opens a database: SQLite gives the -wal, -shm and -journal files the database file's own mode."""

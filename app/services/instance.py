@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from app.paths import write_private_text
+
 
 @dataclass(frozen=True)
 class ServerRecord:
@@ -20,12 +22,7 @@ class ServerRecord:
 
 def write_record(path: Path, record: ServerRecord) -> None:
     """Owner-only, whatever the umask: the record holds the page's secret."""
-    temporary = path.with_suffix(".tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(json.dumps(asdict(record)))
-    temporary.chmod(0o600)
-    temporary.replace(path)
+    write_private_text(path, json.dumps(asdict(record)))
 
 
 def read_record(path: Path) -> ServerRecord | None:

@@ -7,12 +7,11 @@ the data folder instead, which sends it on to the address with the secret.
 
 from __future__ import annotations
 
-import os
 import webbrowser
 from html import escape
 from pathlib import Path
 
-from app.paths import PRIVATE_FILE_MODE
+from app.paths import write_private_text
 
 REDIRECT_FILE = "open-page.html"
 
@@ -27,12 +26,7 @@ _REDIRECT = """<!doctype html>
 def write_redirect_file(folder: Path, entry_url: str) -> Path:
     """An owner-only HTML file in ``folder`` that sends a browser on to ``entry_url``."""
     path = folder / REDIRECT_FILE
-    temporary = folder / f".{REDIRECT_FILE}.{os.getpid()}"
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(_REDIRECT.format(url=escape(entry_url, quote=True)))
-    temporary.chmod(PRIVATE_FILE_MODE)  # O_CREAT's mode is not applied to a file that was already there
-    temporary.replace(path)
+    write_private_text(path, _REDIRECT.format(url=escape(entry_url, quote=True)))
     return path
 
 

@@ -8,9 +8,10 @@ fails to open and the page starts blank. Hearth keeps one in the data folder ins
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from pathlib import Path
+
+from app.paths import write_private_text
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +30,5 @@ def page_key(path: Path) -> str:
     if len(key) >= MIN_LENGTH:
         return key
     key = secrets.token_urlsafe(32)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as file:
-        file.write(key)
-    temporary.replace(path)
+    write_private_text(path, key)
     return key
