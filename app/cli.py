@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
     chat.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
     chat.add_argument("--seed", type=int, help="sampling seed")
+    chat.add_argument(
+        "--attach",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file to answer from (repeat for more): given whole when it fits the context, else searched",
+    )
 
     use = commands.add_parser(
         "use", help="switch the running Hearth's model, backend, device or context (or set the default model)"
@@ -265,7 +273,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":
-        return commands.run_chat(settings, args.question)
+        return commands.run_chat(settings, args.question, args.attach)
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
     if args.command == "use":

@@ -6,7 +6,9 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError
@@ -17,8 +19,35 @@ from app.terminal_text import for_terminal, for_terminal_lines
 from backends.base import TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
 from backends.memory import format_bytes
+from rag.prompt import Source
 
 EXIT_OK = 0
+
+
+class ProgressLine:
+    """One line of progress on stderr: redrawn in place on a terminal; in a log, printed when it changes other than
+    in its counts."""
+
+    def __init__(self, interactive: bool) -> None:
+        self._interactive = interactive
+        self._drawn = False
+        self._last_shape = ""
+
+    def show(self, line: str) -> None:
+        line = for_terminal(line)
+        if self._interactive:
+            print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+            self._drawn = True
+            return
+        shape = "".join(c for c in line if not c.isdigit())
+        if shape != self._last_shape:
+            self._last_shape = shape
+            print(line, file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self._drawn:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            self._drawn = False
 
 
 def _err(text: str) -> None:
@@ -131,19 +160,35 @@ def ensure_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def run_chat(settings: Settings, question: str) -> int:
+def run_chat(settings: Settings, question: str, attach: Sequence[Path] = ()) -> int:
+    from app.services.chat import TurnStarted
+    from rag.attachments import AttachProgress
+
     services = build_services(settings)
     try:
         load_model(services)
         usage: Usage | None = None
-        events = services.chat.send(None, question, services.generation_params(), settings.generation.system_prompt)
+        sources: tuple[Source, ...] = ()
+        progress = ProgressLine(sys.stderr.isatty())
+        events = services.chat.send(
+            None, question, services.generation_params(), settings.generation.system_prompt, attach=attach
+        )
         for event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, AttachProgress):
+                progress.show(event.words)
+            elif isinstance(event, TurnStarted):
+                progress.clear()
+                sources = event.sources
+                for use in event.attachments:
+                    _err(f"[{use.words}]")
+            elif isinstance(event, TextDelta):
                 sys.stdout.write(for_terminal_lines(event.text))
                 sys.stdout.flush()
             elif isinstance(event, Usage):
                 usage = event
         sys.stdout.write("\n")
+        for source in sources:
+            _err(f"[{source.number}] {source.label}")
         if usage is not None:
             _err(
                 f"[{usage.completion_tokens} tokens · {usage.time_to_first_token_ms / 1000:.2f} s to first token · "

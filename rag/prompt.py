@@ -46,20 +46,46 @@ def source_block(source: Source) -> str:
     return f"[{source.number}] {' '.join(source.text.split())}"
 
 
+# The section shown for a file attached to a conversation and given to the model whole.
+WHOLE_FILE = "whole file"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A text that may be given to the model as a numbered passage, and where it is from."""
+
+    path: str
+    page: int | None
+    section: str | None
+    text: str
+
+
 def pack_sources(passages: Sequence[Passage], budget_tokens: int, count_tokens: Callable[[str], int]) -> list[Source]:
     """Passages in rank order, numbered from 1, as many as fit in ``budget_tokens`` (the first that does not fit
     ends the list, so numbering stays contiguous)."""
+    candidates = [Candidate(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in passages]
+    return pack_candidates(candidates, budget_tokens, count_tokens)
+
+
+def pack_candidates(
+    candidates: Sequence[Candidate], budget_tokens: int, count_tokens: Callable[[str], int], first: int = 1
+) -> list[Source]:
+    """:func:`pack_sources` for texts of any origin, numbered from ``first``."""
     sources: list[Source] = []
     used = 0
-    for passage in passages:
-        chunk = passage.chunk
-        source = Source(len(sources) + 1, chunk.path, chunk.page, chunk.section, chunk.text)
-        cost = count_tokens(source_block(source)) + 2
+    for candidate in candidates:
+        source = Source(first + len(sources), candidate.path, candidate.page, candidate.section, candidate.text)
+        cost = source_cost(source, count_tokens)
         if used + cost > budget_tokens:
             break
         sources.append(source)
         used += cost
     return sources
+
+
+def source_cost(source: Source, count_tokens: Callable[[str], int]) -> int:
+    """Tokens ``source`` takes in the prompt, with the blank line after it."""
+    return count_tokens(source_block(source)) + 2
 
 
 def rag_system_prompt(extra: str = "") -> str:

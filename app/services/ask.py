@@ -5,16 +5,28 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from app.errors import EmptyMessage
+from app.services.attachment_plan import AttachmentUse, plan_attachments, worth_counting
 from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
 from app.services.runtime import ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams
-from rag.prompt import RAG_SYSTEM_PROMPT, Source, pack_sources, rag_messages, rag_question
+from rag.attachments import ReadAttachment, Searchable, search_attachments
+from rag.prompt import (
+    RAG_SYSTEM_PROMPT,
+    WHOLE_FILE,
+    Candidate,
+    Source,
+    pack_candidates,
+    rag_messages,
+    rag_question,
+    source_cost,
+)
 
 # Tokens kept free for the chat template's framing around the passages.
 TEMPLATE_SLACK = 16
@@ -25,6 +37,7 @@ class FoundSources:
     sources: tuple[Source, ...]
     embed_ms: float
     retrieve_ms: float  # keyword + vector search and fusion, after the question was embedded
+    uses: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation was used
 
     @property
     def total_ms(self) -> float:
@@ -51,19 +64,61 @@ class TokenCounting(Protocol):
 def find_sources(
     documents: DocumentServices,
     backend: TokenCounting,
-    collection: str,
+    collection: str | None,
     question: str,
     system_prompt: str,
     params: GenerationParams,
     top_k: int,
+    attached: Sequence[ReadAttachment] = (),
 ) -> FoundSources:
-    """The best passages for ``question``, as many as fit beside the system prompt, the question and the answer's
-    reserve. Passages come before older conversation turns: the caller fits the history into what is left."""
-    found = documents.retriever.search(collection, question, top_k=top_k)
+    """The passages for ``question``, as many as fit beside the system prompt, the question and the answer's
+    reserve: first the files attached to the conversation that fit whole (:func:`plan_attachments`), then the best
+    passages of the other attached files, then the best of ``collection``'s. Passages come before older
+    conversation turns: the caller fits the history into what is left."""
     frame = [ChatMessage("system", system_prompt), ChatMessage("user", rag_question(question, []))]
-    budget = prompt_budget(backend.context_length, params.max_new_tokens) - backend.count_chat_tokens(frame)
-    sources = pack_sources(found.passages, budget - TEMPLATE_SLACK, backend.count_tokens)
-    return FoundSources(tuple(sources), found.embed_ms, found.search_ms)
+    room = prompt_budget(backend.context_length, params.max_new_tokens) - backend.count_chat_tokens(frame)
+    room -= TEMPLATE_SLACK
+    whole = [Source(0, f.name, None, WHOLE_FILE, f.text) for f in attached]
+    costs = [source_cost(s, backend.count_tokens) if worth_counting(len(s.text), room) else None for s in whole]
+    modes = plan_attachments(costs, room)
+    sources: list[Source] = []
+    for source, cost, mode in zip(whole, costs, modes, strict=True):
+        if mode == "whole" and cost is not None:
+            sources.append(Source(len(sources) + 1, source.path, None, WHOLE_FILE, source.text))
+            room -= cost
+    searched = [(i, f) for i, (f, mode) in enumerate(zip(attached, modes, strict=True)) if mode == "searched"]
+    candidates: list[Candidate] = []
+    origin: list[int | None] = []  # which attached file each candidate is from (None: the collection)
+    embed_ms = retrieve_ms = 0.0
+    if searched:
+        started = time.perf_counter()
+        vector = documents.embedder.embed([question])[0]
+        embed_ms += (time.perf_counter() - started) * 1000
+        files = [Searchable(i, f.passages, f.vectors) for i, f in searched]
+        hits, took_ms = search_attachments(files, question, vector, top_k)
+        retrieve_ms += took_ms
+        for hit in hits:
+            name = attached[hit.attachment_id].name
+            candidates.append(Candidate(name, hit.passage.page, hit.passage.section, hit.passage.text))
+            origin.append(hit.attachment_id)
+    if collection:
+        found = documents.retriever.search(collection, question, top_k=top_k)
+        embed_ms += found.embed_ms
+        retrieve_ms += found.search_ms
+        for passage in found.passages:
+            chunk = passage.chunk
+            candidates.append(Candidate(chunk.path, chunk.page, chunk.section, chunk.text))
+            origin.append(None)
+    packed = pack_candidates(candidates, room, backend.count_tokens, first=len(sources) + 1)
+    sources.extend(packed)
+    used = origin[: len(packed)]
+    uses = tuple(
+        AttachmentUse(f.name, "whole")
+        if mode == "whole"
+        else AttachmentUse(f.name, "searched", sum(1 for o in used if o == i))
+        for i, (f, mode) in enumerate(zip(attached, modes, strict=True))
+    )
+    return FoundSources(tuple(sources), embed_ms, retrieve_ms, uses)
 
 
 def ask(

@@ -7,16 +7,20 @@ them into text on a screen is the caller's job (``app/ui`` accumulates them for 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.errors import EmptyMessage, HearthError
+from app.services.attachment_plan import AttachmentUse
+from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
+from rag.attachments import AttachProgress, ReadAttachment
 from rag.prompt import Source, rag_question, rag_system_prompt
 
 if TYPE_CHECKING:
@@ -34,6 +38,11 @@ class TurnStarted:
     sources: tuple[Source, ...] = ()
     retrieve_ms: float = 0.0  # embedding the question plus searching, when answering from a collection
     embed_ms: float = 0.0  # the embedding part of retrieve_ms
+    attachments: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation was used
+
+
+class AttachmentRefused(HearthError):
+    """A file given with a message could not be attached; nothing of the message was kept."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class TurnSaved:
     message: StoredMessage
 
 
-TurnEvent = TurnStarted | ChatEvent | TurnSaved
+TurnEvent = AttachProgress | TurnStarted | ChatEvent | TurnSaved
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,7 @@ class ChatService:
         self._store = store
         self._runtime = runtime
         self._documents = documents
+        self._attachments = AttachmentStore(store.database)
         self._top_k = top_k
         self._answers = 0  # being generated now
         self._idle = threading.Condition()
@@ -85,23 +95,41 @@ class ChatService:
         system_prompt: str,
         collection: str | None = None,
         cancel: CancelToken | None = None,
+        attach: Sequence[Path] = (),
     ) -> Iterator[TurnEvent]:
-        """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number. The model
-        is held (leased) from the first event to the last; ``cancel`` stops this answer only."""
+        """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number; files attached
+        to the conversation (before, or now with ``attach``) are given whole or searched too. The model is held
+        (leased) from the first event to the last; ``cancel`` stops this answer only (and the attaching before it,
+        which then keeps nothing)."""
         if not text.strip():
             raise EmptyMessage("There is nothing to send.", "Type a question first.")
+        cancel = cancel or CancelToken()
         with self._runtime.lease() as engine:
             conversation = self._store.get(conversation_id) if conversation_id else None
+            attached = [a.file for a in self._attachments.load(conversation.id)] if conversation else []
+            if len(attached) + len(attach) > MAX_ATTACHMENTS:
+                raise AttachmentRefused(
+                    f"A conversation holds at most {MAX_ATTACHMENTS} files; this one would hold "
+                    f"{len(attached) + len(attach)}.",
+                    "Start a new chat for these files, or add them to a collection instead.",
+                )
+            new = yield from self._read(attach, cancel)
+            if new is None:
+                return  # cancelled while reading: nothing was kept
+            known = {f.sha256 for f in attached}
+            attached += [f for f in new if f.sha256 not in known]
             # Retrieve and fit before storing: a question that cannot be answered must not land in the
             # conversation.
             earlier = conversation.messages if conversation else ()
-            prompt = self._prompt(engine, earlier, text, params, system_prompt, collection)
+            prompt = self._prompt(engine, earlier, text, params, system_prompt, collection, attached)
             if conversation is None:
                 conversation = self._store.create(system_prompt, collection=collection)
             else:
                 self._remember_settings(
                     conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
                 )
+            for file in new:
+                self._attachments.add(conversation.id, file)
             self._store.append(conversation.id, "user", text)
             yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken())
 
@@ -121,7 +149,8 @@ class ChatService:
             if not stored:
                 raise EmptyMessage("There is no question to answer again.", "Send a message first.")
             question = stored.pop()
-            prompt = self._prompt(engine, stored, question.content, params, system_prompt, collection)
+            attached = [a.file for a in self._attachments.load(conversation.id)]
+            prompt = self._prompt(engine, stored, question.content, params, system_prompt, collection, attached)
             self._remember_settings(
                 conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
             )
@@ -144,20 +173,55 @@ class ChatService:
         params: GenerationParams,
         system_prompt: str,
         collection: str | None,
+        attached: Sequence[ReadAttachment] = (),
     ) -> _Prompt:
         found = None
-        if collection:
+        if collection or attached:
             from app.services.ask import find_sources
 
-            if self._documents is None:
-                raise RuntimeError("this chat service was built without documents")
             system_prompt = rag_system_prompt(system_prompt)
-            found = find_sources(self._documents(), engine, collection, question, system_prompt, params, self._top_k)
+            found = find_sources(
+                self._documents_now(), engine, collection, question, system_prompt, params, self._top_k, attached
+            )
             question = rag_question(question, found.sources)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
         return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found)
+
+    def _documents_now(self) -> DocumentServices:
+        if self._documents is None:
+            raise RuntimeError("this chat service was built without documents")
+        return self._documents()
+
+    def _read(
+        self, paths: Sequence[Path], cancel: CancelToken
+    ) -> Generator[AttachProgress, None, list[ReadAttachment] | None]:
+        """The files of ``paths`` read, split and embedded, yielding how far each has got; ``None`` if cancelled.
+        One file that cannot be attached refuses them all, with its reason."""
+        if not paths:
+            return []
+        from rag.attachments import read_attachment
+        from rag.reader import ReadCancelled, ReaderProcess
+        from rag.sections import Skipped
+
+        documents = self._documents_now()
+        reader = documents.attachment_reader or ReaderProcess()
+        files: list[ReadAttachment] = []
+        for path in paths:
+            try:
+                file = yield from read_attachment(
+                    path, reader, documents.embedder, documents.max_file_bytes, cancel, name=_shown_name(path)
+                )
+            except ReadCancelled:
+                return None
+            except Skipped as skipped:
+                raise AttachmentRefused(
+                    f"{_shown_name(path)} was not attached: {skipped.reason}.",
+                    "Nothing was sent. Attach a PDF, Word, HTML, Markdown, text or CSV file, or ask without it.",
+                ) from None
+            files.append(file)
+        return files
 
     def _answer(
         self, engine: Lease, conversation_id: str, prompt: _Prompt, params: GenerationParams, cancel: CancelToken
@@ -165,6 +229,7 @@ class ChatService:
         sources = prompt.found.sources if prompt.found else ()
         retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
         embed_ms = prompt.found.embed_ms if prompt.found else 0.0
+        uses = prompt.found.uses if prompt.found else ()
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
@@ -173,7 +238,7 @@ class ChatService:
         with self._idle:
             self._answers += 1
         try:
-            yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms)
+            yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms, uses)
             for event in engine.stream_chat(prompt.messages, params, cancel):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
@@ -185,6 +250,7 @@ class ChatService:
                             dropped=prompt.dropped,
                             sources=sources,
                             retrieve_ms=retrieve_ms,
+                            uses=uses,
                         )
                 elif isinstance(event, Usage):
                     usage = event
@@ -199,7 +265,7 @@ class ChatService:
                 self._answers -= 1
                 self._idle.notify_all()
             saved = self._save(
-                conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms, draft
+                conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses
             )
         if saved is not None:
             yield TurnSaved(saved)
@@ -212,8 +278,9 @@ class ChatService:
         dropped: int,
         sources: tuple[Source, ...],
         retrieve_ms: float,
+        uses: tuple[AttachmentUse, ...] = (),
     ) -> StoredMessage:
-        stats = AnswerStats(0, 0, 0.0, 0.0, INTERRUPTED, dropped, retrieve_ms)
+        stats = AnswerStats(0, 0, 0.0, 0.0, INTERRUPTED, dropped, retrieve_ms, uses)
         if draft is None:
             return self._store.append(conversation_id, "assistant", text, stats, sources)
         return self._store.update_answer(draft.id, text, stats, sources)
@@ -228,6 +295,7 @@ class ChatService:
         sources: tuple[Source, ...],
         retrieve_ms: float,
         draft: StoredMessage | None = None,
+        uses: tuple[AttachmentUse, ...] = (),
     ) -> StoredMessage | None:
         if not text and reason != "stop" and draft is None:
             return None
@@ -239,10 +307,16 @@ class ChatService:
             finish_reason=reason,
             dropped_messages=dropped,
             retrieve_ms=retrieve_ms,
+            attachments=uses,
         )
         if draft is not None:
             return self._store.update_answer(draft.id, text, stats, sources)
         return self._store.append(conversation_id, "assistant", text, stats, sources)
+
+
+def _shown_name(path: Path) -> str:
+    """The name a file is shown by: its own, without the prefix the page's upload copy adds."""
+    return path.name
 
 
 def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from app.database import Database
 from app.errors import ConversationNotFound
+from app.services.attachment_plan import AttachmentUse
 from app.wording import shorten
 from backends.base import Role
 from rag.prompt import Source
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TITLE_CHARS = 60
 
 _SCHEMA = """
@@ -45,6 +46,22 @@ CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id,
 _MIGRATIONS = {
     # Document chat: the collection a conversation answers from, and the passages each answer cited.
     2: "ALTER TABLE conversations ADD COLUMN collection TEXT; ALTER TABLE messages ADD COLUMN sources TEXT",
+    # Files attached to one conversation (app.services.attachment_store): their text, passages and vectors, deleted
+    # with the conversation.
+    3: """CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        text TEXT NOT NULL,
+        pages INTEGER,
+        passages TEXT NOT NULL,
+        vectors BLOB NOT NULL,
+        dimension INTEGER NOT NULL,
+        embedder TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX attachments_by_conversation ON attachments(conversation_id, id)""",
 }
 
 
@@ -59,6 +76,7 @@ class AnswerStats:
     finish_reason: str
     dropped_messages: int = 0
     retrieve_ms: float = 0.0
+    attachments: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation served this answer
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,11 @@ class ConversationStore:
             meanwhile="Until then, conversations can be neither opened nor saved.",
         )
         self._transaction = self._database.transaction
+
+    @property
+    def database(self) -> Database:
+        """The database, shared with what is kept per conversation (its attached files)."""
+        return self._database
 
     def create(self, system_prompt: str, title: str = "New chat", collection: str | None = None) -> Conversation:
         now = time.time()
@@ -221,7 +244,15 @@ def make_title(first_message: str) -> str:
 
 
 def _message(row: tuple[int, str, str, str | None, str | None]) -> StoredMessage:
-    stats = AnswerStats(**json.loads(row[3])) if row[3] else None
+    stats = _stats(json.loads(row[3])) if row[3] else None
     sources = tuple(Source(**s) for s in json.loads(row[4])) if row[4] else ()
     role: Role = "user" if row[1] == "user" else "assistant"
     return StoredMessage(row[0], role, row[2], stats, sources)
+
+
+def _stats(stored: dict[str, object]) -> AnswerStats:
+    uses = stored.pop("attachments", None) or []
+    return AnswerStats(
+        **stored,  # type: ignore[arg-type]
+        attachments=tuple(AttachmentUse(**use) for use in uses),  # type: ignore[attr-defined]
+    )

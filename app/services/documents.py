@@ -39,6 +39,9 @@ class DocumentServices:
     ingestor: Ingestor
     retriever: Retriever
     uploads_dir: Path
+    # Reads files attached to a conversation: a process of its own, so that attaching never waits behind indexing.
+    attachment_reader: ReaderProcess | None = None
+    max_file_bytes: int = 100 << 20
 
     def uploads_folder(self, info: CollectionInfo) -> Path:
         """Where copies of files uploaded through the page are kept for ``info`` (Hearth owns these)."""
@@ -87,6 +90,8 @@ class DocumentServices:
 
     def close(self) -> None:
         self.ingestor.close()
+        if self.attachment_reader is not None:
+            self.attachment_reader.close()
         self.manifest.close()
 
 
@@ -134,4 +139,14 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
 
         reranker = CrossEncoderReranker(settings.rag.reranker_path)
     retriever = Retriever(manifest, store, embedder, reranker)
-    return DocumentServices(manifest, store, embedder, ingestor, retriever, paths.uploads_dir)
+    attachment_reader = ReaderProcess(read_limits(settings))
+    return DocumentServices(
+        manifest,
+        store,
+        embedder,
+        ingestor,
+        retriever,
+        paths.uploads_dir,
+        attachment_reader,
+        settings.rag.max_file_mb << 20,
+    )

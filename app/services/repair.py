@@ -155,12 +155,20 @@ def _repair_conversations(paths: DataPaths, report: StoreReport, stamp: str) -> 
             "WHERE conversation_id NOT IN (SELECT id FROM conversations) GROUP BY conversation_id",
             (RECOVERED_TITLE,),
         )
+        # A file attached to a conversation of which nothing was kept has nothing to answer in.
+        db.execute("DELETE FROM attachments WHERE conversation_id NOT IN (SELECT id FROM conversations)")
 
     tables = _rebuild(
-        paths.conversations_db, report, stamp, create, ["conversations", "messages"], give_messages_a_home
+        paths.conversations_db,
+        report,
+        stamp,
+        create,
+        ["conversations", "messages", "attachments"],
+        give_messages_a_home,
     )
     kept = {t.table: t.kept for t in tables}
-    report.done.append(f"kept {kept['conversations']} conversations and {kept['messages']} messages")
+    files = f" and {kept['attachments']} attached files" if kept.get("attachments") else ""
+    report.done.append(f"kept {kept['conversations']} conversations and {kept['messages']} messages{files}")
     store = ConversationStore(paths.conversations_db)
     try:
         recovered = [s for s in store.list() if s.title == RECOVERED_TITLE]

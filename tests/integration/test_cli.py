@@ -38,6 +38,29 @@ def test_chat_is_saved_as_a_conversation(isolated_home: Path, embedded_model: Pa
         assert db.execute("SELECT title FROM conversations").fetchall() == [("Say hi",)]
 
 
+def test_chat_answers_from_an_attached_file(isolated_home: Path, embedded_model: Path, tmp_path: Path) -> None:
+    note = tmp_path / "boat.txt"
+    note.write_text("The boat Marigold is moored at pier 7. Its engine was serviced by Ewan Ross in March.")
+    result = hearth("chat", "--attach", str(note), "Who serviced the engine?", "--temperature", "0", home=isolated_home)
+    assert result.returncode == 0, result.stderr
+    assert "Ross" in result.stdout
+    assert "Attaching boat.txt: reading" in result.stderr
+    assert "[boat.txt: whole file in context]" in result.stderr
+    assert "[1] boat.txt · whole file" in result.stderr
+    with sqlite3.connect(isolated_home / "conversations.db") as db:
+        assert db.execute("SELECT name FROM attachments").fetchall() == [("boat.txt",)]
+
+
+def test_chat_refuses_a_file_it_cannot_read(isolated_home: Path, embedded_model: Path, tmp_path: Path) -> None:
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
+    result = hearth("chat", "--attach", str(tmp_path / "photo.png"), "What is in it?", home=isolated_home)
+    assert result.returncode == 1
+    assert "photo.png was not attached: .png is not supported" in result.stderr
+    assert "what to do: Nothing was sent" in result.stderr
+    with sqlite3.connect(isolated_home / "conversations.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
+
+
 def test_chat_with_a_missing_model_says_what_to_do(isolated_home: Path, tmp_path: Path) -> None:
     result = hearth("chat", "hi", "--model", str(tmp_path / "nope.gguf"), home=isolated_home)
     assert result.returncode == 1

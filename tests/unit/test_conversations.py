@@ -132,4 +132,4 @@ def test_a_version_1_database_is_upgraded_in_place_with_nothing_lost(tmp_path: P
     assert store.get("c1").messages[1].sources[0].path == "/x.txt"
     store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3

@@ -1,0 +1,141 @@
+"""Files attached to one conversation (issue 24, item 3), with the real model, reader process and MiniLM: given
+whole when they fit, searched when they do not, cited, kept across a restart, deleted with the conversation, and
+refused with a reason that keeps nothing."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from app.paths import resolve_data_paths
+from app.services.attachment_store import AttachmentStore
+from app.services.chat import AttachmentRefused, ChatService, TurnSaved, TurnStarted
+from app.services.container import Services, build_services
+from app.services.conversations import ConversationStore
+from app.services.documents import DocumentServices
+from app.settings import load_settings
+from backends.base import CancelToken, GenerationParams, TextDelta
+from rag.attachments import AttachProgress
+from rag.prompt import WHOLE_FILE
+from tests.helpers import write_pdf
+
+pytestmark = pytest.mark.integration
+
+PARAMS = GenerationParams(0.0, 48)
+# Filler that pushes a file past what the 1024-token context can hold whole.
+FILLER = [
+    f"Section {n}. The harbour office keeps tide tables, mooring fees and the ferry timetable for season {n}."
+    for n in range(1, 90)
+]
+
+
+@pytest.fixture
+def chat(isolated_home: Path, embedded_model: Path) -> Iterator[Services]:
+    services = build_services(load_settings(model={"context_length": 1024}))
+    list(services.runtime.load(services.model_choice()))
+    yield services
+    services.close()
+
+
+def _service(chat: Services, documents: DocumentServices) -> ChatService:
+    return ChatService(chat.store, chat.runtime, lambda: documents)
+
+
+def _answer(events: Sequence[object]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def test_a_short_file_goes_to_the_model_whole_and_is_cited(
+    chat: Services, documents: DocumentServices, tmp_path: Path
+) -> None:
+    note = tmp_path / "boat.txt"
+    note.write_text("The boat Marigold is moored at pier 7. Its engine was serviced by Ewan Ross in March.")
+    events = list(_service(chat, documents).send(None, "Who serviced the engine?", PARAMS, "", attach=[note]))
+    assert any(isinstance(e, AttachProgress) and e.name == "boat.txt" for e in events)
+    started = next(e for e in events if isinstance(e, TurnStarted))
+    assert [u.words for u in started.attachments] == ["boat.txt: whole file in context"]
+    assert started.sources[0].label == f"boat.txt · {WHOLE_FILE}"
+    assert "Ewan Ross" in started.sources[0].text
+    assert "Ross" in _answer(events)
+    saved = events[-1]
+    assert isinstance(saved, TurnSaved) and saved.message.stats is not None
+    assert saved.message.stats.attachments == started.attachments
+    stored = chat.store.get(started.conversation_id)
+    assert stored.messages[0].content == "Who serviced the engine?"  # the file is not pasted into the question
+    assert stored.messages[1].stats is not None and stored.messages[1].stats.attachments == started.attachments
+
+
+def test_a_long_file_is_searched_and_survives_a_restart(
+    chat: Services, documents: DocumentServices, tmp_path: Path, isolated_home: Path
+) -> None:
+    pages = [*FILLER[:40], "The harbour master in 2024 is Isla Munro, reached on channel 14.", *FILLER[40:]]
+    pdf = write_pdf(tmp_path / "harbour.pdf", pages)
+    events = list(_service(chat, documents).send(None, "Who is the harbour master?", PARAMS, "", attach=[pdf]))
+    started = next(e for e in events if isinstance(e, TurnStarted))
+    (use,) = started.attachments
+    assert use.mode == "searched" and 0 < use.passages == len(started.sources)
+    assert "Isla Munro" in started.sources[0].text
+    assert started.sources[0].label.startswith("harbour.pdf · page ")
+    steps = [e for e in events if isinstance(e, AttachProgress)]
+    assert steps[0].step == "reading" and steps[-1].step == "embedding"
+    assert steps[-1].total is not None and steps[-1].done == steps[-1].total > len(started.sources)
+
+    # A new process: the same database opened again, the file still answers follow-ups in that conversation.
+    chat.store.close()
+    reopened = ConversationStore(resolve_data_paths(load_settings().home).conversations_db)
+    try:
+        again = ChatService(reopened, chat.runtime, lambda: documents)
+        follow = list(again.send(started.conversation_id, "Which radio channel reaches her?", PARAMS, ""))
+        follow_start = next(e for e in follow if isinstance(e, TurnStarted))
+        assert follow_start.attachments[0].name == "harbour.pdf"
+        assert any("channel 14" in s.text for s in follow_start.sources)
+
+        # Deleting the conversation deletes what it held of the file.
+        reopened.delete(started.conversation_id)
+        assert AttachmentStore(reopened.database).load(started.conversation_id) == []
+        db = sqlite3.connect(resolve_data_paths(load_settings().home).conversations_db)
+        assert db.execute("SELECT COUNT(*) FROM attachments").fetchone()[0] == 0
+        db.close()
+    finally:
+        reopened.close()
+
+
+def test_a_file_that_cannot_be_read_keeps_nothing(chat: Services, documents: DocumentServices, tmp_path: Path) -> None:
+    from pypdf import PdfWriter
+
+    locked = PdfWriter(clone_from=str(write_pdf(tmp_path / "plain.pdf", ["secret plans"])))
+    locked.encrypt("pw")
+    locked.write(str(tmp_path / "locked.pdf"))
+    (tmp_path / "blob.txt").write_bytes(os.urandom(4000))
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(100))
+    expected = {
+        "locked.pdf": "encrypted",
+        "blob.txt": "binary",
+        "empty.txt": "empty",
+        "photo.png": ".png is not supported",
+        "missing.txt": "there is no such file",
+        "": "folder",
+    }
+    service = _service(chat, documents)
+    for name, reason in expected.items():
+        with pytest.raises(AttachmentRefused) as refused:
+            list(service.send(None, "What does it say?", PARAMS, "", attach=[tmp_path / name]))
+        assert reason in refused.value.message, refused.value.message
+        assert "Nothing was sent" in refused.value.remedy
+    assert chat.store.list() == []
+
+
+def test_cancel_while_attaching_keeps_nothing(chat: Services, documents: DocumentServices, tmp_path: Path) -> None:
+    pdf = write_pdf(tmp_path / "harbour.pdf", FILLER)
+    cancel = CancelToken()
+    events = _service(chat, documents).send(None, "Summarise it.", PARAMS, "", cancel=cancel, attach=[pdf])
+    first = next(events)
+    assert isinstance(first, AttachProgress)
+    cancel.cancel()
+    assert not any(isinstance(e, TurnStarted) for e in events)
+    assert chat.store.list() == []
