@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.errors import EmptyMessage, HearthError
 from app.services.attachment_plan import AttachmentUse
-from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore
+from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
@@ -156,6 +156,10 @@ class ChatService:
             )
             self._store.delete_trailing_assistant(conversation.id)
             yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken())
+
+    def attachments(self, conversation_id: str) -> list[AttachmentSummary]:
+        """The files attached to a conversation, oldest first."""
+        return self._attachments.summaries(conversation_id)
 
     def _remember_settings(
         self, conversation_id: str, old_prompt: str, old_collection: str | None, prompt: str, collection: str | None

@@ -22,11 +22,14 @@ from app.ui.page_files import use_private_page_files
 from app.ui.page_key import page_key
 from app.ui.page_uploads import PageUploads
 from app.ui.render import answering_from, upload_limit_note
+from rag.loaders import SUPPORTED_SUFFIXES
 
 log = logging.getLogger(__name__)
 
 # Answers the page streams at once, across all tabs; beyond the engine's slots they wait there, in order.
 PARALLEL_ANSWERS = 16
+# Characters a message may hold before the page itself stops taking more (the model's context refuses far fewer).
+MAX_MESSAGE_CHARS = 1_000_000
 
 CSS = """
 #status-line { font-size: 0.9em; }
@@ -48,6 +51,17 @@ HEAD_STYLE = """<style>
 /* Until PAGE_JS has closed the sidebar of a narrow window, it is kept out of sight (no flash over the page). */
 @media (max-width: 1024px) { html:not([data-hearth-layout]) #sidebar { visibility: hidden; } }
 </style>"""
+# Names the files in the message box, in the browser (no request per key press): their names are escaped for
+# Markdown, which the line is drawn with.
+PENDING_FILES_JS = r"""
+(message) => {
+    const files = (message && message.files) || [];
+    if (!files.length) return '';
+    const names = files.map((f) => (f.orig_name || String(f.path || '').split('/').pop() || 'file'));
+    const escaped = names.map((n) => n.replace(/([\\`*_{}\[\]()#+\-.!|<>~&])/g, '\\$1'));
+    return 'To attach with your next message: **' + escaped.join('**, **') + '**';
+}
+"""
 # Gradio draws the sidebar over the whole page below 769 px and squeezes the chat beside it up to about 1000:
 # there it starts closed (its toggle opens it). Wide windows keep it open.
 PAGE_JS = """
@@ -148,9 +162,15 @@ def build_ui(services: Services) -> gr.Blocks:
                     latex_delimiters=[],
                     placeholder="Ask anything. Your words and the model's answers never leave this computer.",
                 )
+                # The files attached to this conversation, and how the last answer used each.
+                chat_files = gr.Markdown("", elem_id="chat-files", container=False, min_height=0)
+                # The files in the message box, named before they are sent (the box shows only an icon for each).
+                pending_files = gr.Markdown("", elem_id="pending-files", container=False, min_height=0)
                 with gr.Row(equal_height=True, elem_id="composer"):
-                    message = gr.Textbox(
-                        placeholder="Type a message (Enter sends, Shift+Enter for a new line)",
+                    # Files dropped on the box (or picked with its clip) belong to this conversation only.
+                    message = gr.MultimodalTextbox(
+                        placeholder="Type a message (Enter sends, Shift+Enter for a new line); drop a file here to "
+                        "ask about it",
                         show_label=False,
                         lines=1,
                         max_lines=8,
@@ -159,6 +179,12 @@ def build_ui(services: Services) -> gr.Blocks:
                         container=False,
                         elem_id="message",
                         autofocus=True,
+                        sources=["upload"],
+                        file_types=list(SUPPORTED_SUFFIXES),
+                        file_count="multiple",
+                        submit_btn=False,
+                        # A long paste stays text in the box (Gradio would turn one over 1,000 characters into a file).
+                        max_plain_text_length=MAX_MESSAGE_CHARS,
                     )
                     send_button = gr.Button("Send", variant="primary", size="md", scale=0, min_width=64, elem_id="send")
                     stop_button = gr.Button(
@@ -277,16 +303,20 @@ def build_ui(services: Services) -> gr.Blocks:
         answer_queue: dict[str, Any] = {"concurrency_id": "generate", "concurrency_limit": PARALLEL_ANSWERS}
         message.submit(page.send, send_inputs, stream_outputs, trigger_mode="multiple", **answer_queue).then(
             page.controls, [conversation_id], control_outputs, queue=False
-        )
+        ).then(page.files_line, [conversation_id], [chat_files], queue=False)
         send_button.click(page.send, send_inputs, stream_outputs, **answer_queue).then(
             page.controls, [conversation_id], control_outputs, queue=False
-        )
+        ).then(page.files_line, [conversation_id], [chat_files], queue=False)
         regenerate_button.click(
             page.regenerate,
             [conversation_id, system_prompt, temperature, max_new_tokens, chat_collection],
             stream_outputs,
             **answer_queue,
-        ).then(page.controls, [conversation_id], control_outputs, queue=False)
+        ).then(page.controls, [conversation_id], control_outputs, queue=False).then(
+            page.files_line, [conversation_id], [chat_files], queue=False
+        )
+        conversation_id.change(page.files_line, [conversation_id], [chat_files], queue=False)
+        message.change(None, [message], [pending_files], js=PENDING_FILES_JS, queue=False)
         stop_button.click(page.stop, queue=False)
         # Opening another conversation, or a new chat, stops this tab's answer first (it is kept as written).
         conversations.input(

@@ -29,6 +29,7 @@ from app.ui.errors import as_gradio_error
 from app.ui.render import (
     AnswerView,
     answering_from,
+    attached_files_markdown,
     chat_history,
     conversation_choices,
     status_markdown,
@@ -46,6 +47,9 @@ SWITCH_WAIT_S = 10.0
 # Send, Stop, Regenerate, Delete, and the row that confirms a delete (hidden whenever the controls change).
 CHAT_OUTPUTS = 5
 CONTROL_OUTPUTS = 5
+# The message box after a message was sent: no text, no files.
+EMPTY_MESSAGE: dict[str, Any] = {"text": "", "files": []}
+ATTACH_AGAIN = "Drop the file on the message box again, or pick it with the clip beside the box."
 # What the browser keeps between reloads: the open conversation, or a new chat's collection.
 REMEMBERED_DEFAULT: dict[str, str | None] = {"conversation": None, "collection": NO_COLLECTION}
 
@@ -205,9 +209,22 @@ class ChatPage:
         return [], None, self.sidebar(None), "", NO_COLLECTION
 
     # --- answers ------------------------------------------------------------------------------------------
+    def files_line(self, conversation_id: str | None) -> str:
+        """The files attached to the open conversation, each with how the last answer used it."""
+        if not conversation_id:
+            return ""
+        try:
+            files = self.services.chat.attachments(conversation_id)
+            conversation = self.services.store.get(conversation_id)
+        except HearthError:
+            return ""  # deleted, or the database is damaged (the list says so)
+        answers = [m for m in conversation.messages if m.role == "assistant" and m.stats is not None]
+        uses = answers[-1].stats.attachments if answers and answers[-1].stats else ()
+        return attached_files_markdown(files, uses)
+
     def send(
         self,
-        text: str,
+        message: dict[str, Any] | str | None,
         conversation_id: str | None,
         system_prompt: str,
         temperature: float,
@@ -215,16 +232,23 @@ class ChatPage:
         collection: str | None,
         request: gr.Request,
     ) -> Iterator[tuple[Any, ...]]:
+        text, uploaded = message_parts(message)
         if not text.strip():
-            gr.Warning("Type a question first.")
+            gr.Warning("Type a question about the file first." if uploaded else "Type a question first.")
             yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)  # a generator that yields nothing empties its outputs
             return
+        try:
+            files = self.documents.uploads.checked(uploaded, remedy=ATTACH_AGAIN)
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
 
         def start(cancel: CancelToken) -> tuple[Iterator[TurnEvent], list[dict[str, str]]]:
             history = self._history(conversation_id)
             history.append({"role": "user", "content": user_text(text)})
             params = self.params(temperature, max_new_tokens)
-            events = self.services.chat.send(conversation_id, text, params, system_prompt, collection or None, cancel)
+            events = self.services.chat.send(
+                conversation_id, text, params, system_prompt, collection or None, cancel, attach=files
+            )
             return events, history
 
         open_ = bool(conversation_id)
@@ -299,29 +323,31 @@ class ChatPage:
         output set the controls back to idle (False when the turn produced nothing)."""
         view = AnswerView(history)
         batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=cancel.cancel).batches()
+        produced = False
+        began = False
         try:
-            # The first batch comes only after validation and history fitting: errors raised there leave the
-            # typed message in the box and the conversation untouched.
-            first = next(batches, None)
-            if first is None:
-                return False
-            for event in first:
-                view.apply(event)
-            for notice in view.notices:
-                gr.Info(notice)
-            box = "" if clear_box else gr.skip()
-            yield (
-                view.render(),
-                box,
-                view.conversation_id,
-                self.sidebar(view.conversation_id),
-                _notice(view),
-                *_control_updates(chat_controls(True, True)),
-            )
+            # The turn begins only after the files are attached, the question validated and the history fitted:
+            # errors raised before leave the typed message (and its files) in the box and the conversation untouched.
             for batch in batches:
+                produced = True
                 for event in batch:
                     view.apply(event)
-                yield view.render(), *_unchanged(CHAT_OUTPUTS - 1 + CONTROL_OUTPUTS)
+                if began or view.conversation_id is None:
+                    yield view.render(), *_unchanged(CHAT_OUTPUTS - 1 + CONTROL_OUTPUTS)
+                    continue
+                began = True
+                for notice in view.notices:
+                    gr.Info(notice)
+                yield (
+                    view.render(),
+                    EMPTY_MESSAGE if clear_box else gr.skip(),
+                    view.conversation_id,
+                    self.sidebar(view.conversation_id),
+                    _notice(view),
+                    *_control_updates(chat_controls(True, True)),
+                )
+            if not produced:
+                return False
         except EngineStopped as exc:
             if view.conversation_id is None:
                 raise as_gradio_error(exc) from exc
@@ -330,6 +356,10 @@ class ChatPage:
             gr.Warning(exc.message, title="The model stopped")
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
+        if not began:  # stopped while a file was being attached: nothing was kept, the message is still in the box
+            view.interrupt("Stopped while attaching: nothing was sent or kept. The message is still in the box.")
+            yield view.render(), *_unchanged(CHAT_OUTPUTS - 1 + CONTROL_OUTPUTS)
+            return False
         idle = chat_controls(False, view.conversation_id is not None)
         yield (
             view.render(),
@@ -340,6 +370,19 @@ class ChatPage:
             *_control_updates(idle),
         )
         return True
+
+
+def message_parts(message: dict[str, Any] | str | None) -> tuple[str, list[str]]:
+    """The text and the uploaded files' paths of the message box's value (a plain string from a client that
+    sends only text)."""
+    if isinstance(message, str):
+        return message, []
+    if not isinstance(message, dict):
+        return "", []
+    text = message.get("text")
+    files = message.get("files") or []
+    paths = [f if isinstance(f, str) else f.get("path", "") if isinstance(f, dict) else "" for f in files]
+    return (text if isinstance(text, str) else ""), [p for p in paths if p]
 
 
 def _control_updates(controls: ChatControls) -> tuple[Any, ...]:

@@ -26,7 +26,7 @@ class PageUploads:
         wanted = Path(path).resolve()
         return any(Path(stored).resolve() == wanted for stored in self._stored())
 
-    def checked(self, paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    def checked(self, paths: Sequence[str | os.PathLike[str]], remedy: str = "") -> list[Path]:
         """``paths`` as ``Path``s when every one was uploaded through the page in this run; else ``NotAnUpload``
         naming the first that was not (nothing is read)."""
         for path in paths:
@@ -34,6 +34,7 @@ class PageUploads:
                 raise NotAnUpload(
                     f"{Path(path).name or path!s} did not come from this page's upload box, so Hearth will not "
                     "read it.",
-                    "Drop the file into the upload box on the Documents tab (or the Models tab's import box) again.",
+                    remedy
+                    or "Drop the file into the upload box on the Documents tab (or the Models tab's import box) again.",
                 )
         return [Path(path) for path in paths]

@@ -6,6 +6,8 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.services.attachment_plan import AttachmentUse
+from app.services.attachment_store import AttachmentSummary
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, ConversationSummary
 from app.services.drafts import INTERRUPTED
@@ -14,6 +16,7 @@ from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown
 from app.wording import shorten
 from backends.base import Finished, TextDelta
+from rag.attachments import AttachProgress
 from rag.prompt import Source
 
 PASSAGE_CHARS = 600
@@ -65,7 +68,23 @@ def format_stats(stats: AnswerStats) -> str:
         parts.insert(0, f"{stats.retrieve_ms:.0f} ms to find sources")
     if stats.dropped_messages:
         parts.append(f"{stats.dropped_messages} earlier messages left out to fit the context")
+    parts.extend(literal(use.words) for use in stats.attachments)
     return " · ".join(parts)
+
+
+def attached_files_markdown(files: Sequence[AttachmentSummary], uses: Sequence[AttachmentUse] = ()) -> str:
+    """Above the message box: each file attached to this conversation, its size, and how the last answer used it
+    ("whole file in context" or "searched: 5 passages used")."""
+    if not files:
+        return ""
+    used = {use.name: use for use in uses}
+    items = []
+    for file in files:
+        size = f"{file.pages} page{'s' if file.pages != 1 else ''}" if file.pages else f"{file.chars:,} characters"
+        use = used.get(file.name)
+        how = f": {literal(use.words.removeprefix(file.name + ': '))}" if use is not None else ""
+        items.append(f"**{literal(file.name)}** ({size}){how}")
+    return "Files in this chat, for this conversation only: " + " · ".join(items)
 
 
 def for_chatbot(markdown: str) -> str:
@@ -149,6 +168,7 @@ class AnswerView:
     sources: tuple[Source, ...] = ()
     notices: list[str] = field(default_factory=list)
     interrupted: str | None = None  # why the answer ended early, shown under it
+    attaching: str | None = None  # how far attaching the message's files has got, until the answer starts
     # Redrawn many times a second: the answer is read again only where it grew, the sources once.
     _body: StreamedMarkdown = field(default_factory=StreamedMarkdown, repr=False)
     _sources_block: tuple[tuple[Source, ...], str] = ((), "")
@@ -157,7 +177,10 @@ class AnswerView:
         self.interrupted = reason
 
     def apply(self, event: TurnEvent) -> list[dict[str, str]]:
-        if isinstance(event, TurnStarted):
+        if isinstance(event, AttachProgress):
+            self.attaching = event.words
+        elif isinstance(event, TurnStarted):
+            self.attaching = None
             self.conversation_id = event.conversation_id
             self.dropped = event.dropped_messages
             self.sources = event.sources
@@ -177,6 +200,8 @@ class AnswerView:
     def render(self) -> list[dict[str, str]]:
         if self.finished and not self.text:
             content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
+        elif self.attaching and not self.text:
+            content = f"*{literal(self.attaching)}…*"
         else:
             # Once the answer is complete it is read whole, so it shows exactly as it will when reopened.
             body = safe_markdown(self.text) if self.finished else self._body.render(self.text)

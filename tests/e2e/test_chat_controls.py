@@ -183,7 +183,7 @@ def test_a_narrow_window_keeps_the_sidebar_off_the_chat_and_the_message_box_wide
 ) -> None:
     app = start_app()
     page = open_narrow(browser_session, app, 500)
-    box = page.locator("#message textarea").bounding_box()
+    box = page.locator("#message").bounding_box()  # the box: its text area and the clip that attaches a file
     sidebar = page.locator("#sidebar").bounding_box()
     assert box is not None and sidebar is not None
     assert box["width"] >= 0.6 * 500, box

@@ -173,3 +173,50 @@ def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
     assert r"\<img src=http\://evil/q.png>" in line and "`raise_exception`" in line
     loading = status_markdown(RuntimeStatus("loading", name, "Loading ![y](http://evil/r.png)…"))
     assert "![" not in loading.replace(r"\!\[", "")
+
+
+def test_attached_files_say_their_size_and_how_the_last_answer_used_them() -> None:
+    from app.services.attachment_plan import AttachmentUse
+    from app.services.attachment_store import AttachmentSummary
+    from app.ui.render import attached_files_markdown
+
+    files = [AttachmentSummary(1, "notes_v2.txt", None, 1, 1200), AttachmentSummary(2, "guide.pdf", 50, 150, 90000)]
+    uses = [AttachmentUse("notes_v2.txt", "whole"), AttachmentUse("guide.pdf", "searched", 4)]
+    line = attached_files_markdown(files, uses)
+    # Names and words are escaped for Markdown ("notes_v2" must not start emphasis).
+    assert line == (
+        "Files in this chat, for this conversation only: **notes\\_v2\\.txt** (1,200 characters): whole file in "
+        "context · **guide\\.pdf** (50 pages): searched\\, 4 passages used"
+    )
+    only = attached_files_markdown(files[1:])
+    assert only == "Files in this chat, for this conversation only: **guide\\.pdf** (50 pages)"
+    assert attached_files_markdown([]) == ""
+
+
+def test_an_answer_says_how_each_attached_file_served_it() -> None:
+    from app.services.attachment_plan import AttachmentUse
+
+    stats = AnswerStats(10, 5, 800.0, 20.0, "stop", attachments=(AttachmentUse("a.pdf", "searched", 3),))
+    assert format_stats(stats).endswith(" · a\\.pdf\\: searched\\, 3 passages used")
+
+
+def test_attaching_shows_in_place_of_the_answer_until_it_starts() -> None:
+    from rag.attachments import AttachProgress
+
+    view = AnswerView([])
+    rendered = view.apply(AttachProgress("guide.pdf", "reading", 11, 50))
+    assert "*Attaching guide\\.pdf\\: reading page 12 of 50…*" in rendered[-1]["content"]
+    view.apply(TurnStarted("c1", 0, 10))
+    assert "Attaching" not in view.apply(TextDelta("Hi"))[-1]["content"]
+
+
+def test_the_message_box_value_gives_text_and_files() -> None:
+    from app.ui.chat_page import message_parts
+
+    assert message_parts({"text": "Why?", "files": ["/tmp/a.pdf", {"path": "/tmp/b.txt"}, {}, 3]}) == (
+        "Why?",
+        ["/tmp/a.pdf", "/tmp/b.txt"],
+    )
+    assert message_parts("plain") == ("plain", [])
+    assert message_parts(None) == ("", [])
+    assert message_parts({"text": None}) == ("", [])
