@@ -54,6 +54,11 @@ class DataPaths:
         return self.root / "page-files"
 
     @property
+    def api_files_dir(self) -> Path:
+        """Files sent with an API request, each only while it is read."""
+        return self.root / "cache" / "api-files"
+
+    @property
     def ladders_dir(self) -> Path:
         """The quality-vs-speed charts the Models tab draws."""
         return self.root / "ladders"

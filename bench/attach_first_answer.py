@@ -1,12 +1,14 @@
 """How long a file attached to a new conversation takes until the first word of the answer, against the same
 question asked with no file, in one run on one loaded model.
 
-Each run starts a new conversation with the file attached and times: reading (the reader process), splitting and
+Each run starts a new conversation with the file attached and times: reading (the reader process) and splitting,
 embedding (to the last embedding step), finding the passages and fitting the prompt (to the turn's start), and the
-first token. The first run also starts the reader process and loads the embedding model; it is reported apart.
+first token. A first, untimed run starts the reader process and loads the embedding model. Each question is asked
+once with the file and once without, so no answer starts from a prompt the model has already read (llama.cpp
+reuses a cached prefix).
 
     HEARTH_HOME=DIR .venv/bin/python bench/attach_first_answer.py --file /usr/share/doc/r-doc-pdf/manual/R-FAQ.pdf \
-        --question "How can I save my workspace?" --repeat 3
+        --question "How can I save my workspace?" --question "What is CRAN?" --question "…"
 """
 
 from __future__ import annotations
@@ -64,8 +66,7 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", type=Path, required=True)
-    parser.add_argument("--question", required=True)
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs after the first (default 3)")
+    parser.add_argument("--question", action="append", required=True, help="one per timed run (repeat it)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -78,13 +79,14 @@ def main() -> int:
             pass
         status = services.runtime.status
         print(f"model: {status.model_name} · context {status.plan.context_length if status.plan else '?'}")
-        cold = one_run(services, args.question, [args.file])
-        warm = [one_run(services, args.question, [args.file]) for _ in range(args.repeat)]
-        plain = [one_run(services, args.question, []) for _ in range(args.repeat)]
+        cold = one_run(services, "Say hello.", [args.file])
+        warm = [one_run(services, question, [args.file]) for question in args.question]
+        plain = [one_run(services, f"{question} Answer briefly.", []) for question in args.question]
     finally:
         services.close()
     print(f"file: {args.file.name} · {warm[0].mode if warm else cold.mode}")
     print(f"first run (reader process and embedder start): {cold.first_token_s:.2f} s to the first token")
+    print(f"modes: {'; '.join(t.mode for t in warm)}")
     print(f"attached, to the first token: {spread([t.first_token_s for t in warm])}")
     print(f"  reading:            {spread([t.read_s for t in warm])}")
     print(f"  splitting+embedding: {spread([t.embed_s for t in warm])}")

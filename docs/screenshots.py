@@ -1,10 +1,12 @@
-"""Take the README's two screenshots from a real `hearth ui` and headless Chromium, so they show the current page.
+"""Take the README's screenshots from a real `hearth ui` and headless Chromium, so they show the current page.
 
-    HEARTH_HOME=DIR .venv/bin/python docs/screenshots.py --collection NAME --question "…" --cited-question "…"
+    HEARTH_HOME=DIR .venv/bin/python docs/screenshots.py --collection NAME --question "…" --cited-question "…" \
+        [--attach FILE --attach-question "…"]
 
 DIR is a data folder as a user has it after `make run` (the default model installed, a collection indexed from
-real documents). Writes docs/screenshot.png (a plain answer) and docs/cited-answer.png (an answer from the
-collection with its first source opened). Needs the dev extras (Playwright) and Debian's chromium.
+real documents). Writes docs/screenshot.png (a plain answer), docs/cited-answer.png (an answer from the
+collection with its first source opened) and, with --attach, docs/attached-file.png (a new chat with FILE dropped
+on the message box). Needs the dev extras (Playwright) and Debian's chromium.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def main() -> int:
     parser.add_argument("--collection", required=True, help="collection for the cited answer")
     parser.add_argument("--question", required=True, help="a plain question (no documents)")
     parser.add_argument("--cited-question", required=True, help="a question the collection answers")
+    parser.add_argument("--attach", type=Path, help="a file to attach to a new chat (the third screenshot)")
+    parser.add_argument("--attach-question", help="the question asked with --attach")
+    parser.add_argument("--only-attach", action="store_true", help="take only the third screenshot")
     parser.add_argument("--out", type=Path, default=DOCS, help="folder for the PNGs (default docs/)")
     args = parser.parse_args()
     if "HEARTH_HOME" not in os.environ:
@@ -80,16 +85,25 @@ def shoot(url: str, chromium: str, args: argparse.Namespace) -> None:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(url)
         page.wait_for_selector("#status-line:has-text('offline')", timeout=300_000)
-        ask(page, args.question)
-        page.screenshot(path=str(args.out / "screenshot.png"))
+        if not args.only_attach:
+            ask(page, args.question)
+            page.screenshot(path=str(args.out / "screenshot.png"))
 
-        page.click("#new-chat")
-        page.click("#chat-collection input")
-        page.get_by_role("option", name=args.collection).click()
-        ask(page, args.cited_question)
-        page.locator("#chat [data-testid='bot']").last.locator("details summary").first.click()
-        page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=str(args.out / "cited-answer.png"))
+            page.click("#new-chat")
+            page.click("#chat-collection input")
+            page.get_by_role("option", name=args.collection).click()
+            ask(page, args.cited_question)
+            page.locator("#chat [data-testid='bot']").last.locator("details summary").first.click()
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(args.out / "cited-answer.png"))
+        if args.attach:
+            page.click("#new-chat")
+            page.set_input_files("#message input[type=file]", [str(args.attach)])
+            page.locator("#pending-files").filter(has_text=args.attach.name).wait_for(timeout=60_000)
+            ask(page, args.attach_question or "What is this file about?")
+            page.locator("#chat [data-testid='bot']").last.locator("details summary").first.click()
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(args.out / "attached-file.png"))
         browser.close()
 
 

@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # what reads, embeds and searches is imported when used: chat
 # Candidates taken from each ranking before fusion (as many as a collection's search takes).
 CANDIDATES_PER_RANKING = 40
 
-# Passages embedded per call, so progress moves and Cancel is looked at between calls.
+# Passages embedded per call, so progress moves and Cancel is looked at between calls. Calls take passages of
+# similar length (shortest first), so a batch pads little: on a 52-page PDF (241 passages) 7.0 s instead of 8.8 s
+# in file order, and batches of 32 or 64 were no faster.
 EMBED_BATCH = 16
 
 
@@ -132,13 +134,15 @@ def read_attachment(
         raise Skipped("no text could be read from it (a scanned PDF holds pictures of pages, not text)")
     chunks = chunk_sections(sections, embedder.tokenizer(), digest, embedder.max_tokens)
     passages = tuple(AttachedPassage(c.index, c.text, c.page, c.section) for c in chunks)
+    texts = [searchable_text(p.text, p.section) for p in passages]
+    by_length = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     vectors = np.zeros((len(passages), embedder.dimension), dtype=np.float32)
-    for start in range(0, len(passages), EMBED_BATCH):
+    for start in range(0, len(by_length), EMBED_BATCH):
         if cancel.cancelled:
             raise ReadCancelled
         yield AttachProgress(shown, "embedding", start, len(passages))
-        batch = passages[start : start + EMBED_BATCH]
-        vectors[start : start + len(batch)] = embedder.embed([searchable_text(p.text, p.section) for p in batch])
+        batch = by_length[start : start + EMBED_BATCH]
+        vectors[batch] = embedder.embed([texts[i] for i in batch])
     yield AttachProgress(shown, "embedding", len(passages), len(passages))
     pages = max((s.page for s in sections if s.page is not None), default=None)
     return ReadAttachment(shown, digest, text, pages, passages, vectors, embedder.name)

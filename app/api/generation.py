@@ -5,9 +5,10 @@ here either needs the model or may wait for it."""
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.api.answers import Started, Step, Work
+from app.api.attachments import SentFile, read_sent_files
 from app.api.directory import ModelDirectory
 from app.api.ids import collection_id
 from app.api.prompting import fit_answer, split_question
@@ -27,33 +28,42 @@ class ChatJob:
     params: GenerationParams
     collection: str | None = None
     top_k: int = 5
+    files: tuple[SentFile, ...] = field(default=(), repr=False)  # sent with the request, read for it only
 
 
 def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Work:
     def work(cancel: CancelToken) -> Generator[Step, None, None]:
         collection = directory.collection(job.collection, job.model) if job.collection is not None else None
         with services.runtime.lease() as engine:
-            if collection is None:
+            if collection is None and not job.files:
                 model_id = directory.check_chat_model(job.model)
                 params = fit_answer(job.params, engine.count_chat_tokens(job.messages), engine.context_length)
                 yield Started(model_id, Extension())
                 yield from engine.stream_chat(job.messages, params, cancel)
                 return
+            model_id = job.model
             if not job.model.casefold().startswith("hearth:"):
-                directory.check_chat_model(job.model)  # a chat model id with the hearth.collection field
+                model_id = directory.check_chat_model(job.model)  # a chat model id with the hearth.collection field
             system, before, after, question = split_question(job.messages)
             if not question.strip():
                 raise EmptyMessage("The last user message is empty.", "Put the question in the last user message.")
             system_prompt = rag_system_prompt(system)
             documents = directory.documents()
-            found = find_sources(documents, engine, collection, question, system_prompt, job.params, job.top_k)
+            attached = read_sent_files(job.files, services.paths.api_files_dir, documents, cancel) or []
+            if cancel.cancelled:
+                return
+            found = find_sources(
+                documents, engine, collection, question, system_prompt, job.params, job.top_k, attached
+            )
             asked = ChatMessage("user", rag_question(question, found.sources))
             history = [ChatMessage("system", system_prompt), *before, asked, *after]
             budget = prompt_budget(engine.context_length, job.params.max_new_tokens)
             fitted = fit_history(history, budget, engine.count_chat_tokens)
             params = fit_answer(job.params, fitted.prompt_tokens, engine.context_length)
-            extension = Extension(collection=collection, sources=found.sources, dropped_messages=fitted.dropped)
-            yield Started(collection_id(collection), extension)
+            extension = Extension(
+                collection=collection, sources=found.sources, dropped_messages=fitted.dropped, attachments=found.uses
+            )
+            yield Started(collection_id(collection) if collection else model_id, extension)
             yield from engine.stream_chat(fitted.messages, params, cancel)
 
     return work

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.services.attachment_plan import AttachmentUse
 from backends.base import FinishReason, Usage
 from rag.prompt import Source
 
@@ -54,12 +55,19 @@ class Extension:
     dropped_messages: int = 0
     usage: Usage | None = None
     finish: FinishReason | None = None
+    attachments: tuple[AttachmentUse, ...] = ()  # how each file sent with the request was used
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {}
         if self.collection is not None:
             body["collection"] = self.collection
+        if self.collection is not None or self.attachments:
             body["sources"] = [source_json(s) for s in self.sources]
+        if self.attachments:
+            body["attachments"] = [
+                {"file": use.name, "use": use.mode, "passages": use.passages, "words": use.words}
+                for use in self.attachments
+            ]
         if self.dropped_messages:
             body["dropped_messages"] = self.dropped_messages
         if self.usage is not None:

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from app.api.answers import AnswerJob
+from app.api.attachments import decode_files
 from app.api.delivery import deliver, error_response
 from app.api.directory import ModelDirectory
 from app.api.embedding_jobs import EmbeddingJobs
@@ -67,6 +68,7 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
                 params=requested_params(services.generation_params(), chat),
                 collection=requested_collection(chat.model, extension.collection if extension else None),
                 top_k=(extension.top_k if extension else None) or services.settings.rag.top_k,
+                files=tuple(decode_files(chat.files)),
             )
         except HearthError as exc:
             return error_response(exc)

@@ -14,6 +14,8 @@ from app.api.errors import RequestInvalid
 # OpenAI allows up to four stop strings; a few more cost nothing here, a thousand would cost every token.
 MAX_STOP_STRINGS = 16
 MAX_EMBEDDING_INPUTS = 2048
+# Files one request may carry (content parts and hearth.attachments together).
+MAX_REQUEST_FILES = 20
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
 
@@ -30,10 +32,30 @@ class TextPart(_Request):
 class ImagePart(_Request):
     """Recognised only to be refused with a clear message: the models Hearth runs read text."""
 
-    type: Literal["image_url", "input_audio", "file", "image"]
+    type: Literal["image_url", "input_audio", "image"]
 
 
-ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+class AttachedFile(_Request):
+    """A file sent with a question, as OpenAI's ``file`` content part carries it: its name and its bytes as a
+    base64 data URL (``data:application/pdf;base64,...``) or plain base64."""
+
+    filename: str = Field(min_length=1, max_length=255)
+    file_data: str | None = None
+    file_id: str | None = None
+
+    @model_validator(mode="after")
+    def _has_data(self) -> AttachedFile:
+        if self.file_data is None:
+            raise ValueError("send the file's bytes in file_data (Hearth keeps no uploaded files to name by id)")
+        return self
+
+
+class FilePart(_Request):
+    type: Literal["file"]
+    file: AttachedFile
+
+
+ContentPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 
 
 class Message(_Request):
@@ -43,9 +65,9 @@ class Message(_Request):
 
     @field_validator("content")
     @classmethod
-    def _text_only(cls, value: str | list[TextPart | ImagePart] | None) -> str | list[TextPart | ImagePart] | None:
+    def _text_only(cls, value: str | list[ContentPart] | None) -> str | list[ContentPart] | None:
         if isinstance(value, list) and any(isinstance(part, ImagePart) for part in value):
-            raise ValueError("only text parts are supported; the model reads text, not images, audio or files")
+            raise ValueError("only text and file parts are supported; the model reads text, not images or audio")
         return value
 
     @property
@@ -56,16 +78,24 @@ class Message(_Request):
             return self.content
         return "".join(part.text for part in self.content if isinstance(part, TextPart))
 
+    @property
+    def files(self) -> list[AttachedFile]:
+        if not isinstance(self.content, list):
+            return []
+        return [part.file for part in self.content if isinstance(part, FilePart)]
+
 
 class StreamOptions(_Request):
     include_usage: bool = False
 
 
 class HearthOptions(_Request):
-    """The ``hearth`` extension field: answer from a collection, with ``top_k`` passages."""
+    """The ``hearth`` extension field: answer from a collection, with ``top_k`` passages, and from files sent
+    with the request (``attachments``, the same as ``file`` content parts)."""
 
     collection: str | None = None
     top_k: int | None = Field(default=None, ge=1, le=50)
+    attachments: list[AttachedFile] = Field(default_factory=list, max_length=MAX_REQUEST_FILES)
 
 
 class _Generation(_Request):
@@ -114,6 +144,18 @@ class ChatRequest(_Generation):
         if self.logprobs:
             raise ValueError("logprobs are not supported; leave the field out")
         return self
+
+    @model_validator(mode="after")
+    def _few_files(self) -> ChatRequest:
+        if len(self.files) > MAX_REQUEST_FILES:
+            raise ValueError(f"at most {MAX_REQUEST_FILES} files may be sent with one request")
+        return self
+
+    @property
+    def files(self) -> list[AttachedFile]:
+        """The files sent with the request: those in the messages' content parts, then ``hearth.attachments``."""
+        parts = [file for message in self.messages for file in message.files]
+        return parts + (list(self.hearth.attachments) if self.hearth else [])
 
     @property
     def answer_tokens(self) -> int | None:

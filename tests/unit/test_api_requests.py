@@ -61,8 +61,37 @@ def test_bad_chat_requests_name_the_field_and_the_problem(body: bytes | dict[str
 def test_image_parts_are_refused_with_a_reason() -> None:
     content = [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "x"}}]
     error = refused({"model": "hearth", "messages": [{"role": "user", "content": content}]})
-    assert "only text parts" in error.message
+    assert "only text and file parts" in error.message
     assert error.param == "messages[0].content"
+
+
+def test_file_parts_and_hearth_attachments_are_read_in_order() -> None:
+    part = {"type": "file", "file": {"filename": "a.pdf", "file_data": "QQ=="}}
+    request = chat(
+        messages=[{"role": "user", "content": [{"type": "text", "text": "why?"}, part]}],
+        hearth={"attachments": [{"filename": "b.txt", "file_data": "Qg=="}]},
+    )
+    assert [f.filename for f in request.files] == ["a.pdf", "b.txt"]
+    assert request.messages[0].text == "why?"
+    too_many = [part] * 21
+    error = refused({"model": "hearth", "messages": [{"role": "user", "content": too_many}]})
+    assert "at most 20 files" in error.message
+
+
+def test_sent_files_are_decoded_and_named_without_folders() -> None:
+    from app.api.attachments import decode_files
+    from app.api.errors import RequestInvalid
+    from app.api.schemas import AttachedFile
+
+    files = decode_files(
+        [
+            AttachedFile(filename="../../etc/notes.txt", file_data="data:text/plain;base64,aGk="),
+            AttachedFile(filename="C:\\Users\\me\\r.md", file_data="aGk="),
+        ]
+    )
+    assert [(f.name, f.data) for f in files] == [("notes.txt", b"hi"), ("r.md", b"hi")]
+    with pytest.raises(RequestInvalid, match="not base64"):
+        decode_files([AttachedFile(filename="x.txt", file_data="%%%")])
 
 
 def test_text_parts_and_the_developer_role_are_read() -> None:
