@@ -21,6 +21,7 @@ from app.settings import load_settings
 from backends.base import CancelToken, GenerationParams, TextDelta
 from rag.attachments import AttachProgress
 from rag.prompt import WHOLE_FILE
+from tests.document_bombs import write_nested_docx
 from tests.helpers import write_pdf
 
 pytestmark = pytest.mark.integration
@@ -113,7 +114,9 @@ def test_a_file_that_cannot_be_read_keeps_nothing(chat: Services, documents: Doc
     (tmp_path / "blob.txt").write_bytes(os.urandom(4000))
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(100))
+    write_nested_docx(tmp_path / "nested.docx", 10_000_000)  # 160 KB on disk
     expected = {
+        "nested.docx": "the mark of a 'zip bomb'",
         "locked.pdf": "encrypted",
         "blob.txt": "binary",
         "empty.txt": "empty",
