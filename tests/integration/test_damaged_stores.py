@@ -17,10 +17,12 @@ import pytest
 
 from app.database import DamagedStore
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
+from app.services.attachment_store import AttachmentStore
 from app.services.conversations import ConversationStore
 from app.services.documents import DocumentServices, build_documents
 from app.services.models import default_model_path, open_model_store
 from app.settings import load_settings
+from rag.attachments import AttachedPassage, ReadAttachment
 from rag.chunking import Chunk
 from rag.embeddings import SentenceTransformerEmbedder
 from rag.store import CHROMA_DB, VectorStore
@@ -168,6 +170,11 @@ def test_messages_whose_conversation_was_lost_get_a_recovered_conversation(paths
     store = ConversationStore(paths.conversations_db)
     first = store.create("s")
     store.append(first.id, "user", "where is the ferry timetable?")
+    passage = AttachedPassage(0, "The ferry leaves at nine.", 1, None)
+    vectors = np.ones((1, 4), dtype=np.float32) / 2
+    AttachmentStore(store.database).add(
+        first.id, ReadAttachment("ferry.pdf", "ab" * 32, "The ferry leaves at nine.", 1, (passage,), vectors, "m")
+    )
     store.close()
     pages = root_page(paths.conversations_db, "conversations")
     overwrite_pages(paths.conversations_db, [pages])
@@ -175,12 +182,15 @@ def test_messages_whose_conversation_was_lost_get_a_recovered_conversation(paths
     repaired = hearth(paths.root, "repair")
     assert_clean(repaired)
     assert "listed as 'Recovered conversation'" in repaired.stdout
+    assert "and 1 attached files" in repaired.stdout
     store = ConversationStore(paths.conversations_db)
     try:
         recovered = store.get(first.id)
+        (attached,) = AttachmentStore(store.database).load(first.id)
     finally:
         store.close()
     assert [m.content for m in recovered.messages] == ["where is the ferry timetable?"]
+    assert attached.file.passages == (passage,) and attached.file.vectors.tolist() == vectors.tolist()
 
 
 # --- models.db --------------------------------------------------------------------------------------------------
