@@ -1,0 +1,81 @@
+"""Retrieval quality cannot drift unseen (issue 24, item 4): the committed 138-question set over real Debian manuals
+(the bash reference PDF, the shared-mime-info spec, Python's HTML pages and HOWTOs as Word files, pip's Markdown
+topics, the release tables) is answered by Hearth's own search, and hit@1 must stay within 0.02 of the figure
+recorded beside the set. A change that moves it more than that, either way, records the new figure in the same
+commit (`bench/rag_retrieval.py` prints it).
+
+The corpus comes from Debian's documentation packages, which `.ci/run` installs; the test installs nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.paths import ensure_data_dir, resolve_data_paths
+from app.services.documents import DocumentServices, build_documents
+from app.settings import load_settings
+from rag.embeddings import SentenceTransformerEmbedder
+from rag.evaluation import Retrieved, evaluate, read_questions
+from tests.helpers import require
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+QUESTIONS = BENCH / "data" / "debian-docs-retrieval.jsonl"
+RECORDED = BENCH / "data" / "debian-docs-retrieval.recorded.json"
+CORPUS_SCRIPT = BENCH / "corpus" / "debian_docs.sh"
+PACKAGES = ("bash-doc", "python3.11-doc", "distro-info-data", "shared-mime-info", "python3-pip", "pandoc")
+TOLERANCE = 0.02
+
+
+def installed(package: str) -> bool:
+    found = subprocess.run(["dpkg", "-s", package], capture_output=True, check=False)
+    return found.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    missing = [p for p in PACKAGES if shutil.which("dpkg") is None or not installed(p)]
+    require(not missing, f"Debian's {', '.join(missing)}", f"apt-get install -y {' '.join(missing)}")
+    folder = tmp_path_factory.mktemp("debian-docs")
+    made = subprocess.run(["bash", str(CORPUS_SCRIPT), str(folder)], capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def indexed(
+    corpus: Path, tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
+) -> Iterator[DocumentServices]:
+    settings = load_settings(home=tmp_path_factory.mktemp("floor-home"))
+    documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)), embedder)
+    try:
+        outcomes = [e for e in documents.ingestor.ingest([corpus], "debian docs") if hasattr(e, "outcome")]
+        skipped = [(e.path, e.reason) for e in outcomes if getattr(e, "outcome", "") == "skipped"]
+        assert not skipped, skipped
+        yield documents
+    finally:
+        documents.close()
+
+
+def test_hit_at_1_on_the_debian_set_stays_at_the_recorded_figure(indexed: DocumentServices) -> None:
+    recorded = json.loads(RECORDED.read_text())
+    questions = read_questions(QUESTIONS)
+
+    def search(question: str) -> list[Retrieved]:
+        found = indexed.retriever.search("debian docs", question, top_k=5)
+        return [Retrieved(Path(p.chunk.path).name, p.chunk.page, p.chunk.text) for p in found.passages]
+
+    report = evaluate(questions, search, top_k=5)
+    figures = f"hit@1 {report.hit_at_1:.3f}, hit@5 {report.hit_at_k:.3f} on {len(questions)} questions"
+    assert report.hit_at_1 >= recorded["hit_at_1"] - TOLERANCE, (
+        f"retrieval got worse: {figures}; {RECORDED.name} records hit@1 {recorded['hit_at_1']:.3f}"
+    )
+    assert report.hit_at_1 <= recorded["hit_at_1"] + TOLERANCE, (
+        f"retrieval got better: {figures}; record the new figures in {RECORDED.name} (and the README)"
+    )
