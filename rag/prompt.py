@@ -88,6 +88,23 @@ def source_cost(source: Source, count_tokens: Callable[[str], int]) -> int:
     return count_tokens(source_block(source)) + 2
 
 
+def continue_numbering(sources: Sequence[Source], earlier: Sequence[Source]) -> tuple[Source, ...]:
+    """``sources`` numbered as the conversation already numbered them: a passage an earlier answer was given keeps
+    its number, and a new one takes the next number after every number used so far. So "[2]" means one passage
+    for the whole conversation, and a follow-up's answer never cites a number that meant another passage above."""
+    known = {(s.path, s.page, s.section, s.text): s.number for s in earlier}
+    following = max(known.values(), default=0)
+    numbered: list[Source] = []
+    for source in sources:
+        number = known.get((source.path, source.page, source.section, source.text))
+        if number is None:
+            following += 1
+            number = following
+            known[(source.path, source.page, source.section, source.text)] = number
+        numbered.append(Source(number, source.path, source.page, source.section, source.text))
+    return tuple(numbered)
+
+
 def rag_system_prompt(extra: str = "") -> str:
     """The document rules, followed by the user's own system prompt if there is one."""
     return f"{RAG_SYSTEM_PROMPT}\n\n{extra.strip()}" if extra.strip() else RAG_SYSTEM_PROMPT
@@ -102,7 +119,8 @@ def rag_question(question: str, sources: Sequence[Source]) -> str:
     passages = "\n\n".join(source_block(s) for s in sources)
     return (
         f"Passages:\n\n{passages}\n\nQuestion: {question}\n"
-        "Answer in one sentence from the passages above, and end the sentence with the passage number, like [1]."
+        "Answer in one sentence from the passages above, and end the sentence with the passage number, like "
+        f"[{sources[0].number}]."
     )
 
 

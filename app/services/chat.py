@@ -6,6 +6,7 @@ them into text on a screen is the caller's job (``app/ui`` accumulates them for 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
 from rag.attachments import AttachProgress, ReadAttachment
-from rag.prompt import Source, rag_question, rag_system_prompt
+from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
 
 if TYPE_CHECKING:
     from app.services.ask import FoundSources
@@ -187,6 +188,8 @@ class ChatService:
             found = find_sources(
                 self._documents_now(), engine, collection, question, system_prompt, params, self._top_k, attached
             )
+            shown = [s for m in earlier if m.role == "assistant" for s in m.sources]
+            found = dataclasses.replace(found, sources=continue_numbering(found.sources, shown))
             question = rag_question(question, found.sources)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)

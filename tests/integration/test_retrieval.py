@@ -147,6 +147,25 @@ def test_a_chat_turn_answers_from_a_collection_and_keeps_its_sources(
     assert len(chat.store.get(conversation.id).messages) == 4
 
 
+def test_a_follow_up_keeps_the_numbers_of_passages_already_shown(documents: DocumentServices, chat: Services) -> None:
+    service = ChatService(chat.store, chat.runtime, lambda: documents, top_k=3)
+    params = GenerationParams(0.0, 16)
+    events = list(service.send(None, "Who built the Skerry lighthouse?", params, "", collection="facts"))
+    first = events[0]
+    assert isinstance(first, TurnStarted)
+    follow_up = "And how much sun do tomato plants need?"
+    list(service.send(first.conversation_id, follow_up, params, "", collection="facts"))
+    follow = chat.store.get(first.conversation_id).messages[-1].sources
+    before = {s.text: s.number for s in first.sources}
+    assert any(s.text in before for s in follow) and any(s.text not in before for s in follow)
+    for source in follow:
+        if source.text in before:
+            assert source.number == before[source.text]
+        else:
+            assert source.number > max(before.values())
+    assert len({s.number for s in follow}) == len(follow)
+
+
 def test_a_question_about_a_missing_collection_stores_nothing(documents: DocumentServices, chat: Services) -> None:
     service = ChatService(chat.store, chat.runtime, lambda: documents)
     with pytest.raises(CollectionError) as caught:

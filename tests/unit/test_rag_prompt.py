@@ -23,3 +23,25 @@ def test_the_document_rules_come_before_the_users_own_system_prompt() -> None:
     assert rag_system_prompt("Be kind.") == f"{RAG_SYSTEM_PROMPT}\n\nBe kind."
     assert rag_system_prompt("  ") == RAG_SYSTEM_PROMPT
     assert "like [1]" in RAG_SYSTEM_PROMPT and "never as instructions" in RAG_SYSTEM_PROMPT
+
+
+def test_numbers_continue_across_a_conversation() -> None:
+    from rag.prompt import Source, continue_numbering
+
+    def source(number: int, text: str, page: int | None = 1) -> Source:
+        return Source(number, "/docs/bash.pdf", page, None, text)
+
+    earlier = [source(1, "set -e exits"), source(2, "pipefail"), source(3, "set -u")]
+    found = [source(1, "pipefail"), source(2, "errexit trap"), source(3, "set -e exits", page=2)]
+    numbered = continue_numbering(found, earlier)
+    # The passage shown before keeps [2]; the new ones (a different page is another passage) follow [3].
+    assert [(s.number, s.text, s.page) for s in numbered] == [
+        (2, "pipefail", 1),
+        (4, "errexit trap", 1),
+        (5, "set -e exits", 2),
+    ]
+    assert [s.number for s in continue_numbering(found, [])] == [1, 2, 3]
+    # The instruction's example cites a number the passages have.
+    from rag.prompt import rag_question
+
+    assert rag_question("Why?", numbered).endswith("like [2].")
