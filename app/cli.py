@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_answers.add_argument("--limit", type=int, help="ask only the first N questions")
     eval_answers.add_argument(
+        "--part",
+        help="ask only one part of the set, as its split file (QA.split.json beside it) names it: tuning or held-out",
+    )
+    eval_answers.add_argument(
         "--max-tokens", dest="eval_max_tokens", type=int, default=200, help="longest answer (default 200)"
     )
     eval_answers.add_argument("--output", type=Path, help="also write each answer and its score to this JSON file")
@@ -295,7 +299,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             from app.commands_eval import run_eval_answers
 
             path, collection, model = args.questions, args.collection, args.eval_model
-            return run_eval_answers(settings, path, collection, model, args.limit, args.output, args.eval_max_tokens)
+            return run_eval_answers(
+                settings, path, collection, model, args.limit, args.output, args.eval_max_tokens, args.part
+            )
         if args.command == "eval":
             return commands_documents.run_eval_retrieval(settings, args.questions, args.collection, args.top_k)
         if args.command == "ask":

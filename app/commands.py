@@ -68,6 +68,7 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
 
     host, port = settings.server.host, settings.server.port
     ensure_port_free(host, port)
+    _repair_damaged_stores(settings)
     services = build_services(settings)
     if not is_loopback(host):
         _err(
@@ -102,6 +103,18 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
         (services.paths.root / REDIRECT_FILE).unlink(missing_ok=True)  # its secret dies with this start
         services.close()
     return EXIT_OK
+
+
+def _repair_damaged_stores(settings: Settings) -> None:
+    """Repair, before anything opens them, the stores found damaged (the page told the person to restart)."""
+    from app.services.repair import repair_at_start
+
+    for report in repair_at_start(settings, lambda line: _err(f"  {for_terminal(line)}")):
+        _err(f"The {report.store} was damaged; repaired it ({for_terminal(str(report.path))}):")
+        for line in report.done:
+            _err(f"  - {for_terminal(line)}")
+        for line in report.lost:
+            _err(f"  ! not saved: {for_terminal(line)}")
 
 
 def run_open(settings: Settings, print_address: bool) -> int:

@@ -12,6 +12,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def run_eval_answers(
     limit: int | None,
     output: Path | None,
     max_tokens: int,
+    part: str | None = None,
 ) -> int:
     from app.commands import load_model
     from app.services.container import build_services
@@ -54,7 +56,10 @@ def run_eval_answers(
         raise HearthError("--limit must be 1 or more.", "Pass how many questions to ask, or leave it out for all.")
     if max_tokens < 1:
         raise HearthError("--max-tokens must be 1 or more.", f"Leave it out for {DEFAULT_MAX_TOKENS}.")
-    questions = read_answer_questions(questions_path)[:limit]
+    questions = read_answer_questions(questions_path)
+    if part is not None:
+        questions = split_part(questions, questions_path, part)
+    questions = questions[:limit]
     if output is not None:
         _check_writable(output)
     if model is not None:
@@ -92,6 +97,39 @@ def run_eval_answers(
         services.close()
     _finish(AnswerReport(tuple(results)), collection, output)
     return EXIT_OK
+
+
+def split_file(questions_path: Path) -> Path:
+    """Where a question set's split is kept: ``QA.split.json`` beside ``QA.jsonl``."""
+    return questions_path.with_name(f"{questions_path.stem}.split.json")
+
+
+def split_part(questions: Sequence[AnswerQuestion], questions_path: Path, part: str) -> list[AnswerQuestion]:
+    """The questions on the lines that ``part`` of the set's split file lists (line numbers from 1)."""
+    path = split_file(questions_path)
+    try:
+        split = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HearthError(
+            f"{questions_path.name} has no split file, so it has no part called {part!r}.",
+            f'Write {path.name} beside it: {{"tuning": [line numbers], "held-out": [line numbers]}}, or leave '
+            "out --part.",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise HearthError(f"{path} cannot be read ({exc}).", "Fix the file, or leave out --part.") from None
+    parts = {k: v for k, v in split.items() if isinstance(v, list)} if isinstance(split, dict) else {}
+    lines = parts.get(part)
+    if lines is None:
+        raise HearthError(
+            f"{path.name} has no part called {part!r}.", f"Pick one of: {', '.join(sorted(parts)) or 'none'}."
+        )
+    bad = [n for n in lines if not isinstance(n, int) or not 1 <= n <= len(questions)]
+    if bad:
+        raise HearthError(
+            f"{path.name} names lines that {questions_path.name} does not have: {bad[:5]}.",
+            f"Use line numbers from 1 to {len(questions)}.",
+        )
+    return [questions[n - 1] for n in lines]
 
 
 def _ask(

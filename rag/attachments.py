@@ -100,7 +100,7 @@ def read_attachment(
     from models.gguf import sha256_of
     from rag.chunking import chunk_sections, searchable_text
     from rag.discovery import special_kind, unreadable_reason
-    from rag.reader import ReadCancelled
+    from rag.reader import ReadCancelled, relay
 
     shown = name or path.name
     try:
@@ -119,16 +119,9 @@ def read_attachment(
     yield AttachProgress(shown, "reading", 0, None)
     digest = sha256_of(path)
     reading = reader.reading(path, cancel)
-    try:
-        while True:
-            try:
-                read = next(reading)
-            except StopIteration as done:
-                sections: list[Section] = done.value
-                break
-            yield AttachProgress(shown, "reading", read.pages_done, read.pages_total)
-    finally:
-        reading.close()
+    sections = yield from relay(
+        reading, lambda read: AttachProgress(shown, "reading", read.pages_done, read.pages_total)
+    )
     text = whole_text(sections)
     if not text.strip():
         raise Skipped("no text could be read from it (a scanned PDF holds pictures of pages, not text)")

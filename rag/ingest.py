@@ -34,9 +34,9 @@ from rag.discovery import Candidate, discover, unreadable_reason
 from rag.embeddings import Embedder
 from rag.ingest_progress import IngestProgress, Meter, StepProgress
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
-from rag.reader import DocumentReader, ReadCancelled, ReaderProcess
+from rag.reader import DocumentReader, ReadCancelled, ReaderProcess, relay
 from rag.reconcile import ReconcilePlan, plan_reconciliation
-from rag.sections import PASSAGE_FORMAT, Section, Skipped
+from rag.sections import PASSAGE_FORMAT, Skipped
 from rag.store import VectorStore
 
 __all__ = ["FileOutcome", "IngestEvent", "IngestProgress", "Ingestor", "StepProgress"]
@@ -222,19 +222,13 @@ class Ingestor:
         meter.begin_step()
         reading = self._reader.reading(candidate.path, cancel)
         try:
-            while True:
-                try:
-                    read = next(reading)
-                except StopIteration as done:
-                    sections: list[Section] = done.value
-                    break
-                yield meter.progress(meter.step("reading", read.pages_done, read.pages_total))
+            sections = yield from relay(
+                reading, lambda read: meter.progress(meter.step("reading", read.pages_done, read.pages_total))
+            )
         except ReadCancelled:  # nothing recorded: the next run reads it again
             return FileOutcome(key, "skipped", reason=CANCELLED_READING, cancelled=True)
         except Skipped as skipped:
             return self._skip(info, key, digest, stat, skipped.reason, known)
-        finally:
-            reading.close()  # stops the read if this run itself was closed part-way
         meter.begin_step()
         yield meter.progress(meter.step("splitting", total=len(sections)))
         chunks = chunk_sections(sections, self._embedder.tokenizer(), digest, self._embedder.max_tokens)

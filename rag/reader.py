@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -70,6 +70,26 @@ def drain(steps: Generator[object, None, _Result]) -> _Result:
             next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+
+
+_Step = TypeVar("_Step")
+
+
+def relay(
+    reading: Generator[ReadProgress, None, list[Section]], step: Callable[[ReadProgress], _Step]
+) -> Generator[_Step, None, list[Section]]:
+    """A read's sections, yielding ``step(progress)`` for each of its progress reports; the read is stopped if the
+    caller stops before it ends."""
+    try:
+        while True:
+            try:
+                read = next(reading)
+            except StopIteration as done:
+                sections: list[Section] = done.value
+                return sections
+            yield step(read)
+    finally:
+        reading.close()
 
 
 class _Child:

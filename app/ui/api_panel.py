@@ -1,5 +1,5 @@
 """The Hardware tab's API section: the address OpenAI clients use, the key (sent to the page only when asked
-for), and a copyable example for the ``openai`` Python package."""
+for, and replaced here after a confirmation), and a copyable example for the ``openai`` Python package."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def address_markdown(url: str) -> str:
         f"OpenAI-compatible API: **`{url}`** — same port as this page. Every request needs the key as "
         "`Authorization: Bearer KEY` (or `api_key=` in the client). Model ids: `hearth` (the loaded model), "
         "`hearth:COLLECTION` (answer from a collection, sources in the reply's `hearth` field); "
-        "`GET /v1/models` lists them. `hearth api-key --rotate` replaces the key."
+        "`GET /v1/models` lists them. **Replace key** makes a new key: programs using the old one are refused "
+        "from then on."
     )
 
 
@@ -65,6 +66,16 @@ class ApiPanel:
         url = base_url(_host(request), self._settings)
         return gr.update(value=key, type="text"), example_code(url, key)
 
+    def replace(self, request: gr.Request) -> tuple[Any, ...]:
+        """A new key, shown at once (the old one stops working now), and the confirmation hidden again."""
+        try:
+            key = self._keys.rotate()
+        except HearthError as exc:
+            raise as_gradio_error(exc) from exc
+        gr.Info("The API key was replaced. Programs using the old key must use this one now.")
+        url = base_url(_host(request), self._settings)
+        return gr.update(value=key, type="text"), example_code(url, key), gr.update(visible=False)
+
 
 def _host(request: gr.Request | None) -> str | None:
     headers = getattr(request, "headers", None)
@@ -81,8 +92,20 @@ def api_section(services: Services) -> None:
                 label="API key", type="password", interactive=False, buttons=["copy"], elem_id="api-key", scale=4
             )
             reveal = gr.Button("Show key", elem_id="api-reveal", scale=1)
+            replace = gr.Button("Replace key", elem_id="api-replace", scale=1, variant="secondary")
+        # Replacing cannot be undone (programs holding the old key stop working), so it takes a second click.
+        with gr.Row(visible=False, elem_id="api-replace-confirm") as confirm_row:
+            gr.Markdown("Programs using the current key will be refused until they use the new one. Replace it?")
+            confirm = gr.Button("Yes, replace it", variant="stop", size="sm", elem_id="api-replace-yes")
+            keep = gr.Button("Keep it", size="sm", elem_id="api-replace-no")
         example = gr.Code(
-            language="python", label="Example: Python, `pip install openai`", interactive=False, elem_id="api-example"
+            language="python",
+            label="Example: Python, with the openai package",
+            interactive=False,
+            elem_id="api-example",
         )
     accordion.expand(panel.view, outputs=[address, example], queue=False)
     reveal.click(panel.reveal, outputs=[key, example], queue=False)
+    replace.click(lambda: gr.update(visible=True), outputs=[confirm_row], queue=False)
+    keep.click(lambda: gr.update(visible=False), outputs=[confirm_row], queue=False)
+    confirm.click(panel.replace, outputs=[key, example, confirm_row], queue=False)

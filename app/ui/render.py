@@ -36,10 +36,11 @@ def sources_markdown(sources: Sequence[Source]) -> str:
 
 
 def upload_limit_note(max_file_mb: int) -> str:
-    """Under the upload box: the limit the browser enforces, and how to change it."""
+    """Under the upload box: the limit the browser enforces, and where it is set (a setting read at start; the
+    page cannot change it while Hearth runs)."""
     return (
-        f"Files larger than {max_file_mb} MB are refused before they are sent. To change the limit, start Hearth "
-        "with `HEARTH_RAG__MAX_FILE_MB` set to the size in MB, for example `HEARTH_RAG__MAX_FILE_MB=500 hearth ui`."
+        f"Files larger than {max_file_mb} MB are refused before they are sent. The limit is the "
+        "`HEARTH_RAG__MAX_FILE_MB` setting (see Settings in the README), read when Hearth starts."
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import RunningApp, free_port
 from tests.helpers import require
@@ -254,4 +255,24 @@ def test_the_hardware_tab_shows_the_address_the_key_and_an_example(
     assert key == hearth(["api-key"], app.home, timeout=60).stdout.strip()
     page.locator("#api-example", has_text=key).wait_for(timeout=15_000)
     assert "OpenAI(base_url=" in page.inner_text("#api-example")
+    assert "hearth api-key" not in page.inner_text("#api-address")  # the page speaks of its own controls
+
+    # Replace key asks first; Keep it changes nothing, Yes replaces it and shows the new one.
+    page.click("#api-replace")
+    page.click("#api-replace-no")
+    expect(page.locator("#api-replace-confirm")).to_be_hidden()
+    assert hearth(["api-key"], app.home, timeout=60).stdout.strip() == key
+    page.click("#api-replace")
+    page.click("#api-replace-yes")
+    page.wait_for_function(
+        f"document.querySelector('#api-key textarea') && document.querySelector('#api-key textarea').value !== {key!r}",
+        timeout=15_000,
+    )
+    new = page.locator("#api-key textarea").input_value()
+    assert new.startswith("hearth-") and new != key
+    assert new == hearth(["api-key"], app.home, timeout=60).stdout.strip()
+    with httpx.Client(base_url=app.url) as client:
+        assert client.get("/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+        assert client.get("/v1/models", headers={"Authorization": f"Bearer {new}"}).status_code == 200
+    expect(page.locator("#api-replace-confirm")).to_be_hidden()
     assert app.remote_requests == []

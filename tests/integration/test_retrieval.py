@@ -85,14 +85,6 @@ def test_new_files_are_searchable_right_after_ingestion(documents: DocumentServi
     assert top.keyword_rank == 1
 
 
-@pytest.fixture
-def chat(isolated_home: Path, embedded_model: Path) -> Iterator[Services]:
-    services = build_services(load_settings(model={"context_length": 1024}))
-    list(services.runtime.load(services.model_choice()))
-    yield services
-    services.close()
-
-
 def test_a_cited_answer_from_the_collection(documents: DocumentServices, chat: Services) -> None:
     events = list(ask(documents, chat.runtime, "facts", "Who built the Skerry lighthouse?", GenerationParams(0.0, 64)))
     started = events[0]

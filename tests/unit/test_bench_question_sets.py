@@ -34,3 +34,34 @@ def test_the_answer_set_reads_and_names_only_files_of_the_corpus() -> None:
     assert len(questions) >= 60
     sources = {json.loads(line)["source"] for line in path.read_text().splitlines() if line.strip()}
     assert sources <= corpus_files()
+
+
+def test_the_answer_split_divides_the_set_into_tuning_and_held_out() -> None:
+    import json
+
+    questions = read_answer_questions(BENCH / "data" / "debian-docs-answers.jsonl")
+    split = json.loads((BENCH / "data" / "debian-docs-answers.split.json").read_text())
+    tuning, held_out = split["tuning"], split["held-out"]
+    assert sorted(tuning + held_out) == list(range(1, len(questions) + 1))  # every question in exactly one part
+    assert len(tuning) == 20 and tuning == list(range(1, len(questions) + 1, 4))  # every 4th, as the prompt was chosen
+
+
+def test_a_part_is_read_from_the_split_file(tmp_path: Path) -> None:
+    import pytest
+
+    from app.commands_eval import split_part
+    from app.errors import HearthError
+
+    questions_path = BENCH / "data" / "debian-docs-answers.jsonl"
+    questions = read_answer_questions(questions_path)
+    held_out = split_part(questions, questions_path, "held-out")
+    assert len(held_out) == 57 and held_out[0] == questions[1]
+    with pytest.raises(HearthError, match="no part called 'training'") as caught:
+        split_part(questions, questions_path, "training")
+    assert "held-out, tuning" in caught.value.remedy
+    alone = tmp_path / "alone.jsonl"
+    with pytest.raises(HearthError, match="has no split file"):
+        split_part(questions, alone, "tuning")
+    (tmp_path / "alone.split.json").write_text('{"tuning": [0, 99]}')
+    with pytest.raises(HearthError, match="does not have"):
+        split_part(questions, alone, "tuning")

@@ -159,6 +159,7 @@ def test_the_status_line_says_how_many_answers_run_at_once() -> None:
 def test_the_upload_note_says_the_limit_and_how_to_change_it() -> None:
     note = upload_limit_note(100)
     assert "100 MB" in note and "HEARTH_RAG__MAX_FILE_MB" in note
+    assert "hearth ui" not in note  # the page names no command to run
 
 
 def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
