@@ -87,11 +87,13 @@ def measure_quality(
             from rag.rerank import CrossEncoderReranker
 
             models.append((f"hybrid + {reranker.name}", CrossEncoderReranker(reranker)))
+        steps: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
         for label, model in models:
             retriever = Retriever(documents.manifest, documents.store, documents.embedder, model)
 
-            def hybrid(question: str, retriever: Retriever = retriever) -> list[Retrieved]:
+            def hybrid(question: str, retriever: Retriever = retriever, label: str = label) -> list[Retrieved]:
                 found = retriever.search(info.name, question, top_k=top_k)
+                steps[label].append((found.embed_ms, found.keyword_ms, found.vector_ms, found.fusion_ms))
                 return [Retrieved(Path(p.chunk.path).name, p.chunk.page, p.chunk.text) for p in found.passages]
 
             configurations.append((label, hybrid))
@@ -107,6 +109,7 @@ def measure_quality(
         print(f"{'configuration':<36}{'hit@1':>7}{f'hit@{top_k}':>7}{'MRR':>7}{'median ms':>11}{'p90 ms':>8}")
         for label, search in configurations:
             search("warm up: load the models and build the keyword index")
+            steps.pop(label, None)
             report = evaluate(questions, search, top_k)
             print(
                 f"{label:<36}{report.hit_at_1:>7.3f}{report.hit_at_k:>7.3f}{report.mrr:>7.3f}"
@@ -120,6 +123,13 @@ def measure_quality(
                 + ", ".join(
                     f"{kind} {sum(1 for r in ranks if r == 1)}/{len(ranks)}" for kind, ranks in sorted(by_kind.items())
                 )
+            )
+        for label, timings in steps.items():
+            medians = [statistics.median(t[i] for t in timings) for i in range(4)]
+            print(
+                f"{label}: median ms per step: embed the question {medians[0]:.1f}, keyword ranking and exact terms "
+                f"{medians[1]:.1f}, vector ranking {medians[2]:.1f}, fusion, near-duplicates and any reranker "
+                f"{medians[3]:.1f}"
             )
     finally:
         documents.close()

@@ -113,14 +113,16 @@ def rag_system_prompt(extra: str = "") -> str:
 def rag_question(question: str, sources: Sequence[Source]) -> str:
     """The user's turn as the model sees it: the numbered passages, the question, then how to answer. The format
     instruction comes last, nearest the answer: placed before the passages, small models answered with a bare
-    "[1]" or recited a passage (measured with `hearth eval answers`)."""
+    "[1]" or recited a passage (measured with `hearth eval answers`). It asks for the passage that states the
+    answer and gives no example number: with "like [1]" the default model cited [1] for 23 of the 57 held-out
+    questions, and on the 20 tuning questions the cited passage held the answer for 14, against 16 without it."""
     if not sources:
         return f"No passages were found in the documents for this question.\n\nQuestion: {question}"
     passages = "\n\n".join(source_block(s) for s in sources)
     return (
         f"Passages:\n\n{passages}\n\nQuestion: {question}\n"
-        "Answer in one sentence from the passages above, and end the sentence with the passage number, like "
-        f"[{sources[0].number}]."
+        "Answer in one sentence from the passages above, and end the sentence with the number of the passage that "
+        "states the answer, in square brackets."
     )
 
 

@@ -39,6 +39,10 @@ class SearchResult:
     passages: list[Passage]
     embed_ms: float
     search_ms: float
+    # Where search_ms went: the keyword ranking (and its exact terms), the vector ranking, fusion and what follows.
+    keyword_ms: float = 0.0
+    vector_ms: float = 0.0
+    fusion_ms: float = 0.0
 
 
 @dataclass
@@ -76,9 +80,11 @@ class Retriever:
         embedded = time.perf_counter()
         keyword = self.keyword_index(info)  # built on first use: that cost is part of this search's time
         keyword_hits = [keyword.chunks[i] for i, _ in keyword.index.search(query, CANDIDATES_PER_RANKING)]
-        vector_hits = self._store.nearest(info.store_name, info.embedder, vector, CANDIDATES_PER_RANKING)
         # Passages holding every number/code/identifier of the question come first (rag.fusion explains why).
         exact_hits = [keyword.chunks[i] for i in keyword.index.exact_matches(query)]
+        keyword_done = time.perf_counter()
+        vector_hits = self._store.nearest(info.store_name, info.embedder, vector, CANDIDATES_PER_RANKING)
+        vector_done = time.perf_counter()
         by_id = {c.id: c for c in (*keyword_hits, *vector_hits, *exact_hits)}
         keyword_rank = {c.id: rank for rank, c in enumerate(keyword_hits, start=1)}
         vector_rank = {c.id: rank for rank, c in enumerate(vector_hits, start=1)}
@@ -95,4 +101,11 @@ class Retriever:
         if self._reranker is not None:
             passages = self._reranker.rerank(query, passages)
         done = time.perf_counter()
-        return SearchResult(passages[:top_k], (embedded - started) * 1000, (done - embedded) * 1000)
+        return SearchResult(
+            passages[:top_k],
+            (embedded - started) * 1000,
+            (done - embedded) * 1000,
+            keyword_ms=(keyword_done - embedded) * 1000,
+            vector_ms=(vector_done - keyword_done) * 1000,
+            fusion_ms=(done - vector_done) * 1000,
+        )

@@ -68,6 +68,13 @@ def test_hybrid_retrieval_finds_the_right_file(documents: DocumentServices) -> N
     assert sum(rank == 0 for rank in ranks) >= len(QUESTIONS) - 1
 
 
+def test_a_search_says_where_its_time_went(documents: DocumentServices) -> None:
+    found = documents.retriever.search("facts", "Who built the Skerry lighthouse?", top_k=3)
+    steps = (found.keyword_ms, found.vector_ms, found.fusion_ms)
+    assert all(step >= 0 for step in steps) and found.vector_ms > 0 and found.embed_ms > 0
+    assert abs(sum(steps) - found.search_ms) < 1e-6  # the steps are the whole search, after the embedding
+
+
 def test_an_exact_code_is_found_by_keywords(documents: DocumentServices) -> None:
     top = documents.retriever.search("facts", "XR-7742", top_k=1).passages[0]
     assert top.keyword_rank == 1

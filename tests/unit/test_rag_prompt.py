@@ -12,7 +12,8 @@ def test_the_passages_come_first_then_the_question_then_how_to_answer() -> None:
     text = rag_question("When is high tide?", [TIDES, PAGE])
     assert text.startswith("Passages:\n\n[1] High tide is at 6 pm.\n\n[2] The harbour opens at dawn.\n\n")
     assert "\n\nQuestion: When is high tide?\nAnswer in one sentence" in text
-    assert text.endswith("end the sentence with the passage number, like [1].")
+    # No example number: with "like [1]" the default model cited [1] most (see rag_question).
+    assert text.endswith("end the sentence with the number of the passage that states the answer, in square brackets.")
 
 
 def test_without_passages_the_model_is_told_none_were_found() -> None:
@@ -41,7 +42,4 @@ def test_numbers_continue_across_a_conversation() -> None:
         (5, "set -e exits", 2),
     ]
     assert [s.number for s in continue_numbering(found, [])] == [1, 2, 3]
-    # The instruction's example cites a number the passages have.
-    from rag.prompt import rag_question
-
-    assert rag_question("Why?", numbered).endswith("like [2].")
+    assert rag_question("Why?", numbered).startswith("Passages:\n\n[2] pipefail\n\n[4] errexit trap\n\n[5] set -e")
