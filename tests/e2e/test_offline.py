@@ -51,7 +51,9 @@ def ask_once_loaded(client: Any, deadline: float) -> Any:
 
     while True:
         try:
-            return client.predict("Say hello.", "Be brief.", 0.0, 16, api_name="/send")[0]
+            # The message box takes text and files: {"text": ..., "files": [...]}.
+            message = {"text": "Say hello.", "files": []}
+            return client.predict(message, "Be brief.", 0.0, 16, api_name="/send")[0]
         except AppError as exc:
             if "still loading" not in str(exc) or time.monotonic() > deadline:
                 raise
