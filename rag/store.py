@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from app.database import damaged, disk_full, first_complaint, is_damage, is_disk_full
+from app.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
 from app.errors import StorageError
 from rag.chunking import Chunk
 
@@ -29,6 +29,7 @@ WRITE_BATCH = 512
 READ_PAGE = 5000
 WHAT = "documents vector store"
 MEANWHILE = "Until then, chat works without documents."
+REPAIR_MARKER_SUFFIX = ".needs-repair"
 CHROMA_DB = "chroma.sqlite3"
 # What Chroma 1.5 reads when a client opens; a damaged page in any of these makes it panic.
 STARTUP_TABLES = (
@@ -78,7 +79,7 @@ class VectorStore:
             if is_disk_full(exc, self.directory):  # Chroma says "database or disk is full" only in its text
                 raise disk_full(WHAT, self.directory) from exc
             if isinstance(exc, self._damage_errors):
-                raise damaged(WHAT, self.directory, f"Chroma: {exc}", MEANWHILE) from exc
+                raise _damaged(self.directory, f"Chroma: {exc}") from exc
             raise StorageError(
                 f"The {WHAT} {self.directory} refused a request ({exc}).",
                 "If this happens again, stop Hearth and run `hearth repair`.",
@@ -90,7 +91,7 @@ class VectorStore:
                 raise
             if is_disk_full(exc, self.directory):
                 raise disk_full(WHAT, self.directory) from exc
-            raise damaged(WHAT, self.directory, f"Chroma stopped with an internal panic: {exc}", MEANWHILE) from None
+            raise _damaged(self.directory, f"Chroma stopped with an internal panic: {exc}") from None
 
     def _collection(self, store_name: str, embedder: str) -> Any:
         # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI
@@ -234,6 +235,19 @@ def is_rust_panic(exc: BaseException) -> bool:
     return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
 
 
+def repair_marker(directory: Path) -> Path:
+    """The file that tells the next `hearth ui` to check and repair the vector store in ``directory``."""
+    return directory.with_name(f"{directory.name}{REPAIR_MARKER_SUFFIX}")
+
+
+def _damaged(directory: Path, detail: str) -> DamagedStore:
+    """The damage error, after leaving the marker that makes the next start repair the store (checking Chroma
+    at every start would cost seconds; this way only a start after damage pays)."""
+    with contextlib.suppress(OSError):
+        repair_marker(directory).touch()
+    return damaged(WHAT, directory, detail, MEANWHILE, repaired_at_start=True)
+
+
 def check_startup_tables(path: Path) -> None:
     """Check the pages of the tables (and their indexes) that Chroma reads when it opens ``path``: a few small
     ones, about a millisecond. Raise :class:`DamagedStore` if SQLite finds them damaged. A missing file is a new
@@ -250,10 +264,10 @@ def check_startup_tables(path: Path) -> None:
                 rows = db.execute(f"PRAGMA quick_check({table})").fetchall()  # a fixed list of names
             except sqlite3.DatabaseError as exc:
                 if is_damage(exc):
-                    raise damaged(WHAT, path.parent, f"{path.name}: {exc}", MEANWHILE) from exc
+                    raise _damaged(path.parent, f"{path.name}: {exc}") from exc
                 continue  # a table this Chroma version does not have: Chroma creates or ignores it
             problem = first_complaint(rows)
             if problem is not None:
-                raise damaged(WHAT, path.parent, f"{path.name}: {problem}", MEANWHILE)
+                raise _damaged(path.parent, f"{path.name}: {problem}")
     finally:
         db.close()

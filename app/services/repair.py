@@ -93,22 +93,37 @@ def check_stores(paths: DataPaths) -> list[StoreReport]:
 def repair_at_start(settings: Settings, say: Callable[[str], None]) -> list[StoreReport]:
     """What `hearth ui` does before it opens anything: the SQLite stores are checked (quickly), and those found
     damaged are repaired as `hearth repair` would, so the page never has to name a command. The vector store is
-    left to `hearth repair` (checking it means opening Chroma). Nothing is done while another Hearth uses the
-    folder. Returns the reports of the stores that were repaired."""
+    checked (which means starting Chroma) only when a run met damage in it and left its marker, or when the
+    tables Chroma reads first are damaged. Nothing is done while another Hearth uses the folder. Returns the
+    reports of the stores that were repaired."""
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.instance import read_record
 
     paths = ensure_data_dir(resolve_data_paths(settings.home))
     databases = [(CONVERSATIONS, paths.conversations_db), (MODELS, paths.models_db), (INDEX, paths.index_db)]
+    from rag.store import CHROMA_DB, check_startup_tables, repair_marker
+
+    if read_record(paths.server_file) is not None:
+        return []  # another Hearth has these files open
     checked = [StoreReport(name, path, check_database(path)) for name, path in databases]
-    if not any(r.health.state == "damaged" for r in checked) or read_record(paths.server_file) is not None:
+    marker = repair_marker(paths.vectors_dir)
+    vectors_suspect = marker.exists()
+    try:
+        check_startup_tables(paths.vectors_dir / CHROMA_DB)
+    except HearthError:
+        vectors_suspect = True
+    vectors = check_vectors(paths.vectors_dir) if vectors_suspect else Health("sound")
+    checked.append(StoreReport(VECTORS, paths.vectors_dir, vectors))
+    if not any(r.health.state == "damaged" for r in checked):
+        marker.unlink(missing_ok=True)  # checked again and sound (or "unreadable": `hearth repair --check` says why)
         return []
-    checked.append(StoreReport(VECTORS, paths.vectors_dir, Health("sound")))
 
     def reindex(lost_chunks_of: set[str]) -> Iterator[Note]:
         return reindex_collections(settings, paths, lost_chunks_of, say)
 
-    return [r for r in repair_stores(paths, reindex, checked) if r.health.state == "damaged"]
+    repaired = [r for r in repair_stores(paths, reindex, checked) if r.health.state == "damaged"]
+    marker.unlink(missing_ok=True)
+    return repaired
 
 
 def repair_stores(paths: DataPaths, reindex: Reindex, checked: list[StoreReport]) -> Iterator[StoreReport]:

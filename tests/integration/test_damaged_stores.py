@@ -25,7 +25,7 @@ from app.settings import load_settings
 from rag.attachments import AttachedPassage, ReadAttachment
 from rag.chunking import Chunk
 from rag.embeddings import SentenceTransformerEmbedder
-from rag.store import CHROMA_DB, VectorStore
+from rag.store import CHROMA_DB, VectorStore, repair_marker
 from tests.helpers import write_tiny_gguf
 
 pytestmark = pytest.mark.integration
@@ -338,6 +338,31 @@ def test_a_garbled_vector_index_segment_gives_a_typed_error(paths: DataPaths) ->
     with pytest.raises(DamagedStore) as caught:
         VectorStore(reopened).count("kb-segment-test", "e")
     assert caught.value.path == reopened and "hearth repair" in caught.value.remedy
+    # Damage the start-up check cannot see: the next start is told to check the store (the page says restart).
+    assert repair_marker(reopened).exists()
+    assert "start it again" in caught.value.for_page and "hearth repair" not in caught.value.for_page
+
+
+def test_starting_hearth_repairs_a_damaged_vector_store(
+    paths: DataPaths, corpus: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from app.services.repair import VECTORS, repair_at_start
+
+    database = paths.vectors_dir / CHROMA_DB
+    overwrite_pages(database, [root_page(database, "collections")])
+    # A new `hearth ui` has not opened Chroma yet; this test process has (indexing the corpus), and Chroma keeps
+    # one client per folder in a process.
+    SharedSystemClient.clear_system_cache()
+    said: list[str] = []
+    repaired = repair_at_start(load_settings(), said.append)
+    assert [r.store for r in repaired] == [VECTORS]
+    assert "3 files indexed again, 0 intact" in " ".join(repaired[0].done + said), (repaired[0].done, said)
+    assert (set_aside(paths.root, "vectors") / CHROMA_DB).exists()
+    assert not repair_marker(paths.vectors_dir).exists()
+    assert found_files(paths, embedder, "What oil does the lighthouse lamp burn?")[0] == "lamp.txt"
+    assert repair_at_start(load_settings(), said.append) == []  # sound now: nothing more to do
 
 
 def test_repair_rebuilds_the_vector_store_from_the_files_and_names_what_is_gone(
