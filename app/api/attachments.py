@@ -54,10 +54,10 @@ def read_sent_files(
     """Read, split and embed each file (``None`` if cancelled); :class:`RequestInvalid` with the reason for the
     first that cannot be read. Nothing is kept either way."""
     from rag.attachments import read_attachment
-    from rag.reader import ReadCancelled, ReaderProcess, drain
+    from rag.reader import ReadCancelled, drain
     from rag.sections import Skipped
 
-    reader = documents.attachment_reader or ReaderProcess()
+    reader = documents.attachment_reader
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     read: list[ReadAttachment] = []
     with tempfile.TemporaryDirectory(dir=scratch) as folder:

@@ -132,7 +132,7 @@ class ChatService:
             for file in new:
                 self._attachments.add(conversation.id, file)
             self._store.append(conversation.id, "user", text)
-            yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken())
+            yield from self._answer(engine, conversation.id, prompt, params, cancel)
 
     def regenerate(
         self,
@@ -209,22 +209,20 @@ class ChatService:
         if not paths:
             return []
         from rag.attachments import read_attachment
-        from rag.reader import ReadCancelled, ReaderProcess
+        from rag.reader import ReadCancelled
         from rag.sections import Skipped
 
         documents = self._documents_now()
-        reader = documents.attachment_reader or ReaderProcess()
+        reader = documents.attachment_reader
         files: list[ReadAttachment] = []
         for path in paths:
             try:
-                file = yield from read_attachment(
-                    path, reader, documents.embedder, documents.max_file_bytes, cancel, name=_shown_name(path)
-                )
+                file = yield from read_attachment(path, reader, documents.embedder, documents.max_file_bytes, cancel)
             except ReadCancelled:
                 return None
             except Skipped as skipped:
                 raise AttachmentRefused(
-                    f"{_shown_name(path)} was not attached: {skipped.reason}.",
+                    f"{path.name} was not attached: {skipped.reason}.",
                     "Nothing was sent. Attach a PDF, Word, HTML, Markdown, text or CSV file, or ask without it.",
                 ) from None
             files.append(file)
@@ -319,11 +317,6 @@ class ChatService:
         if draft is not None:
             return self._store.update_answer(draft.id, text, stats, sources)
         return self._store.append(conversation_id, "assistant", text, stats, sources)
-
-
-def _shown_name(path: Path) -> str:
-    """The name a file is shown by: its own, without the prefix the page's upload copy adds."""
-    return path.name
 
 
 def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:

@@ -7,7 +7,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.paths import DataPaths
@@ -40,7 +40,7 @@ class DocumentServices:
     retriever: Retriever
     uploads_dir: Path
     # Reads files attached to a conversation: a process of its own, so that attaching never waits behind indexing.
-    attachment_reader: ReaderProcess | None = None
+    attachment_reader: ReaderProcess = field(default_factory=ReaderProcess)  # starts its child on first use
     max_file_bytes: int = 100 << 20
 
     def uploads_folder(self, info: CollectionInfo) -> Path:
@@ -90,8 +90,7 @@ class DocumentServices:
 
     def close(self) -> None:
         self.ingestor.close()
-        if self.attachment_reader is not None:
-            self.attachment_reader.close()
+        self.attachment_reader.close()
         self.manifest.close()
 
 
