@@ -70,12 +70,13 @@ def time_stream(side: str, pieces: Iterable[str]) -> Sample:
 def open_raw_llama(path: Path, context_length: int, threads: int) -> Any:
     """Bare llama-cpp-python on the same GGUF: the "raw" side of every benchmark. Loaded verbose with its logs
     routed to logging, as Hearth's own backend does (verbose=False redirects the process's stdout while loading)."""
-    from llama_cpp import Llama
-
     from backends.llamacpp import route_llama_logs
+    from backends.llamacpp_buffers import open_llama
 
     route_llama_logs()
-    llm = Llama(model_path=str(path), n_ctx=context_length, n_threads=threads, n_threads_batch=threads, verbose=True)
+    llm = open_llama(
+        model_path=str(path), n_ctx=context_length, n_threads=threads, n_threads_batch=threads, verbose=True
+    )
     llm.verbose = False
     return llm
 

@@ -304,6 +304,7 @@ def _llama_cpp_build(notes: list[str]) -> LlamaCppBuild | None:
 
 def describe(inventory: HardwareInventory) -> list[str]:
     """One line per device, the way users paste them into bug reports."""
+    from backends.llamacpp_buffers import extra_buffers_safe
     from backends.memory import format_bytes
 
     flags = " ".join(sorted(inventory.isa_flags)) or "none detected"
@@ -333,4 +334,9 @@ def describe(inventory: HardwareInventory) -> list[str]:
             f"llama.cpp: llama-cpp-python {build.version}; ggml backends {', '.join(build.ggml_backends)}; "
             f"GPU offload {'yes' if build.gpu_offload else 'no'}; RPC {'yes' if build.rpc else 'no'}"
         )
+        if not extra_buffers_safe(inventory.isa_flags):
+            lines.append(
+                "llama.cpp: weights are not repacked for AMX on this CPU (llama.cpp's AMX path crashes, "
+                "ggml-org/llama.cpp#20824): they stay as in the file"
+            )
     return lines

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelLoadError
+from backends import llamacpp_buffers
 from backends.base import LoadOptions
 
 # Tokens one llama_decode call takes (and one graph evaluates, n_ubatch): llama.cpp's default, large enough
@@ -72,7 +73,7 @@ class NativeModel:
         # Loading through the C API redirects no file descriptor (llama-cpp-python's verbose=False points the
         # process's stdout/stderr at /dev/null while it loads, swallowing other threads' output); llama.cpp's
         # log lines, buffer sizes included, reach `logging` through route_llama_logs().
-        model_params = llama_cpp.llama_model_default_params()
+        model_params = llamacpp_buffers.apply(llama_cpp.llama_model_default_params())
         model_params.n_gpu_layers = ALL_LAYERS if options.gpu_layers < 0 else options.gpu_layers
         model_params.split_mode = llama_cpp.LLAMA_SPLIT_MODE_LAYER
         model_params.main_gpu = options.main_gpu

@@ -163,12 +163,13 @@ def _measure_in_child(sender: Any, path: str, text: str, threads: int, context: 
 
 def _measure(path: str, text: str, threads: int, context: int, windows: int, runs: int) -> dict[str, Any]:
     import psutil
-    from llama_cpp import Llama
+
+    from backends.llamacpp_buffers import open_llama
 
     process = psutil.Process()
     before = process.memory_info().rss
     started = time.perf_counter()
-    llm = Llama(
+    llm = open_llama(
         model_path=path, n_ctx=context, n_batch=context, n_threads=threads, n_threads_batch=threads, verbose=True
     )
     load_s = time.perf_counter() - started
@@ -176,7 +177,7 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int, run
     prefills, decodes = [], []
     resident = 0
     for _run in range(runs):
-        llm.reset()  # type: ignore[no-untyped-call]
+        llm.reset()
         started = time.perf_counter()
         llm.eval(prompt)
         prefills.append(len(prompt) / (time.perf_counter() - started))
@@ -192,7 +193,7 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int, run
     tokens = llm.tokenize(text.encode(), add_bos=False)
     llm.close()
 
-    scorer = Llama(
+    scorer = open_llama(
         model_path=path,
         n_ctx=context,
         n_batch=context,
@@ -204,7 +205,7 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int, run
     nll, count = 0.0, 0
     for index in range(min(windows, len(tokens) // context)):
         window = [bos, *tokens[index * context + 1 : (index + 1) * context]]
-        scorer.reset()  # type: ignore[no-untyped-call]
+        scorer.reset()
         scorer.eval(window)
         part, n = window_nll(np.asarray(scorer.scores[: len(window)]), window)
         nll, count = nll + part, count + n

@@ -8,6 +8,7 @@ import pytest
 from app.errors import ContextTooLong, ModelNotReady
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
 from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp_buffers import open_llama
 from models.gguf import ModelInfo
 
 pytestmark = pytest.mark.integration
@@ -130,7 +131,6 @@ def test_stop_while_the_prompt_is_read_logs_no_error_and_the_model_stays_healthy
 
 def test_token_counts_match_llamacpp(model_info: ModelInfo) -> None:
     """Our prompt/completion counts equal what llama-cpp-python's own completion API reports."""
-    from llama_cpp import Llama
 
     llama = fresh_backend(model_info)
     try:
@@ -141,7 +141,7 @@ def test_token_counts_match_llamacpp(model_info: ModelInfo) -> None:
         llama.close()
     usage = events[-2]
     assert isinstance(usage, Usage)
-    raw = Llama(model_path=str(model_info.path), n_ctx=2048, n_threads=2, verbose=False)
+    raw = open_llama(model_path=str(model_info.path), n_ctx=2048, n_threads=2, verbose=False)
     try:
         formatter_prompt = (
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"

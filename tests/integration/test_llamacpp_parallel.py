@@ -34,6 +34,7 @@ from backends.base import (
     Usage,
 )
 from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp_buffers import open_llama
 from backends.llamacpp_native import BATCH_TOKENS
 from backends.memory import MIB, estimate_llamacpp
 from models.gguf import ModelInfo
@@ -273,11 +274,9 @@ def test_stop_strings_end_the_answer_before_them(parallel: LlamaCppBackend) -> N
 def test_stream_completion_continues_raw_text_as_llamacpp_does(
     parallel: LlamaCppBackend, model_info: ModelInfo
 ) -> None:
-    from llama_cpp import Llama
-
     prompt = "The lighthouse keeper climbed the stairs and"
     ours = Answer(list(parallel.stream_completion(prompt, GREEDY, CancelToken())))
-    raw = Llama(model_path=str(model_info.path), n_ctx=CONTEXT, n_threads=2, verbose=False)
+    raw = open_llama(model_path=str(model_info.path), n_ctx=CONTEXT, n_threads=2, verbose=False)
     try:
         result = raw.create_completion(prompt, max_tokens=GREEDY.max_new_tokens, temperature=0.0)
     finally:
