@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_retrieval.add_argument("--collection", "-c", required=True, help="collection to search")
     eval_retrieval.add_argument("--top-k", type=int, default=5, help="passages per question (default 5)")
+    eval_retrieval.add_argument(
+        "--part",
+        help="ask only one part of the set, as its split file (QA.split.json beside it) names it: tuning or held-out",
+    )
     eval_answers = eval_kinds.add_parser(
         "answers", help="accuracy and inline citations of answers from a collection, over a JSONL question set"
     )
@@ -303,7 +307,9 @@ def _dispatch(args: argparse.Namespace) -> int:
                 settings, path, collection, model, args.limit, args.output, args.eval_max_tokens, args.part
             )
         if args.command == "eval":
-            return commands_documents.run_eval_retrieval(settings, args.questions, args.collection, args.top_k)
+            return commands_documents.run_eval_retrieval(
+                settings, args.questions, args.collection, args.top_k, args.part
+            )
         if args.command == "ask":
             return commands_documents.run_ask(
                 settings, args.question, args.collection, args.top_k or settings.rag.top_k

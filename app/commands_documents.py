@@ -180,10 +180,15 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
     return EXIT_OK
 
 
-def run_eval_retrieval(settings: Settings, questions_path: Path, collection: str, top_k: int) -> int:
+def run_eval_retrieval(
+    settings: Settings, questions_path: Path, collection: str, top_k: int, part: str | None = None
+) -> int:
+    from app.commands_eval import split_part
     from rag.evaluation import Retrieved, evaluate, read_questions, unknown_gold_files
 
     questions = read_questions(questions_path)  # a bad file is refused before anything is loaded
+    if part is not None:
+        questions = split_part(questions, questions_path, part)
     documents = _documents(settings)
     try:
         info = documents.manifest.get(collection)

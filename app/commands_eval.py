@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
@@ -36,6 +37,8 @@ EXIT_OK = 0
 EXIT_INTERRUPTED = 130
 DEFAULT_MAX_TOKENS = 200
 SHOWN_CHARS = 70
+
+T = TypeVar("T")
 
 
 def run_eval_answers(
@@ -104,7 +107,7 @@ def split_file(questions_path: Path) -> Path:
     return questions_path.with_name(f"{questions_path.stem}.split.json")
 
 
-def split_part(questions: Sequence[AnswerQuestion], questions_path: Path, part: str) -> list[AnswerQuestion]:
+def split_part(questions: Sequence[T], questions_path: Path, part: str) -> list[T]:
     """The questions on the lines that ``part`` of the set's split file lists (line numbers from 1)."""
     path = split_file(questions_path)
     try:

@@ -71,7 +71,7 @@ def missing_device_reason(route: str, inventory: HardwareInventory) -> str:
         return "no NVIDIA GPU found"
     seen = ", ".join(d.id for d in inventory.openvino or ()) or "no devices"
     if inventory.openvino is None:
-        return "OpenVINO GenAI is not installed or failed to load (run `make setup`)"
+        return "OpenVINO GenAI is not installed or failed to load, so llama.cpp runs the model"
     if route == INTEL_GPU:
         return f"no Intel GPU found (OpenVINO sees: {seen})"
     if route == NPU:

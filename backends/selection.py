@@ -368,8 +368,8 @@ def _usable_gpus(ctx: _Context) -> list[GpuDevice]:
     if build is None or "cuda" not in build.ggml_backends:
         names = ", ".join(g.name for g in inventory.gpus)
         ctx.not_used.append(
-            f"{names}: this llama.cpp build has no CUDA support; install the CUDA toolkit (nvcc) and run "
-            "`make setup` to rebuild it with GPU offload"
+            f"{names}: this llama.cpp build has no CUDA support; install the NVIDIA CUDA toolkit (nvcc) and start "
+            "Hearth again with `make run`, which rebuilds it with GPU offload"
         )
         ctx.note(NVIDIA, ctx.not_used[-1])
         return []

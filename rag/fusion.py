@@ -5,11 +5,17 @@ LTS?", BM25 ranked the 6.06 row first, but the vector ranking put it 27th (a rel
 to an embedding model), and five rows that both rankings liked moderately came first. So the passages that hold
 every exact term of the question (a number, a code, an identifier: :meth:`rag.bm25.BM25Index.exact_matches`) form
 a third ranking, weighted so that such a passage comes before any passage without them.
+
+The opposite failure: a passage the embedding model is sure of (high cosine similarity, well ahead of its second
+choice) can be pushed down by passages that merely share words with the question. :class:`FusionPolicy` says when
+the vector ranking's first passage is *confident*, and such a passage keeps first place after any exact-term
+passage. Its figures were chosen on the tuning half of the question sets in ``bench/data`` (``bench/fusion_tuning.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from rag.bm25 import tokenize
@@ -21,6 +27,48 @@ EXACT_WEIGHT = 3.0
 NEAR_DUPLICATE_JACCARD = 0.85
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FusionPolicy:
+    """How the keyword, vector and exact-term rankings become one."""
+
+    keyword_weight: float = 1.0
+    vector_weight: float = 1.0
+    exact_weight: float = EXACT_WEIGHT
+    k: int = RRF_K
+    # The vector ranking's first passage is confident when its cosine similarity is at least this (None: never)...
+    confident_similarity: float | None = None
+    # ...and it is at least this far ahead of the vector ranking's second passage.
+    confident_margin: float = 0.0
+
+    def confident(self, similarities: Sequence[float]) -> bool:
+        if self.confident_similarity is None or not similarities:
+            return False
+        runner_up = similarities[1] if len(similarities) > 1 else -1.0
+        return similarities[0] >= self.confident_similarity and similarities[0] - runner_up >= self.confident_margin
+
+
+def fuse(
+    keyword: Sequence[str],
+    vector: Sequence[str],
+    vector_similarity: Sequence[float],
+    exact: Sequence[str],
+    policy: FusionPolicy,
+) -> list[tuple[str, float]]:
+    """The ids of the three rankings (best first) in fused order, with their fused scores. ``vector_similarity``
+    holds the cosine similarity of each id in ``vector``."""
+    fused = reciprocal_rank_fusion(
+        [keyword, vector, exact], k=policy.k, weights=(policy.keyword_weight, policy.vector_weight, policy.exact_weight)
+    )
+    if not vector or not policy.confident(vector_similarity):
+        return fused
+    top = vector[0]
+    exact_ids = set(exact)
+    rest = [pair for pair in fused if pair[0] != top]
+    place = next((i for i, (item, _) in enumerate(rest) if item not in exact_ids), len(rest))
+    score = dict(fused)[top]
+    return [*rest[:place], (top, score), *rest[place:]]
 
 
 def reciprocal_rank_fusion(

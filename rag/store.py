@@ -165,6 +165,12 @@ class VectorStore:
 
     def nearest(self, store_name: str, embedder: str, vector: np.ndarray, limit: int) -> list[StoredChunk]:
         """The ``limit`` chunks closest to ``vector`` (cosine), closest first."""
+        return [chunk for chunk, _ in self.nearest_scored(store_name, embedder, vector, limit)]
+
+    def nearest_scored(
+        self, store_name: str, embedder: str, vector: np.ndarray, limit: int
+    ) -> list[tuple[StoredChunk, float]]:
+        """The ``limit`` chunks closest to ``vector``, closest first, each with its cosine similarity."""
         collection = self._collection(store_name, embedder)
         with self._guarded():
             available = int(collection.count())
@@ -173,9 +179,11 @@ class VectorStore:
             result = collection.query(
                 query_embeddings=vector.reshape(1, -1),
                 n_results=min(limit, available),
-                include=["documents", "metadatas"],
+                include=["documents", "metadatas", "distances"],
             )
-        return _stored(result["ids"][0], result["documents"][0], result["metadatas"][0])
+        similarity = {i: 1.0 - float(d) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)}
+        chunks = _stored(result["ids"][0], result["documents"][0], result["metadatas"][0])
+        return [(chunk, similarity[chunk.id]) for chunk in chunks]
 
     def store_names(self) -> list[str]:
         """The Chroma collections in the folder (one per Hearth collection, named by ``store_name_for``)."""

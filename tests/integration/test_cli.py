@@ -258,3 +258,24 @@ def test_eval_retrieval_warns_of_gold_files_missing_from_the_collection(isolated
     assert "'tide.md' is not in collection 'tides': 1 question (2) cannot be found" in result.stderr
     assert result.stdout.strip().splitlines()[-1].startswith("hit@1 0.500")
     assert "search time per question: median" in result.stdout
+
+
+def test_eval_retrieval_asks_only_the_part_its_split_file_names(isolated_home: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tides.md").write_text("# Tides\n\nThe spring tide at Skerry reaches 4.2 metres.\n")
+    assert hearth("ingest", str(docs), "-c", "tides", home=isolated_home).returncode == 0
+    questions = tmp_path / "qa.jsonl"
+    lines = [
+        {"question": "How high is the spring tide?", "gold_file": "tides.md", "gold_text": "4.2 metres"},
+        {"question": "How high is the neap tide?", "gold_file": "tide.md"},
+    ]
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    no_split = hearth("eval", "retrieval", str(questions), "-c", "tides", "--part", "held-out", home=isolated_home)
+    assert no_split.returncode != 0 and "qa.jsonl has no split file" in no_split.stderr
+    (tmp_path / "qa.split.json").write_text(json.dumps({"tuning": [2], "held-out": [1]}))
+    held_out = hearth("eval", "retrieval", str(questions), "-c", "tides", "--part", "held-out", home=isolated_home)
+    assert held_out.returncode == 0, held_out.stderr
+    assert held_out.stdout.strip().splitlines()[-1].startswith("hit@1 1.000")  # only the answerable line 1
+    tuning = hearth("eval", "retrieval", str(questions), "-c", "tides", "--part", "tuning", home=isolated_home)
+    assert tuning.stdout.strip().splitlines()[-1].startswith("hit@1 0.000")

@@ -10,11 +10,12 @@ from rag.evaluation import read_questions
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 CORPUS_FILES = BENCH / "corpus" / "debian_docs.files"
+MANUALS_FILES = BENCH / "corpus" / "debian_manuals.files"
 
 
-def corpus_files() -> set[str]:
-    names = {line.strip() for line in CORPUS_FILES.read_text().splitlines() if line.strip()}
-    assert names and CORPUS_FILES.name in (BENCH / "corpus" / "debian_docs.sh").read_text()
+def corpus_files(listing: Path = CORPUS_FILES) -> set[str]:
+    names = {line.strip() for line in listing.read_text().splitlines() if line.strip()}
+    assert names and listing.name in (listing.with_suffix(".sh")).read_text()
     return names
 
 
@@ -24,6 +25,25 @@ def test_the_retrieval_set_reads_and_names_only_files_of_the_corpus() -> None:
     assert {q.gold_file for q in questions} <= corpus_files()
     assert all(q.gold_page is not None for q in questions if q.gold_file.endswith(".pdf"))
     assert len({q.question for q in questions}) == len(questions)  # no question asked twice
+
+
+def test_the_manuals_set_reads_and_names_only_pdf_pages_of_its_corpus() -> None:
+    questions = read_questions(BENCH / "data" / "debian-manuals-retrieval.jsonl")
+    assert len(questions) == 48
+    assert {q.gold_file for q in questions} == corpus_files(MANUALS_FILES)  # every manual is asked about
+    assert all(q.gold_page is not None for q in questions)
+    assert len({q.question for q in questions}) == len(questions)
+
+
+def test_each_retrieval_split_halves_its_set_into_tuning_and_held_out() -> None:
+    import json
+
+    for stem in ("debian-docs-retrieval", "debian-manuals-retrieval"):
+        count = len(read_questions(BENCH / "data" / f"{stem}.jsonl"))
+        split = json.loads((BENCH / "data" / f"{stem}.split.json").read_text())
+        tuning, held_out = split["tuning"], split["held-out"]
+        assert sorted(tuning + held_out) == list(range(1, count + 1)), stem  # every question in exactly one part
+        assert tuning == list(range(1, count + 1, 2)), stem  # the odd lines, as the fusion policy was chosen
 
 
 def test_the_answer_set_reads_and_names_only_files_of_the_corpus() -> None:

@@ -180,7 +180,7 @@ def test_a_gpu_without_cuda_in_llamacpp_says_how_to_use_it() -> None:
     assert said(
         plan, "Not chosen — NVIDIA GPU (llama.cpp with CUDA): NVIDIA GeForce RTX 4070: this llama.cpp build has"
     )
-    assert said(plan, "make setup")
+    assert said(plan, "install the NVIDIA CUDA toolkit (nvcc)") and said(plan, "rebuilds it with GPU offload")
 
 
 def test_forced_choices_are_obeyed_or_explained() -> None:
