@@ -38,6 +38,13 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_adapter_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--adapter", help="answer with this LoRA adapter (see `hearth adapters`)")
+    parser.add_argument(
+        "--adapter-scale", type=float, default=1.0, help="how strongly the adapter applies, 0 to 1 (default 1)"
+    )
+
+
 def _at_least_one(text: str) -> int:
     """A count of runs or tokens: a whole number, 1 or more (argparse turns the ValueError into a usage line)."""
     value = int(text)
@@ -77,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a file to answer from (repeat for more): given whole when it fits the context, else searched",
     )
+    _add_adapter_flags(chat)
 
     use = commands.add_parser(
         "use", help="switch the running Hearth's model, backend, device or context (or set the default model)"
@@ -113,6 +121,32 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
     ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
     ask.add_argument("--seed", type=int, help="sampling seed")
+    _add_adapter_flags(ask)
+
+    tune = commands.add_parser("tune", help="train a LoRA adapter for the chat model on your own examples")
+    tune.add_argument(
+        "data", nargs="?", type=Path, help='JSON Lines: {"messages": [...]}, {"prompt", "completion"} or {"text"}'
+    )
+    tune.add_argument("--name", help="the adapter's name (letters, digits, . _ -)")
+    tune.add_argument("--preset", choices=["quick", "standard"], default="standard", help="starting settings")
+    length = tune.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=_at_least_one, help="train this many steps")
+    length.add_argument("--epochs", type=float, help="passes over the data (default: the preset's)")
+    tune.add_argument("--rank", type=int, help="LoRA rank (preset: 8 quick, 16 standard)")
+    tune.add_argument("--alpha", type=int, help="LoRA alpha (default: twice the rank)")
+    tune.add_argument("--learning-rate", type=float, help="learning rate (preset: 0.001 quick, 0.0005 standard)")
+    tune.add_argument("--max-length", type=int, help="tokens per example; longer ones are cut (default 512)")
+    tune.add_argument("--batch-size", type=int, help="examples per step (default 4)")
+    tune.add_argument("--targets", help="layers to adapt, comma-separated (q_proj,k_proj,v_proj,o_proj,gate_proj,…)")
+    tune.add_argument("--gradient-checkpointing", action="store_true", help="less memory, about a third slower")
+    tune.add_argument("--save-every", type=_at_least_one, help="steps between checkpoints (default 10)")
+    tune.add_argument("--threads", type=int, help="CPU threads for training (default: one per physical core)")
+    tune.add_argument("--model", type=Path, help="GGUF to tune for (default: the model chat uses)")
+    tune.add_argument("--resume", metavar="RUN", help="resume a cancelled or killed run from its last checkpoint")
+
+    adapters = commands.add_parser("adapters", help="the LoRA adapters trained here: list, or remove one")
+    adapters.add_argument("adapters_action", nargs="?", choices=["list", "remove"], default="list")
+    adapters.add_argument("name", nargs="?", help="the adapter to remove")
 
     evaluate = commands.add_parser("eval", help="measure retrieval or answer quality on a question set")
     eval_kinds = evaluate.add_subparsers(dest="eval_kind", required=True, metavar="KIND")
@@ -281,7 +315,26 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":
-        return commands.run_chat(settings, args.question, args.attach)
+        return commands.run_chat(settings, args.question, args.attach, args.adapter, args.adapter_scale)
+    if args.command in ("tune", "adapters"):
+        from app import commands_tune
+
+        if args.command == "adapters":
+            return commands_tune.run_adapters(settings, args.adapters_action, args.name)
+        options = commands_tune.tune_options(
+            args.preset,
+            max_steps=args.steps,
+            epochs=args.epochs,
+            rank=args.rank,
+            alpha=args.alpha or (2 * args.rank if args.rank else None),
+            learning_rate=args.learning_rate,
+            max_length=args.max_length,
+            batch_size=args.batch_size,
+            targets=tuple(t.strip() for t in args.targets.split(",") if t.strip()) if args.targets else None,
+            gradient_checkpointing=args.gradient_checkpointing or None,
+            save_every=args.save_every,
+        )
+        return commands_tune.run_tune(settings, args.data, args.name, options, args.resume)
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
     if args.command == "use":
@@ -312,7 +365,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         if args.command == "ask":
             return commands_documents.run_ask(
-                settings, args.question, args.collection, args.top_k or settings.rag.top_k
+                settings,
+                args.question,
+                args.collection,
+                args.top_k or settings.rag.top_k,
+                args.adapter,
+                args.adapter_scale,
             )
         if args.command == "ingest":
             return commands_documents.run_ingest(settings, args.paths, args.collection)

@@ -173,19 +173,24 @@ def ensure_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def run_chat(settings: Settings, question: str, attach: Sequence[Path] = ()) -> int:
+def run_chat(
+    settings: Settings,
+    question: str,
+    attach: Sequence[Path] = (),
+    adapter: str | None = None,
+    adapter_scale: float = 1.0,
+) -> int:
     from app.services.chat import TurnStarted
     from rag.attachments import AttachProgress
 
     services = build_services(settings)
     try:
+        params = services.generation_params(adapter, adapter_scale)
         load_model(services)
         usage: Usage | None = None
         sources: tuple[Source, ...] = ()
         progress = ProgressLine(sys.stderr.isatty())
-        events = services.chat.send(
-            None, question, services.generation_params(), settings.generation.system_prompt, attach=attach
-        )
+        events = services.chat.send(None, question, params, settings.generation.system_prompt, attach=attach)
         for event in events:
             if isinstance(event, AttachProgress):
                 progress.show(event.words)

@@ -139,7 +139,9 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
         documents.close()
 
 
-def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> int:
+def run_ask(
+    settings: Settings, question: str, collection: str, top_k: int, adapter: str | None = None, scale: float = 1.0
+) -> int:
     from app.commands import load_model
     from app.services.ask import AskStarted, ask
     from app.services.container import build_services
@@ -149,12 +151,13 @@ def run_ask(settings: Settings, question: str, collection: str, top_k: int) -> i
     documents = services.documents.get()
     try:
         documents.manifest.get(collection)  # a clear error before the model loads
+        params = services.generation_params(adapter, scale)
         load_model(services)
         print("[embedding model] loading", file=sys.stderr, flush=True)
         _ = documents.embedder.dimension  # load it now, so the timings below are the question's own
         started: AskStarted | None = None
         usage: Usage | None = None
-        for event in ask(documents, services.runtime, collection, question, services.generation_params(), top_k):
+        for event in ask(documents, services.runtime, collection, question, params, top_k):
             if isinstance(event, AskStarted):
                 started = event
             elif isinstance(event, TextDelta):

@@ -109,3 +109,16 @@ class Busy(HearthError):
     def __init__(self, message: str, remedy: str, retry_after_s: int = 2) -> None:
         super().__init__(message, remedy)
         self.retry_after_s = retry_after_s
+
+
+class TrainingDataError(HearthError):
+    """Training data that cannot be used as it is: empty, not JSON Lines, wrong keys, too large."""
+
+
+class TuningError(HearthError):
+    """A tuning run that cannot start or cannot go on (settings out of range, a model the trainer cannot load,
+    a disk that filled up)."""
+
+
+class AdapterError(HearthError):
+    """A LoRA adapter that is missing, damaged, or made for another base model."""

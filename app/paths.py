@@ -72,6 +72,16 @@ class DataPaths:
         return self.root / "models"
 
     @property
+    def adapters_dir(self) -> Path:
+        """LoRA adapters trained here (``models.adapters``)."""
+        return self.root / "adapters"
+
+    @property
+    def tuning_dir(self) -> Path:
+        """One folder per tuning run: its data, events and checkpoints (``models.tuning.runs``)."""
+        return self.root / "tuning"
+
+    @property
     def compiled_cache_dir(self) -> Path:
         """Models compiled for a device (OpenVINO), so the second load skips compilation."""
         return self.root / "cache" / "compiled"
@@ -94,7 +104,16 @@ class DataPaths:
         """Everything Hearth writes in the data folder (the folder itself may hold other things of the user's)."""
         databases = [self.root / f"{name}{side}" for name in _DATABASE_NAMES for side in _SQLITE_SIDE_FILES]
         folders = [self.vectors_dir, self.uploads_dir, self.models_dir, self.root / "cache", self.logs_dir]
-        return [*databases, *folders, self.ladders_dir, self.page_files_dir, self.api_key_file, self.server_file]
+        return [
+            *databases,
+            *folders,
+            self.ladders_dir,
+            self.adapters_dir,
+            self.tuning_dir,
+            self.page_files_dir,
+            self.api_key_file,
+            self.server_file,
+        ]
 
 
 def resolve_data_paths(home: Path | None) -> DataPaths:

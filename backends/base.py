@@ -22,8 +22,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from app.errors import HearthError
-
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from backends.memory import MemoryEstimate
@@ -88,6 +86,15 @@ class ChatMessage:
 
 
 @dataclass(frozen=True)
+class AdapterUse:
+    """A LoRA adapter to answer with: its GGUF file, and how strongly it applies (0 to 1)."""
+
+    path: str
+    scale: float = 1.0
+    version: int = 0  # the file's modification time (ns): a file replaced under the same name is loaded anew
+
+
+@dataclass(frozen=True)
 class GenerationParams:
     temperature: float = 0.7
     max_new_tokens: int = 512
@@ -95,6 +102,7 @@ class GenerationParams:
     seed: int | None = None
     repeat_penalty: float = 1.1
     stop: tuple[str, ...] = ()  # the answer ends before the first of these strings; the string is not shown
+    adapter: AdapterUse | None = None  # only for backends whose capabilities say lora_hot_swap
 
 
 @dataclass(frozen=True)
@@ -161,10 +169,6 @@ class CancelSlot:
             self._token.cancel()
 
 
-class AdapterNotSupported(HearthError):
-    """The backend cannot hot-load LoRA adapters."""
-
-
 class Backend(ABC):
     name: ClassVar[str]
     label: ClassVar[str]
@@ -216,12 +220,6 @@ class Backend(ABC):
     def notes(self) -> tuple[str, ...]:
         """Things about the loaded model the user should know (for example a refused chat template)."""
         return ()
-
-    def set_adapter(self, adapter_path: str | None) -> None:
-        raise AdapterNotSupported(
-            f"The {self.label} backend cannot load LoRA adapters.",
-            "Switch to the llama.cpp backend to use an adapter.",
-        )
 
     @abstractmethod
     def close(self) -> None:

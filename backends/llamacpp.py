@@ -56,7 +56,7 @@ def route_llama_logs() -> None:
     import llama_cpp
     import llama_cpp.llama
 
-    from backends.llamacpp_native import unwinding_abort
+    from backends.llamacpp_native import loading_adapter, unwinding_abort
 
     def print_to_log(*values: object, **_ignored: object) -> None:
         log.debug("%s", " ".join(str(value) for value in values))
@@ -71,6 +71,8 @@ def route_llama_logs() -> None:
         if unwinding_abort():
             # A Stop ended this evaluation on purpose; llama.cpp reports every abort as a failed decode.
             python_level = min(python_level, logging.DEBUG)
+        elif loading_adapter():
+            python_level = min(python_level, logging.INFO)
         message = text.decode("utf-8", errors="replace").rstrip()
         if message:
             log.log(python_level, "%s", message)
@@ -83,7 +85,7 @@ class LlamaCppBackend(Backend):
     name: ClassVar[str] = "llamacpp"
     label: ClassVar[str] = "llama.cpp (CPU)"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        streaming=True, lora_hot_swap=False, multi_device=True, embeddings=False, parallel=True
+        streaming=True, lora_hot_swap=True, multi_device=True, embeddings=False, parallel=True
     )
 
     def __init__(self) -> None:

@@ -31,7 +31,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.errors import GenerationError, HearthError, ModelNotReady
-from backends.base import CancelToken, ChatEvent, Finished, FinishReason, GenerationParams, TextDelta, Usage
+from backends.base import (
+    AdapterUse,
+    CancelToken,
+    ChatEvent,
+    Finished,
+    FinishReason,
+    GenerationParams,
+    TextDelta,
+    Usage,
+)
 from backends.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
 from backends.llamacpp_native import ABORTED
 from backends.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
@@ -49,6 +58,7 @@ PREFILL_CHUNK_TOKENS = 128
 _POLL_S = 0.5  # how often a reader checks that the scheduler is still alive while it waits
 
 Outcome = ChatEvent | HearthError
+_ANY = object()  # no answer in progress: any adapter may be applied
 
 
 @dataclass(eq=False)
@@ -96,6 +106,7 @@ class _Slot:
     cached: list[int] = field(default_factory=list)  # exactly the tokens in this sequence's KV cache
     last_used: int = 0  # the step its last answer ended
     answer: _Answer | None = None
+    adapter: AdapterUse | None = None  # the adapter its cache was computed with (a cache is good only under it)
 
 
 class BatchScheduler:
@@ -111,6 +122,7 @@ class BatchScheduler:
         self._closing = False
         self._steps = 0
         self._arrivals = 0
+        self._adapter: AdapterUse | None = None  # the adapter every slot answers with now
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -177,21 +189,56 @@ class BatchScheduler:
             gone = [request for request in self._waiting if request.unwanted]
             for request in gone:
                 self._waiting.remove(request)
-            free = sum(1 for slot in self._slots if slot.answer is None)
-            admitted = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
+            admitted = self._admissible()
         for request in gone:
             self._end(request, "cancelled")
+        if admitted and admitted[0].params.adapter != self._adapter:
+            try:
+                self._engine.use_adapter(admitted[0].params.adapter)
+            except HearthError as exc:
+                for request in admitted:
+                    request.events.put(exc)
+                return True
+            self._adapter = admitted[0].params.adapter
         for request in admitted:
             self._start(request)
         return True
+
+    def _admissible(self) -> list[Request]:
+        """Waiting requests that may take free slots now, in arrival order. One context answers with one adapter
+        at a time, so a request for another adapter (or for none) waits until the answers in progress end, and
+        those behind it wait their turn too."""
+        free = sum(1 for slot in self._slots if slot.answer is None)
+        # The adapter of the answers in progress; with none in progress, the first waiting request chooses.
+        current: AdapterUse | object | None = self._adapter if self._busy() else _ANY
+        admitted: list[Request] = []
+        while free and self._waiting:
+            wanted = self._waiting[0].params.adapter
+            if current is _ANY:
+                current = wanted
+            elif wanted != current:
+                break
+            admitted.append(self._waiting.popleft())
+            free -= 1
+        return admitted
 
     def _busy(self) -> bool:
         return any(slot.answer is not None for slot in self._slots)
 
     def _start(self, request: Request) -> None:
-        free = [FreeSlot(s.index, s.cached, s.last_used) for s in self._slots if s.answer is None]
+        adapter = request.params.adapter
+        # A cache computed under another adapter is worth nothing to this answer.
+        free = [
+            FreeSlot(s.index, s.cached if s.adapter == adapter else [], s.last_used)
+            for s in self._slots
+            if s.answer is None
+        ]
         choice = choose_slot(free, request.prompt)
         slot = self._slots[choice.index]
+        if slot.adapter != adapter:
+            self._engine.forget(slot.index)
+            slot.cached.clear()
+            slot.adapter = adapter
         if len(slot.cached) > choice.reused:
             self._engine.forget(slot.index, choice.reused)
             del slot.cached[choice.reused :]
@@ -221,6 +268,7 @@ class BatchScheduler:
             self._engine.copy_sequence(source, target)
             moved, into = self._slots[source], self._slots[target]
             into.cached = list(moved.cached)
+            into.adapter = moved.adapter
             into.answer, moved.answer = moved.answer, None
 
     def _step(self) -> None:

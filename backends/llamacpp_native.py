@@ -16,15 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelLoadError
+from app.errors import AdapterError, ModelLoadError
 from backends import llamacpp_buffers
-from backends.base import LoadOptions
+from backends.base import AdapterUse, LoadOptions
 
 # Tokens one llama_decode call takes (and one graph evaluates, n_ubatch): llama.cpp's default, large enough
 # that a prompt is read at full speed, small enough to bound one step's time.
 BATCH_TOKENS = 512
 # llama.cpp's own "every layer" value for n_gpu_layers (what llama-cpp-python passes for -1).
 ALL_LAYERS = 0x7FFFFFFF
+
+# LoRA adapters kept loaded beside the model (a few MB each for small models); the least recently used goes first.
+ADAPTERS_KEPT = 4
 
 # llama_decode's status when its abort callback asked it to stop between two graph nodes (GGML_STATUS_ABORTED).
 ABORTED = 2
@@ -34,6 +37,16 @@ _backend_ready = False
 # Threads whose llama_decode is unwinding from an abort Hearth asked for: llama.cpp reports every abort as a
 # failure ("llama_decode: failed to decode, ret = 2", at ERROR), which for a Stop is no failure at all.
 _unwinding: set[int] = set()
+
+
+# Threads loading a LoRA adapter: llama.cpp warns for each adapted weight whose base is stored in a repacked
+# layout ("cannot use buft 'CPU_REPACK', fallback to CPU"), which is how adapters always work on such weights.
+_loading_adapter: set[int] = set()
+
+
+def loading_adapter() -> bool:
+    """Whether this thread is inside llama_adapter_lora_init (its warnings are expected and not the user's)."""
+    return threading.get_ident() in _loading_adapter
 
 
 def unwinding_abort() -> bool:
@@ -129,19 +142,12 @@ class NativeModel:
         # Kept on the instance so ctypes never frees it while llama.cpp holds the pointer.
         self._abort_callback: Any = llama_cpp.ggml_abort_callback(self._should_abort)
         self._no_callback: Any = llama_cpp.ggml_abort_callback()  # a NULL function pointer: no callback
+        self._adapters: dict[tuple[str, int], Any] = {}  # loaded LoRA adapters, least recently used first
+        self._adapter_in_use: tuple[str, int] | None = None
 
     # --- tokenizer: reads only the vocabulary, so any thread may call it while another decodes -------------
     def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
-        import llama_cpp
-
-        data = text.encode("utf-8")
-        capacity = len(data) + 8  # a token covers at least one byte, plus the special tokens added around
-        while True:
-            tokens = (llama_cpp.llama_token * capacity)()
-            count = llama_cpp.llama_tokenize(self.vocab, data, len(data), tokens, capacity, add_special, parse_special)
-            if count >= 0:
-                return list(tokens[:count])
-            capacity = -count  # too small: llama.cpp says how many it needs
+        return tokenize_with(self.vocab, text, add_special, parse_special)
 
     def piece(self, token: int) -> bytes:
         """The bytes of one token, without special tokens' text (a UTF-8 character may span several tokens)."""
@@ -183,6 +189,45 @@ class NativeModel:
 
         llama_cpp.llama_memory_seq_cp(self.memory, source, target, -1, -1)
 
+    def use_adapter(self, adapter: AdapterUse | None) -> None:
+        """Answer with ``adapter`` from the next llama_decode on (None: the base model alone). Switching loads the
+        adapter's file once and keeps it; the model's own weights stay as they are."""
+        import llama_cpp
+
+        if adapter is None:
+            status = llama_cpp.llama_set_adapters_lora(self.ctx, None, 0, None)
+            self._adapter_in_use = None
+        else:
+            key = (adapter.path, adapter.version)
+            handle = self._adapter_handle(key)
+            handles = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(handle)
+            scales = (ctypes.c_float * 1)(adapter.scale)
+            status = llama_cpp.llama_set_adapters_lora(self.ctx, handles, 1, scales)
+            self._adapter_in_use = key
+        if status != 0:
+            raise AdapterError(f"llama.cpp could not apply the adapter (status {status}).", "Try another adapter.")
+
+    def _adapter_handle(self, key: tuple[str, int]) -> Any:
+        import llama_cpp
+
+        handle = self._adapters.pop(key, None)
+        if handle is None:
+            _loading_adapter.add(threading.get_ident())
+            try:
+                handle = llama_cpp.llama_adapter_lora_init(self.model, key[0].encode("utf-8"))
+            finally:
+                _loading_adapter.discard(threading.get_ident())
+            if not handle:
+                raise AdapterError(
+                    f"llama.cpp could not load the adapter {Path(key[0]).name}.",
+                    "It may be damaged or made for another model; train it again with hearth tune.",
+                )
+        self._adapters[key] = handle
+        while len(self._adapters) > ADAPTERS_KEPT:
+            oldest = next(k for k in self._adapters if k != self._adapter_in_use and k != key)
+            llama_cpp.llama_adapter_lora_free(self._adapters.pop(oldest))
+        return handle
+
     def decode(self, batch: TokenBatch, stop_when: Callable[[], bool] | None = None) -> int:
         """llama_decode's status: 0 is success, ``ABORTED`` when ``stop_when`` answered True between two nodes
         of the graph (llama.cpp then drops what this call had written to the cache).
@@ -221,6 +266,45 @@ class NativeModel:
         self.ctx = None
         self.model = None
         self.memory = None
+
+
+def tokenize_with(vocab: Any, text: str, add_special: bool, parse_special: bool) -> list[int]:
+    import llama_cpp
+
+    data = text.encode("utf-8")
+    capacity = len(data) + 8  # a token covers at least one byte, plus the special tokens added around
+    while True:
+        tokens = (llama_cpp.llama_token * capacity)()
+        count = llama_cpp.llama_tokenize(vocab, data, len(data), tokens, capacity, add_special, parse_special)
+        if count >= 0:
+            return list(tokens[:count])
+        capacity = -count  # too small: llama.cpp says how many it needs
+
+
+class Vocabulary:
+    """Only a model's tokenizer (llama.cpp loads the vocabulary and no weights): how the trainer tokenizes, so
+    its token ids are exactly those chat sends."""
+
+    def __init__(self, path: Path) -> None:
+        import llama_cpp
+
+        _init_backend()
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        self.model: Any = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), params)
+        if not self.model:
+            raise ModelLoadError(f"llama.cpp could not read the vocabulary of {path.name}.", "Try another model.")
+        self.vocab: Any = llama_cpp.llama_model_get_vocab(self.model)
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
+        return tokenize_with(self.vocab, text, add_special, parse_special)
+
+    def close(self) -> None:
+        import llama_cpp
+
+        if self.model:
+            llama_cpp.llama_model_free(self.model)
+        self.model = None
 
 
 class TokenBatch:

@@ -229,6 +229,16 @@ class ModelStore:
         self._keep_facts(sha, path, facts, seen.st_size, seen.st_mtime_ns)
         return _as_info(facts)
 
+    def sha256_for(self, path: Path) -> str:
+        """The SHA-256 of the model file at ``path``, computed once per version of the file (size and time)."""
+        self.model_info(path)
+        seen = path.stat()
+        rows = self._database.rows(
+            "SELECT sha256 FROM model_facts WHERE path = ? AND size_bytes = ? AND mtime_ns = ?",
+            (str(path), seen.st_size, seen.st_mtime_ns),
+        )
+        return str(rows[0][0]) if rows else sha256_of(path)
+
     def _keep_facts(
         self, sha: str, path: Path, facts: ModelInfo | Refusal, size: int | None = None, mtime_ns: int | None = None
     ) -> None:

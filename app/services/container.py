@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +36,30 @@ class Services:
         """The choice in force (what is loaded, else what Hearth starts with)."""
         return self.control.choice
 
-    def generation_params(self) -> GenerationParams:
-        return generation_params(self.settings)
+    def generation_params(self, adapter: str | None = None, adapter_scale: float = 1.0) -> GenerationParams:
+        """The settings' sampling, answering with the LoRA adapter ``adapter`` when one is named (checked now
+        against the model in use, so a mismatch is told before anything loads)."""
+        params = generation_params(self.settings)
+        if not adapter:
+            return self._with_attached(params)
+        from app.services.models import open_model_store
+        from app.services.tuning import adapter_for
+
+        path = self.control.choice.path
+        store = open_model_store(self.paths)
+        try:
+            sha = store.sha256_for(path)
+        finally:
+            store.close()
+        _, use = adapter_for(self.paths, adapter, sha, adapter_scale)
+        return dataclasses.replace(params, adapter=use)
+
+    def _with_attached(self, params: GenerationParams) -> GenerationParams:
+        """``params`` with the adapter attached to the model in use (Tuning tab), if there is one."""
+        from app.services.tuning import attached_use
+
+        use = attached_use(self.paths, self.control.choice.path)
+        return dataclasses.replace(params, adapter=use) if use is not None else params
 
     def close(self) -> None:
         self.runtime.close()

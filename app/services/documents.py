@@ -88,6 +88,12 @@ class DocumentServices:
         info = self.manifest.get(collection)
         return list(self.manifest.files(info.name).values())
 
+    def passages(self, collection: str) -> list[tuple[str | None, str]]:
+        """Every passage of ``collection`` as (section, text), file by file in reading order."""
+        info = self.manifest.get(collection)
+        chunks = self.store.all_chunks(info.store_name, info.embedder)
+        return [(c.section, c.text) for c in sorted(chunks, key=lambda c: (c.path, c.index))]
+
     def close(self) -> None:
         self.ingestor.close()
         self.attachment_reader.close()

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from app.errors import GenerationError, HearthError
+from app.errors import AdapterError, GenerationError, HearthError
 from backends.base import Backend, CancelToken, ChatEvent
 from backends.engine.protocol import (
     CancelRequest,
@@ -129,6 +129,13 @@ class EngineServer:
 
     def _stream(self, request: ChatRequest | CompletionRequest, cancel: CancelToken) -> None:
         events: Iterator[ChatEvent]
+        if request.params.adapter is not None and not self._backend.capabilities.lora_hot_swap:
+            refusal = AdapterError(
+                f"The {self._backend.label} backend cannot answer with a LoRA adapter.",
+                "Switch to the llama.cpp backend (hearth use --backend llamacpp), or answer without the adapter.",
+            )
+            self._out.send(Failed(request.id, ErrorInfo.of(refusal)))
+            return
         if isinstance(request, ChatRequest):
             events = self._backend.stream_chat(request.messages, request.params, cancel)
         else:

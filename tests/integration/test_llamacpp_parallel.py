@@ -110,7 +110,7 @@ def test_the_loaded_model_reports_its_slots(parallel: LlamaCppBackend) -> None:
     assert parallel.slots == SLOTS
     assert parallel.context_length == CONTEXT
     assert parallel.capabilities.parallel and parallel.capabilities.multi_device
-    assert not parallel.capabilities.lora_hot_swap
+    assert parallel.capabilities.lora_hot_swap
 
 
 def test_four_concurrent_greedy_answers_equal_the_answers_given_alone(parallel: LlamaCppBackend) -> None:

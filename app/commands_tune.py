@@ -1,0 +1,162 @@
+"""``hearth tune`` and ``hearth adapters``: train a LoRA adapter for the chat model, list and remove adapters."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from app.errors import HearthError
+from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
+from app.services import tuning
+from app.settings import Settings
+from app.terminal_text import for_terminal
+from backends.memory import format_bytes
+from models.tuning.options import Preset, TuneOptions, preset
+from models.tuning.runs import RunFolder, RunView
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+_POLL_S = 0.5
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def base_model(settings: Settings, paths: DataPaths) -> tuning.BaseModel:
+    """The model chat would load now (``--model``, else the default), with its content hash."""
+    from app.services.container import model_choice
+
+    return tuning.base_for(paths, model_choice(settings).path)
+
+
+def tune_options(name: Preset, **changes: object) -> TuneOptions:
+    return preset(name, **changes)
+
+
+def run_tune(settings: Settings, data: Path | None, name: str | None, options: TuneOptions, resume: str | None) -> int:
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    if resume:
+        run = tuning.resume_run(paths, resume)
+        _err(f"Resuming {run.id} from step {run.view().checkpoint_step}.")
+    else:
+        if data is None or not name:
+            raise HearthError("Name the data and the adapter.", "hearth tune DATA.jsonl --name NAME")
+        base = base_model(settings, paths)
+        threads = settings.backend.threads or physical_cores()
+        run = tuning.start_run(paths, base, data, name, options, threads)
+        _err(f"Training adapter {name!r} for {for_terminal(base.name)} ({options.describe()}).")
+        _err(f"Run {run.id}; Ctrl+C cancels (keeping a checkpoint to resume from).")
+    return _follow(run)
+
+
+def _follow(run: RunFolder) -> int:
+    shown_phase, shown_step, shown_stats, shown_plan = "", 0, False, False
+    try:
+        while True:
+            view = run.view()
+            if view.stats and not shown_stats:
+                shown_stats = True
+                _err(_stats_line(view))
+            if view.plan and not shown_plan:
+                shown_plan = True
+                _err(f"Memory: about {view.plan['text']}; {format_bytes(view.plan['available_bytes'])} is free.")
+            if view.phase != shown_phase:
+                shown_phase = view.phase
+                _err(f"… {view.phase}")
+            if view.step != shown_step:
+                shown_step = view.step
+                _err(_step_line(view))
+            if view.state not in ("running", "starting"):
+                return _ended(run, view)
+            time.sleep(_POLL_S)
+    except KeyboardInterrupt:
+        _err("\nCancelling at the end of this step…")
+        tuning.cancel_run(run)
+        while run.trainer_alive():
+            time.sleep(_POLL_S)
+        return _ended(run, run.view())
+
+
+def _stats_line(view: RunView) -> str:
+    s = view.stats
+    held = f"{s.get('held_out')} held out" if s.get("held_out") else "none held out (fewer than 10)"
+    extra = ""
+    if s.get("cut"):
+        extra += f", {s['cut']} cut to the max length"
+    if s.get("dropped"):
+        extra += f", {s['dropped']} dropped (their prompt alone fills the max length)"
+    return (
+        f"Data: {_count(s.get('examples', 0), 'example')} ({s.get('train')} to train on, {held}), "
+        f"{s.get('tokens')} tokens, "
+        f"{s.get('trained_tokens')} of them answers to learn, longest {s.get('longest')}{extra}. "
+        f"{view.total_steps} steps."
+    )
+
+
+def _step_line(view: RunView) -> str:
+    point = view.steps[-1]
+    eta = view.eta_s
+    eta_text = f" · {_clock(eta)} left" if eta is not None else ""
+    return f"step {point.step}/{view.total_steps} · loss {point.loss:.4f} · {point.tokens_per_s:.0f} tokens/s{eta_text}"
+
+
+def _ended(run: RunFolder, view: RunView) -> int:
+    if view.state == "finished":
+        r = view.result
+        print(
+            f"Adapter {r.get('adapter')!r} is ready: perplexity {r.get('perplexity_before', 0):.2f} -> "
+            f"{r.get('perplexity_after', 0):.2f} through llama.cpp. Use it: hearth chat --adapter {r.get('adapter')} …"
+        )
+        return EXIT_OK
+    if view.state == "failed":
+        _err(f"error: {for_terminal(view.error.get('message', 'the run failed'))}")
+        _err(f"  what to do: {for_terminal(view.error.get('remedy', ''))}")
+    elif view.state == "cancelled":
+        _err(f"Cancelled at step {view.step}.")
+    else:
+        _err(f"The trainer stopped unexpectedly at step {view.step} (see {run.log_file}).")
+    if view.resumable:
+        _err(f"Resume from step {view.checkpoint_step}: hearth tune --resume {run.id}")
+    return EXIT_FAILED
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else (f"{seconds // 60}:{seconds % 60:02d}")
+    )
+
+
+def physical_cores() -> int:
+    from backends.hardware import probe
+
+    return max(1, probe().physical_cores)
+
+
+def run_adapters(settings: Settings, action: str, name: str | None) -> int:
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    store = tuning.adapter_store(paths)
+    if action == "remove":
+        if not name:
+            raise HearthError("Which adapter?", "hearth adapters remove NAME")
+        removed = store.remove(name)
+        print(f"Removed adapter {removed.name!r}.")
+        return EXIT_OK
+    records = store.all()
+    if not records:
+        print("No adapters yet. Train one: hearth tune DATA.jsonl --name NAME")
+        return EXIT_OK
+    for record in records:
+        made = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
+        print(f"{record.name}  for {for_terminal(record.base_name)}  ({made})")
+        print(f"    {record.summary()}")
+        print(f"    {record.settings}")
+    return EXIT_OK

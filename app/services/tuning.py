@@ -1,0 +1,298 @@
+"""Tuning as the page and the CLI use it: start a run in its own process, watch it, cancel it, resume it, and
+turn an adapter's name into what an answer needs (checked against the model in use)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from app.errors import AdapterError, DoesNotFit, TrainingDataError, TuningError
+from app.paths import DataPaths
+from backends.base import AdapterUse
+from models.adapters import AdapterRecord, AdapterStore, Attachment, check_name
+from models.gguf import read_model_info
+from models.tuning.dataset import read_examples
+from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
+from models.tuning.options import TuneOptions, check_options, total_steps
+from models.tuning.plan import TrainingPlan, check_fits
+from models.tuning.prepare import available_memory, plan_for, prepare_data
+from models.tuning.runs import Job, RunFolder
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    """The model an adapter is trained for: its file, its content hash and its name as the user knows it."""
+
+    path: Path
+    sha256: str
+    name: str
+
+
+def base_for(paths: DataPaths, path: Path) -> BaseModel:
+    """The model at ``path`` as a base to tune, with its content hash (computed once, then remembered)."""
+    from app.services.models import open_model_store
+
+    store = open_model_store(paths)
+    try:
+        info = store.model_info(path)
+        return BaseModel(path, store.sha256_for(path), info.display_name)
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True)
+class DataCheck:
+    """What the page shows before a run: the data's figures and the memory plan against what is free."""
+
+    stats: dict[str, object]
+    plan: TrainingPlan
+    available_bytes: int
+    does_not_fit: DoesNotFit | None
+
+
+def check_data(base: BaseModel, data: Path, options: TuneOptions) -> DataCheck:
+    """Validate, split and tokenize ``data`` for ``base`` and plan the run's memory; bad data raises."""
+    check_options(options)
+    prepared = prepare_data(data, base.path, options)
+    if len(prepared.train.items) < options.batch_size:
+        raise TrainingDataError(
+            f"There are {len(prepared.train.items)} examples to train on; one batch takes {options.batch_size}.",
+            "Add examples, or lower the batch size.",
+        )
+    longest = prepared.train.longest
+    plan = plan_for(base.path, options, longest)
+    available = available_memory()
+    try:
+        check_fits(plan, options, available, longest)
+        refused = None
+    except DoesNotFit as exc:
+        refused = exc
+    return DataCheck(prepared.stats(options), plan, available, refused)
+
+
+PROBE_STEPS = 4  # the first warms up; the pace is that of the rest
+
+
+@dataclass(frozen=True)
+class Probe:
+    load_s: float
+    step_s: float
+    tokens_per_s: float
+    total_steps: int
+
+    @property
+    def training_s(self) -> float:
+        return self.step_s * self.total_steps
+
+
+def probe_run(
+    paths: DataPaths, base: BaseModel, data: Path, options: TuneOptions, threads: int, stop: Callable[[], bool]
+) -> Iterator[str | Probe]:
+    """Time a few real steps of the run in a trainer of its own (yielding its phases, then the :class:`Probe`);
+    nothing of it is kept. ``stop`` cancels it."""
+    folder = paths.tuning_dir / ".probes" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}"
+    run = RunFolder(folder)
+    folder.mkdir(parents=True)
+    try:
+        shutil.copyfile(data, run.data_file)
+        probe_options = replace(options, max_steps=None)
+        job = Job(
+            "probe",
+            str(base.path),
+            base.sha256,
+            base.name,
+            data.name,
+            probe_options,
+            max(1, threads),
+            "",
+            probe_steps=PROBE_STEPS,
+        )
+        run.job_file.write_text(job.to_json(), encoding="utf-8")
+        launch(run)
+        shown = ""
+        while True:
+            view = run.view()
+            if view.phase != shown:
+                shown = view.phase
+                yield shown
+            if view.state == "finished" and view.probe:
+                total = total_steps(options, int(view.stats.get("train", 0)))
+                yield Probe(
+                    float(view.probe["load_s"]), float(view.probe["step_s"]), float(view.probe["tokens_per_s"]), total
+                )
+                return
+            if view.state not in ("running", "starting"):
+                message = view.error.get("message") or "The measuring run stopped."
+                raise TuningError(message, view.error.get("remedy") or f"See {run.log_file}.")
+            if stop():
+                cancel_run(run)
+                raise TuningError("Measuring was cancelled.", "Measure again when you are ready.")
+            time.sleep(0.25)
+    finally:
+        cancel_run(run)
+        _wait_gone(run, 10.0)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_gone(run: RunFolder, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while run.trainer_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def adapter_store(paths: DataPaths) -> AdapterStore:
+    return AdapterStore(paths.adapters_dir)
+
+
+def start_run(
+    paths: DataPaths, base: BaseModel, data: Path, name: str, options: TuneOptions, threads: int, label: str = ""
+) -> RunFolder:
+    """Check everything that can be checked at once (name, data, settings, model), then start the trainer."""
+    check_name(name)
+    if adapter_store(paths).exists(name):
+        raise AdapterError(f"An adapter named {name!r} already exists.", "Pick another name, or remove that one.")
+    busy = [run for run in list_runs(paths) if run.job().adapter_name == name and run.trainer_alive()]
+    if busy:
+        raise TuningError(f"A run for {name!r} is already training.", "Wait for it, or cancel it first.")
+    check_options(options)
+    read_examples(data)  # the first bad line is reported now, not from the trainer a minute later
+    architecture = read_model_info(base.path).architecture
+    if architecture not in TUNABLE_ARCHITECTURES:
+        raise TuningError(
+            f"Hearth cannot tune {architecture} models yet ({base.name}).",
+            f"Tune a model of one of these architectures: {', '.join(TUNABLE_ARCHITECTURES)} "
+            "(SmolLM2 and Qwen2.5 models, for example).",
+        )
+    run = RunFolder(paths.tuning_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}")
+    run.path.mkdir(parents=True)
+    try:
+        shutil.copyfile(data, run.data_file)
+        job = Job(
+            adapter_name=name,
+            base_path=str(base.path),
+            base_sha256=base.sha256,
+            base_name=base.name,
+            data_label=label or data.name,
+            options=options,
+            threads=max(1, threads),
+            adapters_dir=str(paths.adapters_dir),
+        )
+        run.job_file.write_text(job.to_json(), encoding="utf-8")
+    except OSError as exc:
+        shutil.rmtree(run.path, ignore_errors=True)
+        problem = f"Cannot prepare the run: {exc.strerror or exc}."
+        raise TuningError(problem, "Check free space in the data folder.") from exc
+    launch(run)
+    return run
+
+
+def launch(run: RunFolder) -> subprocess.Popen[bytes]:
+    """Start (or restart) the trainer for ``run``. It runs in a session of its own: it outlives the page or the
+    command that started it, which find it again in the run folder."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
+        env.setdefault(key, value)
+    with run.log_file.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "models.tuning.worker", str(run.path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    # The pid is written here too, so the run reads as alive from its first moment.
+    run.mark_trainer(process.pid)
+    return process
+
+
+def resume_run(paths: DataPaths, run_id: str) -> RunFolder:
+    run = find_run(paths, run_id)
+    view = run.view()
+    if view.state in ("running", "starting"):
+        raise TuningError(f"The run {run.id} is still training.", "Watch it, or cancel it first.")
+    if view.state == "finished":
+        raise TuningError(f"The run {run.id} has finished.", "Its adapter is listed under `hearth adapters`.")
+    if adapter_store(paths).exists(run.job().adapter_name):
+        raise AdapterError(
+            f"An adapter named {run.job().adapter_name!r} exists now.", "Remove it first, or start a new run."
+        )
+    launch(run)
+    return run
+
+
+def cancel_run(run: RunFolder) -> None:
+    """Ask the trainer to stop at the end of its current step (it saves a checkpoint first)."""
+    run.cancel_file.touch()
+    pid = run.trainer_pid()
+    if pid is not None and run.trainer_alive():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def list_runs(paths: DataPaths) -> list[RunFolder]:
+    """Every run, newest first."""
+    if not paths.tuning_dir.is_dir():
+        return []
+    runs = [RunFolder(p) for p in paths.tuning_dir.iterdir() if (p / "job.json").is_file()]
+    return sorted(runs, key=lambda run: run.id, reverse=True)
+
+
+def find_run(paths: DataPaths, run_id: str) -> RunFolder:
+    runs = list_runs(paths)
+    matches = [run for run in runs if run.id == run_id] or [run for run in runs if run.id.startswith(run_id)]
+    if len(matches) != 1:
+        shown = ", ".join(run.id for run in runs[:5]) or "none"
+        raise TuningError(f"No single run matches {run_id!r} (recent runs: {shown}).", "Name a run from that list.")
+    return matches[0]
+
+
+def adapter_for(paths: DataPaths, name: str, model_sha256: str, scale: float = 1.0) -> tuple[AdapterRecord, AdapterUse]:
+    """The adapter ``name`` ready to answer with, once it is known to belong to the model in use."""
+    if not 0.0 <= scale <= 1.0:
+        raise AdapterError(f"An adapter scale of {scale} is out of range.", "Use 0 to 1 (1 is the adapter as trained).")
+    record = adapter_store(paths).get(name)
+    if record.base_sha256 != model_sha256:
+        raise AdapterError(
+            f"The adapter {name!r} was trained for {record.base_name}, not for the model in use.",
+            f"Switch to {record.base_name} (hearth use), or tune an adapter for this model.",
+        )
+    try:
+        version = record.path.stat().st_mtime_ns
+    except OSError:
+        missing = f"The adapter file of {name!r} is missing."
+        raise AdapterError(missing, "Remove the adapter and train it again.") from None
+    return record, AdapterUse(str(record.path), scale, version)
+
+
+def attach(paths: DataPaths, name: str, scale: float, model: BaseModel) -> AdapterRecord:
+    """Attach adapter ``name`` to ``model`` (the one in use): every answer from it uses the adapter from now on."""
+    record, _ = adapter_for(paths, name, model.sha256, scale)
+    adapter_store(paths).attach(Attachment(record.name, scale, str(model.path)))
+    return record
+
+
+def attached_use(paths: DataPaths, model_path: Path) -> AdapterUse | None:
+    """What an answer from ``model_path`` needs of the attached adapter, or None (none attached, or it was
+    attached to another model)."""
+    store = adapter_store(paths)
+    attachment = store.attached()
+    if attachment is None or Path(attachment.base_path) != model_path:
+        return None
+    try:
+        record = store.get(attachment.name)
+        version = record.path.stat().st_mtime_ns
+    except (AdapterError, OSError):
+        return None
+    return AdapterUse(str(record.path), attachment.scale, version)
