@@ -10,15 +10,18 @@ from pathlib import Path
 from app.api.ids import (
     COLLECTION_PREFIX,
     ChatModelIds,
+    adapter_id,
     chat_model_ids,
     collection_id,
+    split_adapter,
     unknown_collection,
     unknown_model,
 )
 from app.api.responses import ModelEntry
-from app.errors import HearthError
+from app.errors import AdapterError, HearthError
 from app.services.container import Services
 from app.services.documents import DocumentServices
+from backends.base import AdapterUse
 from rag.manifest import CollectionError, normalize_name
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,30 @@ class ModelDirectory:
         if info is None:
             raise unknown_model(requested, self.valid_ids(), hint=" (there is no such collection)")
         return info.name
+
+    def chat_model(self, requested: str) -> tuple[str, AdapterUse | None]:
+        """The listed id ``requested`` names and the adapter it asks for: ``MODEL+ADAPTER`` names the loaded
+        model with one of its adapters, anything else goes to :meth:`check_chat_model`."""
+        if self._names_loaded_model(requested):
+            return self.check_chat_model(requested), None
+        base, adapter = split_adapter(requested)
+        if adapter is None:
+            return self.check_chat_model(requested), None
+        model_id = self.check_chat_model(base)
+        from app.services.tuning import adapter_for
+
+        model = self._services.runtime.model
+        if model is None:
+            raise unknown_model(requested, self.valid_ids())
+        try:
+            record, use = adapter_for(self._services.paths, adapter, self._sha256(model.path))
+        except AdapterError as exc:
+            raise unknown_model(requested, self.valid_ids(), hint=f" ({exc.message.rstrip('.')})") from None
+        return adapter_id(model_id, record.name), use
+
+    def _names_loaded_model(self, requested: str) -> bool:
+        ids = self.chat_ids()
+        return ids is not None and ids.names(requested)
 
     def check_chat_model(self, requested: str) -> str:
         """The listed id of the loaded model if ``requested`` names it; otherwise :class:`UnknownModel`."""
@@ -94,6 +121,7 @@ class ModelDirectory:
                 "quantization": model.quantization,
             }
             entries.append(ModelEntry(ids.primary, "chat", created, details))
+            entries.extend(self._adapter_entries(ids.primary, model.path))
         try:
             documents = self.documents()
             for info in documents.manifest.collections():
@@ -102,6 +130,41 @@ class ModelDirectory:
         except HearthError as exc:
             log.warning("collections are not available to the API: %s %s", exc.message, exc.remedy)
         return entries
+
+    def _adapter_entries(self, model_id: str, path: Path) -> list[ModelEntry]:
+        """One entry per adapter trained for the loaded model."""
+        from app.services.tuning import adapter_store
+
+        try:
+            sha = self._sha256(path)
+            records = [r for r in adapter_store(self._services.paths).all() if r.base_sha256 == sha]
+        except HearthError as exc:
+            log.warning("adapters are not available to the API: %s", exc.message)
+            return []
+        return [
+            ModelEntry(
+                adapter_id(model_id, r.name),
+                "adapter",
+                int(r.created_at),
+                {
+                    "base": model_id,
+                    "adapter": r.name,
+                    "perplexity_before": r.perplexity_before,
+                    "perplexity_after": r.perplexity_after,
+                },
+            )
+            for r in records
+        ]
+
+    def _sha256(self, path: Path) -> str:
+        """The loaded model's SHA-256, as the model store keeps it (computed once per version of the file)."""
+        from app.services.models import open_model_store
+
+        store = open_model_store(self._services.paths)
+        try:
+            return store.sha256_for(path)
+        finally:
+            store.close()
 
     def _embedder_name(self) -> str | None:
         try:

@@ -5,7 +5,7 @@ here either needs the model or may wait for it."""
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.api.answers import Started, Step, Work
 from app.api.attachments import SentFile, read_sent_files
@@ -36,14 +36,17 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
         collection = directory.collection(job.collection, job.model) if job.collection is not None else None
         with services.runtime.lease() as engine:
             if collection is None and not job.files:
-                model_id = directory.check_chat_model(job.model)
-                params = fit_answer(job.params, engine.count_chat_tokens(job.messages), engine.context_length)
+                model_id, adapter = directory.chat_model(job.model)
+                wanted = replace(job.params, adapter=adapter) if adapter is not None else job.params
+                params = fit_answer(wanted, engine.count_chat_tokens(job.messages), engine.context_length)
                 yield Started(model_id, Extension())
                 yield from engine.stream_chat(job.messages, params, cancel)
                 return
-            model_id = job.model
+            model_id, adapter = job.model, None
             if not job.model.casefold().startswith("hearth:"):
-                model_id = directory.check_chat_model(job.model)  # a chat model id with the hearth.collection field
+                # A chat model id (perhaps MODEL+ADAPTER) with the hearth.collection field, or with files.
+                model_id, adapter = directory.chat_model(job.model)
+            job_params = replace(job.params, adapter=adapter) if adapter is not None else job.params
             system, before, after, question = split_question(job.messages)
             if not question.strip():
                 raise EmptyMessage("The last user message is empty.", "Put the question in the last user message.")
@@ -53,13 +56,13 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
             if cancel.cancelled:
                 return
             found = find_sources(
-                documents, engine, collection, question, system_prompt, job.params, job.top_k, attached
+                documents, engine, collection, question, system_prompt, job_params, job.top_k, attached
             )
             asked = ChatMessage("user", rag_question(question, found.sources))
             history = [ChatMessage("system", system_prompt), *before, asked, *after]
-            budget = prompt_budget(engine.context_length, job.params.max_new_tokens)
+            budget = prompt_budget(engine.context_length, job_params.max_new_tokens)
             fitted = fit_history(history, budget, engine.count_chat_tokens)
-            params = fit_answer(job.params, fitted.prompt_tokens, engine.context_length)
+            params = fit_answer(job_params, fitted.prompt_tokens, engine.context_length)
             extension = Extension(
                 collection=collection, sources=found.sources, dropped_messages=fitted.dropped, attachments=found.uses
             )
@@ -74,9 +77,10 @@ def completion_work(
 ) -> Work:
     def work(cancel: CancelToken) -> Generator[Step, None, None]:
         with services.runtime.lease() as engine:
-            model_id = directory.check_chat_model(model)
+            model_id, adapter = directory.chat_model(model)
+            params_asked = replace(params, adapter=adapter) if adapter is not None else params
             # The model adds its BOS token in front of a raw prompt; one token is the most it costs.
-            fitted = fit_answer(params, engine.count_tokens(prompt) + 1, engine.context_length)
+            fitted = fit_answer(params_asked, engine.count_tokens(prompt) + 1, engine.context_length)
             yield Started(model_id, Extension())
             yield from engine.stream_completion(prompt, fitted, cancel)
 

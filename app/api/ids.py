@@ -5,6 +5,8 @@
   catalog id (the first 12 hex digits of its SHA-256, as ``hearth models list`` shows), or as ``hearth``, which
   always means "whatever chat model is loaded" (for tools configured once). Matching ignores case.
 - ``hearth:COLLECTION`` answers from that collection with the loaded model, citing its passages.
+- ``MODEL+ADAPTER`` (any chat model id above, ``hearth+ADAPTER`` included) answers with the loaded model and the
+  LoRA adapter ``ADAPTER`` trained for it; each such adapter is listed. Adapter names cannot hold ``+``.
 - The embedding model is named as its embedder is (``all-MiniLM-L6-v2``), and serves ``/v1/embeddings`` only.
 """
 
@@ -18,6 +20,7 @@ from app.api.errors import RequestInvalid, UnknownModel
 from app.errors import shown as shown_value
 
 ALIAS = "hearth"
+ADAPTER_SEPARATOR = "+"
 COLLECTION_PREFIX = "hearth:"
 # The 404 message lists the valid ids; past this many it points at /v1/models instead of listing them all.
 LISTED_IDS = 12
@@ -38,6 +41,24 @@ def chat_model_ids(path: Path, catalog_id: str | None) -> ChatModelIds:
     if catalog_id:
         aliases.append(catalog_id)
     return ChatModelIds(path.stem, tuple(aliases))
+
+
+def split_adapter(model_id: str) -> tuple[str, str | None]:
+    """The chat model id and the adapter name of ``MODEL+ADAPTER``; a model id without ``+`` names no adapter."""
+    base, separator, adapter = model_id.strip().rpartition(ADAPTER_SEPARATOR)
+    if not separator:
+        return model_id, None
+    if not base.strip() or not adapter.strip():
+        raise RequestInvalid(
+            f"The model id {model_id!r} names no {'model' if not base.strip() else 'adapter'}.",
+            "Write MODEL+ADAPTER, as GET /v1/models lists it (for example hearth+NAME).",
+            param="model",
+        )
+    return base.strip(), adapter.strip()
+
+
+def adapter_id(model_id: str, adapter: str) -> str:
+    return f"{model_id}{ADAPTER_SEPARATOR}{adapter}"
 
 
 def collection_id(name: str) -> str:

@@ -169,7 +169,7 @@ def embeddings_json(
 @dataclass(frozen=True)
 class ModelEntry:
     id: str
-    kind: Literal["chat", "collection", "embedding"]
+    kind: Literal["chat", "adapter", "collection", "embedding"]
     created: int
     details: dict[str, Any] = field(default_factory=dict)
 

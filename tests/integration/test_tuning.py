@@ -17,6 +17,7 @@ import pytest
 from app.errors import AdapterError, TuningError
 from app.paths import resolve_data_paths
 from app.services import tuning
+from app.services.runtime import start_engine
 from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta
 from backends.llamacpp import LlamaCppBackend
 from models.adapters import AdapterRecord
@@ -191,3 +192,29 @@ def test_a_model_of_an_architecture_the_trainer_cannot_tune_is_refused_before_st
         )
     assert "llama" in refused.value.remedy and "qwen2" in refused.value.remedy
     assert not resolve_data_paths(isolated_home).tuning_dir.exists()
+
+
+def test_the_api_answers_with_the_adapter_its_model_id_names(
+    trained: tuple[Path, AdapterRecord, RunView], embedded_model: Path
+) -> None:
+    """``MODEL+ADAPTER`` through the real server and engine: listed, answered with, refused when unknown."""
+    from tests.integration.api_support import serve_hearth
+
+    home, record, _ = trained
+    overrides = {"model": {"path": embedded_model, "context_length": 512}, "backend": {"name": "llamacpp"}}
+    with serve_hearth(home, make_engine=start_engine, **overrides) as served:
+        with served.client() as client:
+            listed = {m["id"]: m["hearth"] for m in client.get("/v1/models").json()["data"]}
+        model_id = f"{embedded_model.stem}+{record.name}"
+        assert listed[model_id]["kind"] == "adapter" and listed[model_id]["adapter"] == record.name
+        asked = {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "max_tokens": 24}
+        tuned = served.chat({**asked, "model": f"hearth+{record.name}"})
+        assert tuned.status_code == 200, tuned.text
+        assert FACT in tuned.json()["choices"][0]["message"]["content"]
+        assert tuned.json()["model"] == model_id
+        plain = served.chat(asked)
+        assert FACT not in plain.json()["choices"][0]["message"]["content"]
+        unknown = served.chat({**asked, "model": "hearth+nope"})
+        assert unknown.status_code == 404
+        assert "no adapter named 'nope'" in unknown.json()["error"]["message"]
+        assert model_id in unknown.json()["error"]["message"]  # the ids that do exist are listed

@@ -233,3 +233,15 @@ def test_an_unknown_model_lists_what_there_is() -> None:
     assert "/v1/models" in error.remedy
     many = unknown_model("x", [f"hearth:c{i}" for i in range(30)])
     assert "and 18 more" in many.message
+
+
+def test_an_adapter_is_named_after_the_model_id() -> None:
+    from app.api.ids import adapter_id, split_adapter
+
+    assert split_adapter("hearth+support-tone") == ("hearth", "support-tone")
+    assert split_adapter("SmolLM2-135M-Instruct.Q4_1+faq") == ("SmolLM2-135M-Instruct.Q4_1", "faq")
+    assert split_adapter("hearth") == ("hearth", None)
+    assert adapter_id("SmolLM2-135M-Instruct.Q4_1", "faq") == "SmolLM2-135M-Instruct.Q4_1+faq"
+    for empty in ("hearth+", "+faq", " + "):
+        with pytest.raises(RequestInvalid, match="names no"):
+            split_adapter(empty)
