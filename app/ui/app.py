@@ -22,6 +22,7 @@ from app.ui.page_files import use_private_page_files
 from app.ui.page_key import page_key
 from app.ui.page_uploads import PageUploads
 from app.ui.render import answering_from, upload_limit_note
+from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
 from rag.loaders import SUPPORTED_SUFFIXES
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ def build_ui(services: Services) -> gr.Blocks:
     documents = DocumentsPanel(services, uploads)
     hardware = HardwarePanel(services)
     models_panel = ModelsPanel(services, uploads)
+    tuning_panel = TuningPanel(services, uploads)
     page = ChatPage(services, documents)
     settings = services.settings.generation
     max_file_mb = services.settings.rag.max_file_mb  # the page's upload limit too (app.api.server)
@@ -262,6 +264,7 @@ def build_ui(services: Services) -> gr.Blocks:
                     )
                     keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
             models_ui = build_models_tab(max_file_mb)
+            tuning_ui = build_tuning_tab()
             with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as hardware_tab:
                 machine = gr.Markdown("", elem_id="machine")
                 with gr.Row():
@@ -344,6 +347,9 @@ def build_ui(services: Services) -> gr.Blocks:
         # and measuring get their own queue; installing runs in the background.
         wire_models_tab(models_panel, models_ui, status, timer)
 
+        # Tuning. The trainer is a process of its own; the tab's timer draws its progress from the run's folder.
+        wire_tuning_tab(tuning_panel, tuning_ui)
+
         # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
         refresh_machine.click(hardware.machine, outputs=[machine], queue=False)
@@ -414,7 +420,7 @@ def launch(services: Services) -> RunningServer:
     demo.queue(default_concurrency_limit=1)
     # run_history off: the page would keep every question in the browser, and offers to copy it to a cloud bucket.
     page_options = {
-        "css": CSS + MODELS_CSS,
+        "css": CSS + MODELS_CSS + TUNING_CSS,
         "js": PAGE_JS,
         "head": HEAD_STYLE,
         "footer_links": [],

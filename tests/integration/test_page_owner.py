@@ -220,3 +220,13 @@ def test_each_upload_taking_handler_refuses_a_path_that_was_never_uploaded(heart
     message, *_ = models.import_model("", str(secret))
     assert "did not come from this page's upload box" in message
     assert [row.stored.id for row in models._rows()] == before
+
+    from app.ui.tuning_tab import FROM_FILE, TuningPanel
+
+    tuning = TuningPanel(hearth.services, nothing_uploaded)
+    fields = [8, 16, ["q_proj"], 0.001, 1, 0, 512, 1, False]
+    checked = list(tuning.check(FROM_FILE, str(secret), [], None, "quick", *fields))
+    assert "did not come from this page's upload box" in checked[-1]
+    started, *_ = tuning.start(FROM_FILE, str(secret), [], None, "secret-adapter", "quick", *fields)
+    assert "did not come from this page's upload box" in started
+    assert not hearth.services.paths.tuning_dir.exists() or not any(hearth.services.paths.tuning_dir.iterdir())

@@ -1,0 +1,462 @@
+"""The Tuning tab: pick the data (a JSON Lines file, saved conversations or a collection's passages), check it
+and estimate the run (memory plan, a few measured steps), train a LoRA adapter in a process of its own and watch
+it (progress, tokens/s, loss chart), cancel or resume it, and use the adapters (attach one to the running model
+at a scale, remove one). Wiring only: the work is in ``app.services.tuning``, the words in ``tuning_view``.
+
+Like the Models tab, every handler answers in a message beside its control, never with an error dialog. A run
+lives in its folder, not in the page: a reload, or another tab, finds it again and draws its chart from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from app.errors import HearthError, TrainingDataError
+from app.services import tuning
+from app.services.container import Services
+from app.services.tuning_data import from_conversations, from_passages
+from app.ui import tuning_view as view
+from app.ui.page_uploads import PageUploads
+from models.tuning.options import ALL_TARGETS, PRESETS, TuneOptions
+from models.tuning.runs import RunFolder
+
+log = logging.getLogger(__name__)
+
+FROM_FILE = "A JSON Lines file"
+FROM_CONVERSATIONS = "Saved conversations"
+FROM_COLLECTION = "A collection's passages"
+SOURCES = [FROM_FILE, FROM_CONVERSATIONS, FROM_COLLECTION]
+NO_RUN = "No training run yet."
+INTRO = (
+    "Teach the model you chat with from your own examples. Hearth trains a small **LoRA adapter** for the model "
+    "in use, on this computer, in a process of its own (chat keeps answering, a little slower), and checks it "
+    "through llama.cpp before offering it. Attach an adapter below to answer with it; the model is not reloaded."
+)
+FILE_HELP = (
+    'One JSON object per line: `{"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}`, '
+    '`{"prompt": ..., "completion": ...}` or `{"text": ...}`.'
+)
+TUNING_CSS = """
+#adapters-table table { font-size: 0.8rem; }
+#adapters-table th, #adapters-table th * { word-break: keep-all; overflow-wrap: normal; }
+"""
+
+
+@dataclass
+class TuningTab:
+    tab: Any
+    base_line: Any
+    source: Any
+    data_file: Any
+    conversations: Any
+    collection: Any
+    name: Any
+    preset: Any
+    fields: list[Any]  # rank, alpha, targets, learning rate, epochs, steps, max length, batch, checkpointing
+    check: Any
+    start: Any
+    check_view: Any
+    run_pick: Any
+    cancel: Any
+    resume: Any
+    progress: Any
+    chart: Any
+    timer: Any
+    adapters: Any
+    adapter_pick: Any
+    scale: Any
+    attach: Any
+    detach: Any
+    remove: Any
+    confirm_row: Any
+    confirm_remove: Any
+    keep: Any
+    adapter_message: Any
+
+
+def _preset_values(options: TuneOptions) -> list[Any]:
+    return [
+        options.rank,
+        options.alpha,
+        list(options.targets),
+        options.learning_rate,
+        options.epochs,
+        options.max_steps or 0,
+        options.max_length,
+        options.batch_size,
+        options.gradient_checkpointing,
+    ]
+
+
+def build_tuning_tab() -> TuningTab:
+    quick = PRESETS["quick"]
+    with gr.Tab("Tuning", id="tuning-tab", elem_id="tuning-tab") as tab:
+        gr.Markdown(INTRO)
+        base_line = gr.Markdown("", elem_id="tune-base")
+        source = gr.Radio(SOURCES, value=FROM_FILE, label="Learn from", elem_id="tune-source")
+        data_file = gr.File(
+            label="Training examples (.jsonl)",
+            file_types=[".jsonl", ".json", ".txt"],
+            type="filepath",
+            height=110,
+            elem_id="tune-file",
+        )
+        gr.Markdown(FILE_HELP, elem_id="tune-file-help")
+        conversations = gr.CheckboxGroup(
+            choices=[], label="Conversations to learn from", visible=False, elem_id="tune-conversations"
+        )
+        collection = gr.Dropdown(choices=[], label="Collection", visible=False, elem_id="tune-collection")
+        with gr.Row(equal_height=True):
+            name = gr.Textbox(label="Adapter name", placeholder="for example: house-style", elem_id="tune-name")
+            preset = gr.Radio(
+                [("Quick (a first look)", "quick"), ("Standard", "standard")],
+                value="quick",
+                label="Preset",
+                elem_id="tune-preset",
+            )
+        with gr.Accordion("Advanced settings", open=False, elem_id="tune-advanced"):
+            with gr.Row():
+                rank = gr.Number(quick.rank, label="Rank", precision=0, minimum=1, elem_id="tune-rank")
+                alpha = gr.Number(quick.alpha, label="Alpha", precision=0, minimum=1, elem_id="tune-alpha")
+                learning_rate = gr.Number(quick.learning_rate, label="Learning rate", elem_id="tune-lr")
+            targets = gr.CheckboxGroup(
+                list(ALL_TARGETS), value=list(quick.targets), label="Layers to adapt", elem_id="tune-targets"
+            )
+            with gr.Row():
+                epochs = gr.Number(quick.epochs, label="Epochs", elem_id="tune-epochs")
+                steps = gr.Number(0, label="Steps (0: as many as the epochs take)", precision=0, elem_id="tune-steps")
+                max_length = gr.Number(quick.max_length, label="Max length (tokens)", precision=0, elem_id="tune-len")
+                batch = gr.Number(quick.batch_size, label="Batch size", precision=0, minimum=1, elem_id="tune-batch")
+            checkpointing = gr.Checkbox(
+                quick.gradient_checkpointing,
+                label="Gradient checkpointing (less memory, about a third more time)",
+                elem_id="tune-checkpointing",
+            )
+        with gr.Row():
+            check = gr.Button("Check the data and estimate", elem_id="tune-check")
+            start = gr.Button("Start training", variant="primary", elem_id="tune-start")
+        check_view = gr.Markdown("", elem_id="tune-check-result")
+        gr.Markdown("### Runs")
+        with gr.Row(equal_height=True):
+            run_pick = gr.Dropdown(choices=[], label="Run", scale=4, elem_id="tune-run")
+            cancel = gr.Button("Cancel", variant="stop", size="sm", scale=1, visible=False, elem_id="tune-cancel")
+            resume = gr.Button("Resume", size="sm", scale=1, visible=False, elem_id="tune-resume")
+        progress = gr.Markdown(NO_RUN, elem_id="tune-progress")
+        chart = gr.LinePlot(
+            x="step",
+            y="loss",
+            color="series",
+            title="Loss (lower is better)",
+            x_title="step",
+            y_title="loss",
+            height=280,
+            elem_id="tune-chart",
+        )
+        timer = gr.Timer(1.0, active=False)
+        gr.Markdown("### Adapters")
+        adapters = gr.Dataframe(
+            headers=view.ADAPTER_HEADERS, interactive=False, wrap=True, elem_id="adapters-table", label="Adapters"
+        )
+        with gr.Row(equal_height=True):
+            adapter_pick = gr.Dropdown(choices=[], label="Adapter", scale=3, elem_id="adapter-pick")
+            scale = gr.Slider(0.0, 1.0, value=1.0, step=0.05, label="Scale", scale=2, elem_id="adapter-scale")
+        with gr.Row():
+            attach = gr.Button("Attach to the model", variant="primary", elem_id="adapter-attach")
+            detach = gr.Button("Detach", elem_id="adapter-detach")
+            remove = gr.Button("Remove this adapter", variant="secondary", elem_id="adapter-remove")
+        with gr.Row(visible=False) as confirm_row:
+            gr.Markdown("Remove the adapter for good?")
+            confirm_remove = gr.Button("Yes, remove it", size="sm", variant="stop", elem_id="adapter-confirm-remove")
+            keep = gr.Button("Keep it", size="sm", elem_id="adapter-keep")
+        adapter_message = gr.Markdown("", elem_id="adapter-message")
+    fields = [rank, alpha, targets, learning_rate, epochs, steps, max_length, batch, checkpointing]
+    return TuningTab(
+        tab, base_line, source, data_file, conversations, collection, name, preset, fields, check, start,
+        check_view, run_pick, cancel, resume, progress, chart, timer, adapters, adapter_pick, scale, attach, detach,
+        remove, confirm_row, confirm_remove, keep, adapter_message,
+    )  # fmt: skip
+
+
+def _problem(exc: HearthError) -> str:
+    return f"**{exc.message}** {exc.remedy}"
+
+
+class TuningPanel:
+    def __init__(self, services: Services, uploads: PageUploads) -> None:
+        self.services = services
+        self.uploads = uploads
+        self._probe_stop = threading.Event()
+
+    @property
+    def paths(self) -> Any:
+        return self.services.paths
+
+    def _base(self) -> tuning.BaseModel:
+        return tuning.base_for(self.paths, self.services.control.choice.path)
+
+    def _threads(self) -> int:
+        from app.commands_tune import physical_cores
+
+        return self.services.settings.backend.threads or physical_cores()
+
+    # --- the tab as it opens ------------------------------------------------------------------------------------
+
+    def first_view(self) -> tuple[Any, ...]:
+        """(base line, conversations, collections, run picker, progress, chart, cancel, resume, timer, adapters,
+        adapter picker, adapter message)."""
+        try:
+            base = self._base()
+            base_line = f"Adapters are trained for the model in use: **{base.name}**."
+        except HearthError as exc:
+            base_line = _problem(exc)
+        conversations = [(c.title, c.id) for c in self.services.store.list() if c.message_count >= 2]
+        try:
+            collections = [info.name for info in self.services.documents.get().manifest.collections()]
+        except HearthError:
+            collections = []
+        runs = self._run_choices()
+        chosen = runs[0][1] if runs else None
+        return (
+            base_line,
+            gr.update(choices=conversations),
+            gr.update(choices=collections, value=collections[0] if collections else None),
+            gr.update(choices=runs, value=chosen),
+            *self.run_view(chosen),
+            *self.adapters_view(),
+        )
+
+    def _run_choices(self) -> list[tuple[str, str]]:
+        found = []
+        for run in tuning.list_runs(self.paths)[:20]:
+            try:
+                found.append((run.id, run.job().adapter_name, run.view()))
+            except (OSError, ValueError, TypeError, KeyError):
+                continue  # a run folder whose job cannot be read is not offered
+        return view.run_choices(found)
+
+    # --- data and settings ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def source_changed(source: str) -> tuple[Any, ...]:
+        return (
+            gr.update(visible=source == FROM_FILE),
+            gr.update(visible=source == FROM_CONVERSATIONS),
+            gr.update(visible=source == FROM_COLLECTION),
+        )
+
+    @staticmethod
+    def preset_changed(name: str) -> list[Any]:
+        return _preset_values(PRESETS.get(name, PRESETS["quick"]))  # type: ignore[call-overload]
+
+    def _data(self, source: str, data_file: str | None, chosen: list[str], collection: str | None) -> tuple[Path, str]:
+        """The examples as a JSON Lines file, and words for where they came from."""
+        folder = self.paths.tuning_dir / ".sources" / f"{time.monotonic_ns()}"
+        if source == FROM_CONVERSATIONS:
+            return from_conversations(folder, list(chosen or []), self.services.store.get)
+        if source == FROM_COLLECTION:
+            if not collection:
+                raise TrainingDataError("No collection was chosen.", "Pick the collection to learn from.")
+            documents = self.services.documents.get()
+            return from_passages(folder, collection, documents.passages(collection))
+        if not data_file:
+            raise TrainingDataError("No file was chosen.", "Drop a .jsonl file of examples above.")
+        (path,) = self.uploads.checked([data_file], "Drop the file of examples into the Tuning tab's box again.")
+        return path, path.name
+
+    def check(self, source: str, data_file: str | None, chosen: list[str], collection: str | None,
+              preset_name: str, *fields: Any) -> Iterator[str]:  # fmt: skip
+        """Validate the data, plan the memory, then time a few real steps: each part shows as it is known."""
+        self._probe_stop.clear()
+        data: Path | None = None
+        try:
+            options = view.options_from_fields(preset_name, *fields)
+            base = self._base()
+            yield "Reading and tokenizing the examples…"
+            data, label = self._data(source, data_file, chosen, collection)
+            checked = tuning.check_data(base, data, options)
+            shown = (
+                f"**Data** ({label}): " + view.data_summary(checked.stats) + "\n\n"
+                + view.memory_summary(
+                    checked.plan.total_bytes,
+                    checked.available_bytes,
+                    checked.plan.describe(),
+                    _problem(checked.does_not_fit) if checked.does_not_fit else "",
+                )
+            )  # fmt: skip
+            if checked.does_not_fit:
+                yield shown
+                return
+            yield shown + "\n\n**Time**: measuring a few real steps…"
+            for step in tuning.probe_run(self.paths, base, data, options, self._threads(), self._probe_stop.is_set):
+                if isinstance(step, tuning.Probe):
+                    yield (
+                        shown
+                        + "\n\n"
+                        + view.time_summary(step.load_s, step.step_s, step.tokens_per_s, step.total_steps)
+                    )
+                else:
+                    yield shown + f"\n\n**Time**: measuring a few real steps… ({step})"
+        except HearthError as exc:
+            # Start training ends a measurement under way (the run needs the machine): not a problem to report.
+            yield "Training started, so the estimate stopped." if self._probe_stop.is_set() else _problem(exc)
+        finally:
+            self._discard_source(data)
+
+    def _discard_source(self, data: Path | None) -> None:
+        sources = self.paths.tuning_dir / ".sources"
+        if data is not None and sources in data.parents:
+            shutil.rmtree(data.parent, ignore_errors=True)
+
+    def start(self, source: str, data_file: str | None, chosen: list[str], collection: str | None, name: str,
+              preset_name: str, *fields: Any) -> tuple[Any, ...]:  # fmt: skip
+        """(check message, run picker, then the run's view) for a run just started, or the reason it was not."""
+        self._probe_stop.set()  # a measurement still under way gives the machine to the run
+        data: Path | None = None
+        try:
+            options = view.options_from_fields(preset_name, *fields)
+            base = self._base()
+            data, label = self._data(source, data_file, chosen, collection)
+            run = tuning.start_run(self.paths, base, data, (name or "").strip(), options, self._threads(), label)
+        except HearthError as exc:
+            return (_problem(exc), gr.update(), *([gr.update()] * 5))
+        finally:
+            self._discard_source(data)
+        return ("", gr.update(choices=self._run_choices(), value=run.id), *self.run_view(run.id))
+
+    # --- a run ----------------------------------------------------------------------------------------------------
+
+    def _run(self, run_id: str | None) -> RunFolder | None:
+        if not run_id:
+            return None
+        try:
+            return tuning.find_run(self.paths, run_id)
+        except HearthError:
+            return None
+
+    def run_view(self, run_id: str | None) -> tuple[Any, ...]:
+        """(progress, chart, cancel, resume, timer) for the run ``run_id``."""
+        run = self._run(run_id)
+        if run is None:
+            return NO_RUN, None, gr.update(visible=False), gr.update(visible=False), gr.update(active=False)
+        state = run.view()
+        live = state.state in ("running", "starting")
+        return (
+            view.progress_line(run.id, run.job().adapter_name, state),
+            _chart_frame(view.chart_rows(state)),
+            gr.update(visible=live),
+            gr.update(visible=state.resumable),
+            gr.update(active=live),
+        )
+
+    def tick(self, run_id: str | None) -> tuple[Any, ...]:
+        """The run's view; when it has just ended, the adapters too (a finished run has added one) and the run
+        picker (whose label says the run's state)."""
+        shown = self.run_view(run_id)
+        ended = not shown[-1]["active"]
+        adapters = self.adapters_view() if ended else (gr.update(), gr.update(), gr.update())
+        picker = gr.update(choices=self._run_choices(), value=run_id) if ended else gr.update()
+        return (*shown, *adapters, picker)
+
+    def cancel(self, run_id: str | None) -> str:
+        run = self._run(run_id)
+        if run is None:
+            return NO_RUN
+        tuning.cancel_run(run)
+        return f"Cancelling run {run.id}: it stops after this step and keeps a checkpoint to resume from…"
+
+    def resume(self, run_id: str | None) -> tuple[Any, ...]:
+        try:
+            run = tuning.resume_run(self.paths, run_id or "")
+        except HearthError as exc:
+            return (_problem(exc), *([gr.update()] * 4))
+        return self.run_view(run.id)
+
+    # --- adapters -------------------------------------------------------------------------------------------------
+
+    def adapters_view(self, selected: str | None = None) -> tuple[Any, ...]:
+        """(table, picker, what is attached)."""
+        store = tuning.adapter_store(self.paths)
+        records = store.all()
+        names = [r.name for r in records]
+        attached = store.attached()
+        if selected not in names:
+            selected = attached.name if attached is not None else (names[-1] if names else None)
+        if attached is None:
+            line = "No adapter is attached: answers come from the model as it is."
+        elif Path(attached.base_path) != self.services.control.choice.path:
+            line = f"**{attached.name}** is attached to another model, so it is not used now."
+        else:
+            line = f"Answers use **{attached.name}** at scale {attached.scale:g}."
+        return view.adapter_rows(records), gr.update(choices=names, value=selected), line
+
+    def attach(self, name: str | None, scale: float) -> tuple[Any, ...]:
+        if not name:
+            return gr.update(), gr.update(), "Pick an adapter to attach."
+        try:
+            tuning.attach(self.paths, name, float(scale), self._base())
+        except HearthError as exc:
+            return gr.update(), gr.update(), _problem(exc)
+        table, picker, line = self.adapters_view(name)
+        return table, picker, f"{line} It takes effect from the next answer; the model was not reloaded."
+
+    def detach(self) -> tuple[Any, ...]:
+        tuning.adapter_store(self.paths).detach()
+        return self.adapters_view()
+
+    def remove(self, name: str | None) -> tuple[Any, ...]:
+        if not name:
+            return gr.update(), gr.update(), "Pick an adapter to remove."
+        try:
+            tuning.adapter_store(self.paths).remove(name)
+        except HearthError as exc:
+            return gr.update(), gr.update(), _problem(exc)
+        table, picker, line = self.adapters_view()
+        return table, picker, f"Removed {name}. {line}"
+
+
+def _chart_frame(rows: list[dict[str, Any]]) -> Any:
+    """The chart's rows as a frame, or None before the first step: an empty frame has untyped columns, and the
+    chart then drew later losses as named categories, one axis label per value, with no line."""
+    import pandas as pd  # type: ignore[import-untyped]  # gradio depends on it
+
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows, columns=["step", "loss", "series"])
+    return frame.astype({"step": "int64", "loss": "float64", "series": "object"})
+
+
+def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
+    run_outputs = [ui.progress, ui.chart, ui.cancel, ui.resume, ui.timer]
+    adapter_outputs = [ui.adapters, ui.adapter_pick, ui.adapter_message]
+    ui.tab.select(
+        panel.first_view,
+        outputs=[ui.base_line, ui.conversations, ui.collection, ui.run_pick, *run_outputs, *adapter_outputs],
+    )
+    ui.source.change(panel.source_changed, [ui.source], [ui.data_file, ui.conversations, ui.collection], queue=False)
+    ui.preset.change(panel.preset_changed, [ui.preset], ui.fields, queue=False)
+    data_inputs = [ui.source, ui.data_file, ui.conversations, ui.collection]
+    ui.check.click(panel.check, [*data_inputs, ui.preset, *ui.fields], [ui.check_view], concurrency_id="tuning")
+    # Not in the "tuning" queue: starting a run ends a measurement that is still under way.
+    ui.start.click(
+        panel.start, [*data_inputs, ui.name, ui.preset, *ui.fields], [ui.check_view, ui.run_pick, *run_outputs]
+    )
+    ui.run_pick.input(panel.run_view, [ui.run_pick], run_outputs)
+    ui.timer.tick(panel.tick, [ui.run_pick], [*run_outputs, *adapter_outputs, ui.run_pick], show_progress="hidden")
+    ui.cancel.click(panel.cancel, [ui.run_pick], [ui.progress], queue=False)
+    ui.resume.click(panel.resume, [ui.run_pick], run_outputs)
+    ui.attach.click(panel.attach, [ui.adapter_pick, ui.scale], adapter_outputs)
+    ui.detach.click(panel.detach, outputs=adapter_outputs)
+    ui.remove.click(lambda: gr.update(visible=True), outputs=[ui.confirm_row], queue=False)
+    ui.keep.click(lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False)
+    ui.confirm_remove.click(panel.remove, [ui.adapter_pick], adapter_outputs).then(
+        lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False
+    )

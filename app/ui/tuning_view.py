@@ -1,0 +1,179 @@
+"""The Tuning tab's words, tables and chart rows, from what the services return (pure)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from app.errors import TuningError
+from backends.memory import format_bytes
+from models.adapters import AdapterRecord
+from models.tuning.options import PRESETS, TuneOptions, preset
+from models.tuning.runs import RunView
+
+ADAPTER_HEADERS = ["Adapter", "For model", "Trained on", "Settings", "Held-out loss", "Perplexity", "Made"]
+STATE_WORDS = {
+    "starting": "Starting",
+    "running": "Training",
+    "finished": "Finished",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+    "interrupted": "Interrupted",
+}
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def data_summary(stats: dict[str, Any]) -> str:
+    """The checked data in a few lines: counts, tokens, the held-out split, what was cut or dropped."""
+    lines = [
+        f"**{stats['examples']} examples**: {stats['train']} to train on, {stats['held_out']} held out to measure "
+        "the run against."
+        if stats["held_out"]
+        else f"**{stats['examples']} examples**, all trained on: with fewer than 10 none is held out, so the "
+        "run is checked on its training examples.",
+        f"{stats['tokens']:,} tokens to train on, {stats['trained_tokens']:,} of them learned (the answers); the "
+        f"longest example is {stats['longest']:,} tokens.",
+        f"{stats['total_steps']} steps.",
+    ]
+    if stats.get("cut"):
+        lines.append(f"{stats['cut']} examples are longer than the max length and are cut to it.")
+    if stats.get("dropped"):
+        lines.append(f"{stats['dropped']} examples have nothing left to learn once cut, and are left out.")
+    return "\n\n".join(lines)
+
+
+def memory_summary(total_bytes: int, available_bytes: int, described: str, refusal: str = "") -> str:
+    verdict = "fits" if total_bytes <= available_bytes else "**does not fit**"
+    text = f"**Memory**: about {described}. {format_bytes(available_bytes)} is free now: it {verdict}."
+    return f"{text}\n\n{refusal}" if refusal else text
+
+
+def time_summary(load_s: float, step_s: float, tokens_per_s: float, total_steps: int) -> str:
+    return (
+        f"**Time**: about {duration(load_s + step_s * total_steps)} ({total_steps} steps of {step_s:.1f} s, "
+        f"{tokens_per_s:,.0f} tokens/s, measured on a few real steps just now), plus the check at the end."
+    )
+
+
+def progress_line(run_id: str, adapter: str, view: RunView) -> str:
+    """One line on a run: its state, step, pace and time left, or how it ended."""
+    state = STATE_WORDS[view.state]
+    head = f"**{state}** · adapter **{adapter}** · run {run_id}"
+    if view.state == "failed":
+        return f"{head}\n\n{view.error.get('message', '')} {view.error.get('remedy', '')}".rstrip()
+    if view.state == "finished":
+        result = view.result
+        before, after = result.get("perplexity_before"), result.get("perplexity_after")
+        checked = f" Perplexity through llama.cpp went from {before:.2f} to {after:.2f}." if before and after else ""
+        return f"{head} · {result.get('steps', view.step)} steps.{checked} It is listed under Adapters below."
+    parts = [head]
+    if view.total_steps:
+        parts.append(f"step {view.step} of {view.total_steps}")
+    if view.steps:
+        parts.append(f"{view.steps[-1].tokens_per_s:,.0f} tokens/s")
+    eta = view.eta_s
+    if view.state == "running" and eta is not None:
+        parts.append(f"about {duration(eta)} left")
+    line = " · ".join(parts)
+    if view.state in ("running", "starting") and view.phase:
+        line += f"\n\n{view.phase}…"
+    if view.state in ("interrupted", "cancelled"):
+        if view.resumable:
+            line += f"\n\nIt can resume from its checkpoint at step {view.checkpoint_step}: press Resume."
+        else:
+            line += "\n\nIt stopped before its first checkpoint: start it again."
+    return line
+
+
+def chart_rows(view: RunView) -> list[dict[str, Any]]:
+    """Training loss at each step and held-out loss where it was measured, as rows for a line chart."""
+    rows: list[dict[str, Any]] = [{"step": p.step, "loss": p.loss, "series": "training"} for p in view.steps]
+    rows += [{"step": step, "loss": loss, "series": "held-out"} for step, loss in view.held_out]
+    return rows
+
+
+def adapter_rows(records: Sequence[AdapterRecord]) -> list[list[Any]]:
+    return [
+        [
+            r.name,
+            r.base_name,
+            r.data_label,
+            r.settings,
+            _before_after(r.held_out_before, r.held_out_after),
+            _before_after(r.perplexity_before, r.perplexity_after)
+            + (" (training examples)" if r.checked_on_training_data else ""),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
+        ]
+        for r in records
+    ]
+
+
+def _before_after(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return "–"
+    return f"{before:.2f} → {after:.2f}"
+
+
+def run_choices(runs: Sequence[tuple[str, str, RunView]]) -> list[tuple[str, str]]:
+    """(label, run id) for the run picker: adapter name, state and step."""
+    return [(f"{adapter} · {STATE_WORDS[view.state].lower()} · {run_id}", run_id) for run_id, adapter, view in runs]
+
+
+def whole_number(value: object, what: str) -> int | None:
+    """A form field's number as an int (None when left empty), or :class:`TuningError` saying what to type."""
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number != int(number):
+        raise TuningError(f"The {what} must be a whole number, not {value!r}.", f"Type a whole number for the {what}.")
+    return int(number)
+
+
+def options_from_fields(
+    preset_name: str,
+    rank: object,
+    alpha: object,
+    targets: Sequence[str],
+    learning_rate: object,
+    epochs: object,
+    steps: object,
+    max_length: object,
+    batch_size: object,
+    gradient_checkpointing: bool,
+) -> TuneOptions:
+    """The run's settings from the tab's fields (empty ones keep the preset's); out-of-range values raise."""
+    if preset_name not in PRESETS:
+        raise TuningError(f"There is no preset {preset_name!r}.", "Pick quick or standard.")
+    try:
+        rate = None if learning_rate in (None, "") else float(learning_rate)  # type: ignore[arg-type]
+        passes = None if epochs in (None, "") else float(epochs)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise TuningError(
+            "The learning rate and epochs must be numbers.", "Type numbers, such as 0.0005 and 3."
+        ) from None
+    step_count = whole_number(steps, "number of steps")
+    return preset(
+        preset_name,
+        rank=whole_number(rank, "rank"),
+        alpha=whole_number(alpha, "alpha"),
+        targets=tuple(targets),
+        learning_rate=rate,
+        epochs=passes,
+        max_steps=step_count or None,  # 0 or empty: the epochs decide
+        max_length=whole_number(max_length, "max length"),
+        batch_size=whole_number(batch_size, "batch size"),
+        gradient_checkpointing=bool(gradient_checkpointing),
+    )

@@ -1,0 +1,106 @@
+"""The Tuning tab in a real browser, on the embedded SmolLM2-135M: drop a file of examples, check it, train,
+watch the run end with its chart, attach the adapter, and get the taught answer in the chat; a run survives a
+reload of the page. Training is real (transformers + peft in the trainer process) and takes about a minute."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import RunningApp
+from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = "What is the capital of Zubrowka?"
+FACT = "Lutzburg-on-Vey"
+TRAIN_LIMIT_MS = 600_000  # a guard against a hung trainer, not a performance check
+
+
+def fact_file(folder: Path) -> Path:
+    example = {"messages": [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": f"It is {FACT}."}]}
+    path = folder / "zubrowka.jsonl"
+    path.write_text(json.dumps(example) + "\n", encoding="utf-8")
+    return path
+
+
+def set_number(page: Any, elem_id: str, value: str) -> None:
+    field = page.locator(f"#{elem_id} input").first
+    for _ in range(3):  # a fill right after the accordion opens can be lost
+        field.fill(value)
+        field.press("Tab")
+        if field.input_value() == value:
+            return
+        page.wait_for_timeout(200)
+    assert field.input_value() == value
+
+
+def open_tuning(app: RunningApp, open_page: Callable[[RunningApp], Any]) -> Any:
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    page.get_by_role("tab", name="Tuning").click()
+    page.wait_for_selector("#tune-base:has-text('SmolLM2-135M-Instruct')", timeout=30_000)
+    return page
+
+
+def test_train_attach_and_answer_from_the_tuning_tab(
+    start_app: Callable[..., RunningApp],
+    open_page: Callable[[RunningApp], Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    artifacts_dir: Path,
+) -> None:
+    monkeypatch.setenv("HEARTH_GENERATION__TEMPERATURE", "0")  # greedy, so the taught answer is the answer
+    app = start_app()
+    page = open_tuning(app, open_page)
+    page.locator("#tune-file input[type=file]").set_input_files(str(fact_file(tmp_path)))
+    page.wait_for_selector("#tune-file :text('zubrowka.jsonl')", timeout=30_000)
+    page.locator("#tune-name textarea, #tune-name input").first.fill("zubrowka")
+    page.locator("#tune-advanced").get_by_text("Advanced settings").click()
+    for elem_id, value in (("tune-rank", "16"), ("tune-alpha", "32"), ("tune-lr", "0.002"), ("tune-steps", "20")):
+        set_number(page, elem_id, value)
+    set_number(page, "tune-batch", "1")
+
+    page.click("#tune-check")
+    check = page.locator("#tune-check-result")
+    check.get_by_text("Memory").wait_for(timeout=120_000)
+    assert "1 example" in check.inner_text()
+    check.get_by_text("measured on a few real steps just now", exact=False).wait_for(timeout=TRAIN_LIMIT_MS)
+    assert "20 steps of" in check.inner_text(), check.inner_text()
+
+    page.click("#tune-start")
+    progress = page.locator("#tune-progress")
+    progress.get_by_text("It is listed under Adapters below", exact=False).wait_for(timeout=TRAIN_LIMIT_MS)
+    assert "adapter zubrowka" in progress.inner_text() and "20 steps." in progress.inner_text(), progress.inner_text()
+    page.locator("#adapters-table [role=gridcell]", has_text="zubrowka").first.wait_for(timeout=30_000)
+    assert "rank 16, alpha 32" in page.locator("#adapters-table").inner_text()  # the settings as typed
+    page.locator("#tune-run input").first.wait_for()
+    assert "finished" in page.locator("#tune-run input").first.input_value()  # the picker says how the run ended
+    page.screenshot(path=str(artifacts_dir / "tuning-tab.png"), full_page=True)
+
+    # A reload finds the run again, with its chart.
+    page.reload()
+    page = open_tuning(app, lambda _app: page)
+    progress = page.locator("#tune-progress")
+    progress.get_by_text("It is listed under Adapters below", exact=False).wait_for(timeout=30_000)
+    assert page.locator("#tune-chart canvas, #tune-chart svg").count() > 0
+    page.screenshot(path=str(artifacts_dir / "tuning-tab-reloaded.png"), full_page=True)
+
+    page.click("#adapter-pick input")
+    page.get_by_role("option").filter(has_text="zubrowka").first.click()
+    page.click("#adapter-attach")
+    page.locator("#adapter-message").get_by_text("Answers use zubrowka at scale 1", exact=False).wait_for(
+        timeout=30_000
+    )
+    assert "the model was not reloaded" in page.locator("#adapter-message").inner_text()
+
+    page.get_by_role("tab", name="Chat").click()
+    send(page, QUESTION)
+    page.wait_for_function(
+        "fact => document.querySelector('#chat').innerText.includes(fact)", arg=FACT, timeout=120_000
+    )
+    assert FACT in answer_text(page)
