@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 # Architectures whose adapters were checked end to end here (trained in transformers, answered through
 # llama.cpp): the ones Hearth offers to tune.
 TUNABLE_ARCHITECTURES = ("llama", "qwen2")
-_LAYER_NAMES = {
+# llama.cpp's names of the weights each peft target adapts.
+GGUF_TARGETS = {
     "q_proj": "attn_q",
     "k_proj": "attn_k",
     "v_proj": "attn_v",
@@ -55,10 +56,10 @@ class AdapterFacts:
 def gguf_tensor_name(peft_key: str) -> tuple[str, str]:
     """llama.cpp's name of the weight a peft key adapts, and which half it is: ("blk.3.attn_q.weight", "a")."""
     match = _PEFT_KEY.search(peft_key)
-    if match is None or match.group(2) not in _LAYER_NAMES:
+    if match is None or match.group(2) not in GGUF_TARGETS:
         raise AdapterError(f"The adapter has a weight Hearth cannot place: {peft_key}.", "Tune with Hearth's targets.")
     block, layer, half = match.groups()
-    return f"blk.{block}.{_LAYER_NAMES[layer]}.weight", half.lower()
+    return f"blk.{block}.{GGUF_TARGETS[layer]}.weight", half.lower()
 
 
 def llama_rows(weights: np.ndarray, heads: int) -> np.ndarray:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from app.errors import DoesNotFit
 from backends.memory import format_bytes
+from models.tuning.lora_gguf import GGUF_TARGETS
 from models.tuning.options import TuneOptions
 
 FLOAT_BYTES = 4
@@ -31,16 +32,6 @@ ATTENTION_FLOATS_PER_HEAD_AND_POSITION = 2
 CHECKPOINTED_FLOATS_PER_HIDDEN = 4
 # Logits over the vocabulary, their copies for the loss, and their gradients.
 LOGIT_COPIES = 4
-# llama.cpp names of the weights each target adapts.
-GGUF_TARGETS = {
-    "q_proj": "attn_q",
-    "k_proj": "attn_k",
-    "v_proj": "attn_v",
-    "o_proj": "attn_output",
-    "gate_proj": "ffn_gate",
-    "up_proj": "ffn_up",
-    "down_proj": "ffn_down",
-}
 
 
 @dataclass(frozen=True)
@@ -82,7 +73,7 @@ def model_shape(
     """The shape from GGUF tensor (name, ggml shape) pairs: ggml lists a weight's input width first."""
     first_layer = {name: shape for name, shape in tensors if name.startswith("blk.0.")}
     projections: dict[str, tuple[int, int]] = {}
-    for target, gguf_name in GGUF_TARGETS.items():
+    for target, gguf_name in GGUF_TARGETS.items():  # llama.cpp's name of each target's weights
         shape = first_layer.get(f"blk.0.{gguf_name}.weight", ())
         if len(shape) == 2:
             projections[target] = (int(shape[0]), int(shape[1]))

@@ -242,17 +242,23 @@ def test_eval_retrieval_names_the_bad_lines_of_a_question_file(isolated_home: Pa
     assert "what to do:" in result.stderr and '"gold_page"' in result.stderr
 
 
-def test_eval_retrieval_warns_of_gold_files_missing_from_the_collection(isolated_home: Path, tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
+def tides_collection_and_questions(home: Path, folder: Path) -> Path:
+    """Collection "tides" of one file, and two questions: one about it, one naming a file it does not have."""
+    docs = folder / "docs"
     docs.mkdir()
     (docs / "tides.md").write_text("# Tides\n\nThe spring tide at Skerry reaches 4.2 metres.\n")
-    assert hearth("ingest", str(docs), "-c", "tides", home=isolated_home).returncode == 0
-    questions = tmp_path / "qa.jsonl"
+    assert hearth("ingest", str(docs), "-c", "tides", home=home).returncode == 0
+    questions = folder / "qa.jsonl"
     lines = [
         {"question": "How high is the spring tide?", "gold_file": "tides.md", "gold_text": "4.2 metres"},
         {"question": "How high is the neap tide?", "gold_file": "tide.md"},
     ]
     questions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return questions
+
+
+def test_eval_retrieval_warns_of_gold_files_missing_from_the_collection(isolated_home: Path, tmp_path: Path) -> None:
+    questions = tides_collection_and_questions(isolated_home, tmp_path)
     result = hearth("eval", "retrieval", str(questions), "-c", "tides", home=isolated_home)
     assert result.returncode == 0, result.stderr
     assert "'tide.md' is not in collection 'tides': 1 question (2) cannot be found" in result.stderr
@@ -261,16 +267,7 @@ def test_eval_retrieval_warns_of_gold_files_missing_from_the_collection(isolated
 
 
 def test_eval_retrieval_asks_only_the_part_its_split_file_names(isolated_home: Path, tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "tides.md").write_text("# Tides\n\nThe spring tide at Skerry reaches 4.2 metres.\n")
-    assert hearth("ingest", str(docs), "-c", "tides", home=isolated_home).returncode == 0
-    questions = tmp_path / "qa.jsonl"
-    lines = [
-        {"question": "How high is the spring tide?", "gold_file": "tides.md", "gold_text": "4.2 metres"},
-        {"question": "How high is the neap tide?", "gold_file": "tide.md"},
-    ]
-    questions.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    questions = tides_collection_and_questions(isolated_home, tmp_path)
     no_split = hearth("eval", "retrieval", str(questions), "-c", "tides", "--part", "held-out", home=isolated_home)
     assert no_split.returncode != 0 and "qa.jsonl has no split file" in no_split.stderr
     (tmp_path / "qa.split.json").write_text(json.dumps({"tuning": [2], "held-out": [1]}))
