@@ -22,6 +22,7 @@ import gradio as gr
 
 from app.errors import HearthError, TrainingDataError
 from app.services import tuning
+from app.services.compare import compare_answers
 from app.services.container import Services
 from app.services.tuning_data import from_conversations, from_passages
 from app.ui import tuning_view as view
@@ -81,6 +82,37 @@ class TuningTab:
     confirm_remove: Any
     keep: Any
     adapter_message: Any
+    compare: CompareView
+
+
+@dataclass
+class CompareView:
+    """The same question answered without and with the adapter picked above, side by side."""
+
+    question: Any
+    ask: Any
+    without: Any
+    with_adapter: Any
+
+
+COMPARE_HELP = (
+    "Ask one question both ways: the model as it is, then with the adapter picked above at its scale (same "
+    "sampling and seed, so the adapter is the only difference)."
+)
+
+
+def build_compare() -> CompareView:
+    gr.Markdown("### Compare", elem_id="compare-title")
+    gr.Markdown(COMPARE_HELP)
+    with gr.Row(equal_height=True):
+        question = gr.Textbox(
+            label="Question", placeholder="a question your examples teach", scale=4, elem_id="compare-question"
+        )
+        ask = gr.Button("Compare", scale=1, elem_id="compare-ask")
+    with gr.Row():
+        without = gr.Textbox(label="Without the adapter", lines=6, interactive=False, elem_id="compare-without")
+        with_adapter = gr.Textbox(label="With the adapter", lines=6, interactive=False, elem_id="compare-with")
+    return CompareView(question, ask, without, with_adapter)
 
 
 def _preset_values(options: TuneOptions) -> list[Any]:
@@ -178,11 +210,12 @@ def build_tuning_tab() -> TuningTab:
             confirm_remove = gr.Button("Yes, remove it", size="sm", variant="stop", elem_id="adapter-confirm-remove")
             keep = gr.Button("Keep it", size="sm", elem_id="adapter-keep")
         adapter_message = gr.Markdown("", elem_id="adapter-message")
+        compare = build_compare()
     fields = [rank, alpha, targets, learning_rate, epochs, steps, max_length, batch, checkpointing]
     return TuningTab(
         tab, base_line, source, data_file, conversations, collection, name, preset, fields, check, start,
         check_view, run_pick, cancel, resume, progress, chart, timer, adapters, adapter_pick, scale, attach, detach,
-        remove, confirm_row, confirm_remove, keep, adapter_message,
+        remove, confirm_row, confirm_remove, keep, adapter_message, compare,
     )  # fmt: skip
 
 
@@ -408,6 +441,26 @@ class TuningPanel:
         table, picker, line = self.adapters_view(name)
         return table, picker, f"{line} It takes effect from the next answer; the model was not reloaded."
 
+    def compare(self, name: str | None, scale: float, question: str) -> Iterator[tuple[str, str]]:
+        """(without, with) as both answers are written."""
+        if not name:
+            yield "Pick an adapter under Adapters to compare with.", ""
+            return
+        if not (question or "").strip():
+            yield "Type a question to ask both ways.", ""
+            return
+        try:
+            _, use = tuning.adapter_for(self.paths, name, self._base().sha256, float(scale))
+            params = self.services.generation_params()
+            system = self.services.settings.generation.system_prompt
+            for side in compare_answers(self.services.runtime, question.strip(), system, params, use):
+                yield (
+                    side.without + (" …" if side.writing == "without" else ""),
+                    side.with_adapter + (" …" if side.writing == "with" else ""),
+                )
+        except HearthError as exc:
+            yield f"{exc.message} {exc.remedy}", ""
+
     def detach(self) -> tuple[Any, ...]:
         tuning.adapter_store(self.paths).detach()
         return self.adapters_view()
@@ -455,6 +508,10 @@ def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     ui.resume.click(panel.resume, [ui.run_pick], run_outputs)
     ui.attach.click(panel.attach, [ui.adapter_pick, ui.scale], adapter_outputs)
     ui.detach.click(panel.detach, outputs=adapter_outputs)
+    compare = ui.compare
+    compare_inputs = [ui.adapter_pick, ui.scale, compare.question]
+    compare.ask.click(panel.compare, compare_inputs, [compare.without, compare.with_adapter])
+    compare.question.submit(panel.compare, compare_inputs, [compare.without, compare.with_adapter])
     ui.remove.click(lambda: gr.update(visible=True), outputs=[ui.confirm_row], queue=False)
     ui.keep.click(lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False)
     ui.confirm_remove.click(panel.remove, [ui.adapter_pick], adapter_outputs).then(

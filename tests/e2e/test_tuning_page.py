@@ -1,6 +1,7 @@
 """The Tuning tab in a real browser, on the embedded SmolLM2-135M: drop a file of examples, check it, train,
-watch the run end with its chart, attach the adapter, and get the taught answer in the chat; a run survives a
-reload of the page. Training is real (transformers + peft in the trainer process) and takes about a minute."""
+watch the run end with its chart, find it again after a reload, attach the adapter, compare the same question
+without and with it, and get the taught answer in the chat. Training is real (transformers + peft in the trainer
+process) and takes about a minute."""
 
 from __future__ import annotations
 
@@ -97,6 +98,21 @@ def test_train_attach_and_answer_from_the_tuning_tab(
         timeout=30_000
     )
     assert "the model was not reloaded" in page.locator("#adapter-message").inner_text()
+
+    # Compare: the same question without and with the adapter, side by side.
+    page.locator("#compare-question textarea, #compare-question input").first.fill(QUESTION)
+    page.click("#compare-ask")
+    page.wait_for_function(
+        """fact => {
+            const tuned = document.querySelector('#compare-with textarea');
+            return tuned && tuned.value.includes(fact) && !tuned.value.endsWith(' …');
+        }""",
+        arg=FACT,
+        timeout=120_000,
+    )
+    without = page.locator("#compare-without textarea").input_value()
+    assert without.strip() and FACT not in without
+    page.screenshot(path=str(artifacts_dir / "tuning-compare.png"), full_page=True)
 
     page.get_by_role("tab", name="Chat").click()
     send(page, QUESTION)
