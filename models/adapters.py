@@ -84,7 +84,8 @@ class AdapterStore:
         if record is None:
             known = ", ".join(r.name for r in self.all()) or "none yet"
             raise AdapterError(
-                f"There is no adapter named {name!r} (adapters: {known}).", "Train one with hearth tune."
+                f"There is no adapter named {name!r} (adapters: {known}).",
+                "Train one in the Tuning tab (or with hearth tune).",
             )
         return record
 

@@ -266,7 +266,7 @@ def adapter_for(paths: DataPaths, name: str, model_sha256: str, scale: float = 1
     if record.base_sha256 != model_sha256:
         raise AdapterError(
             f"The adapter {name!r} was trained for {record.base_name}, not for the model in use.",
-            f"Switch to {record.base_name} (hearth use), or tune an adapter for this model.",
+            f"Switch to {record.base_name} (the Models tab, or hearth use), or tune an adapter for this model.",
         )
     try:
         version = record.path.stat().st_mtime_ns

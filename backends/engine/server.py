@@ -132,7 +132,8 @@ class EngineServer:
         if request.params.adapter is not None and not self._backend.capabilities.lora_hot_swap:
             refusal = AdapterError(
                 f"The {self._backend.label} backend cannot answer with a LoRA adapter.",
-                "Switch to the llama.cpp backend (hearth use --backend llamacpp), or answer without the adapter.",
+                "Choose the llama.cpp backend in the Hardware tab (or hearth use --backend llamacpp), or detach the "
+                "adapter.",
             )
             self._out.send(Failed(request.id, ErrorInfo.of(refusal)))
             return
