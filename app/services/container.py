@@ -42,15 +42,9 @@ class Services:
         params = generation_params(self.settings)
         if not adapter:
             return self._with_attached(params)
-        from app.services.models import open_model_store
-        from app.services.tuning import adapter_for
+        from app.services.tuning import adapter_for, model_sha256
 
-        path = self.control.choice.path
-        store = open_model_store(self.paths)
-        try:
-            sha = store.sha256_for(path)
-        finally:
-            store.close()
+        sha = model_sha256(self.paths, self.control.choice.path)
         _, use = adapter_for(self.paths, adapter, sha, adapter_scale)
         return dataclasses.replace(params, adapter=use)
 
