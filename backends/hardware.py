@@ -248,11 +248,6 @@ def _read_openvino(openvino: object) -> tuple[OpenVinoDevice, ...]:
     return tuple(devices)
 
 
-def cpu_isa_flags() -> frozenset[str]:
-    """The ISA flags of this CPU that Hearth looks at (``INTERESTING_FLAGS``), read now."""
-    return _cpu_model_and_flags([])[1]
-
-
 def _cpu_model_and_flags(notes: list[str]) -> tuple[str, frozenset[str]]:
     cpuinfo = Path("/proc/cpuinfo")
     model = platform.processor() or platform.machine()

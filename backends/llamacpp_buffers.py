@@ -14,6 +14,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 AMX_FLAG = "amx_int8"
@@ -27,9 +28,15 @@ def extra_buffers_safe(isa_flags: Iterable[str]) -> bool:
 
 @functools.cache
 def this_cpu_allows_extra_buffers() -> bool:
-    from backends.hardware import cpu_isa_flags
-
-    return extra_buffers_safe(cpu_isa_flags())  # no /proc/cpuinfo (not Linux): no flags, llama.cpp decides
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return True  # not Linux: llama.cpp decides (its AMX path is only built for Linux x86 here)
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return extra_buffers_safe(value.split())
+    return True
 
 
 def apply(model_params: Any) -> Any:

@@ -61,13 +61,13 @@ class ModelDirectory:
         if adapter is None:
             return self.check_chat_model(requested), None
         model_id = self.check_chat_model(base)
-        from app.services.tuning import adapter_for, model_sha256
+        from app.services.tuning import adapter_for
 
         model = self._services.runtime.model
         if model is None:
             raise unknown_model(requested, self.valid_ids())
         try:
-            record, use = adapter_for(self._services.paths, adapter, model_sha256(self._services.paths, model.path))
+            record, use = adapter_for(self._services.paths, adapter, self._sha256(model.path))
         except AdapterError as exc:
             raise unknown_model(requested, self.valid_ids(), hint=f" ({exc.message.rstrip('.')})") from None
         return adapter_id(model_id, record.name), use
@@ -133,10 +133,10 @@ class ModelDirectory:
 
     def _adapter_entries(self, model_id: str, path: Path) -> list[ModelEntry]:
         """One entry per adapter trained for the loaded model."""
-        from app.services.tuning import adapter_store, model_sha256
+        from app.services.tuning import adapter_store
 
         try:
-            sha = model_sha256(self._services.paths, path)
+            sha = self._sha256(path)
             records = [r for r in adapter_store(self._services.paths).all() if r.base_sha256 == sha]
         except HearthError as exc:
             log.warning("adapters are not available to the API: %s", exc.message)
@@ -155,6 +155,16 @@ class ModelDirectory:
             )
             for r in records
         ]
+
+    def _sha256(self, path: Path) -> str:
+        """The loaded model's SHA-256, as the model store keeps it (computed once per version of the file)."""
+        from app.services.models import open_model_store
+
+        store = open_model_store(self._services.paths)
+        try:
+            return store.sha256_for(path)
+        finally:
+            store.close()
 
     def _embedder_name(self) -> str | None:
         try:

@@ -42,9 +42,15 @@ class Services:
         params = generation_params(self.settings)
         if not adapter:
             return self._with_attached(params)
-        from app.services.tuning import adapter_for, model_sha256
+        from app.services.models import open_model_store
+        from app.services.tuning import adapter_for
 
-        sha = model_sha256(self.paths, self.control.choice.path)
+        path = self.control.choice.path
+        store = open_model_store(self.paths)
+        try:
+            sha = store.sha256_for(path)
+        finally:
+            store.close()
         _, use = adapter_for(self.paths, adapter, sha, adapter_scale)
         return dataclasses.replace(params, adapter=use)
 

@@ -38,17 +38,6 @@ class BaseModel:
     name: str
 
 
-def model_sha256(paths: DataPaths, path: Path) -> str:
-    """The SHA-256 of the model file at ``path``, as the model store keeps it (computed once per version)."""
-    from app.services.models import open_model_store
-
-    store = open_model_store(paths)
-    try:
-        return store.sha256_for(path)
-    finally:
-        store.close()
-
-
 def base_for(paths: DataPaths, path: Path) -> BaseModel:
     """The model at ``path`` as a base to tune, with its content hash (computed once, then remembered)."""
     from app.services.models import open_model_store
