@@ -273,6 +273,9 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
         save_total_limit=2,
         eval_strategy="steps" if check_set is not None else "no",
         eval_steps=evaluate_every,
+        # Only the held-out loss is wanted: without this the evaluation keeps every batch's logits (a vocabulary's
+        # worth of floats per token) and concatenates them, hundreds of megabytes on top of the training peak.
+        prediction_loss_only=True,
         gradient_checkpointing=options.gradient_checkpointing,
         use_cpu=not torch.cuda.is_available(),
         report_to=[],
