@@ -13,6 +13,7 @@ from app.services.documents import DocumentServices, build_documents
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from app.wording import plural, shorten
+from rag.citations import check_citations
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
@@ -157,15 +158,21 @@ def run_ask(
         _ = documents.embedder.dimension  # load it now, so the timings below are the question's own
         started: AskStarted | None = None
         usage: Usage | None = None
+        written: list[str] = []
         for event in ask(documents, services.runtime, collection, question, params, top_k):
             if isinstance(event, AskStarted):
                 started = event
             elif isinstance(event, TextDelta):
+                written.append(event.text)
                 sys.stdout.write(for_terminal_lines(event.text))  # passages can steer the answer into escapes
                 sys.stdout.flush()
             elif isinstance(event, Usage):
                 usage = event
         print()
+        if started is not None:
+            # The answer is already on the terminal: a citation on a passage that does not say it is corrected here.
+            for moved in check_citations("".join(written), question, started.found.sources).moved:
+                print(for_terminal(moved.words))
         if started is not None:
             print("\nSources:" if started.found.sources else "\nNo passage in the collection matched the question.")
             for source in started.found.sources:

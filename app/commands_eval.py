@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.chat import ChatService, TurnStarted
+from app.services.chat import ChatService, TurnSaved, TurnStarted
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.wording import shorten
@@ -143,6 +143,7 @@ def _ask(
     parts: list[str] = []
     usage: Usage | None = None
     reason = "stop"
+    saved: str | None = None
     for event in chat.send(None, question.question, params, system, collection=collection):
         if isinstance(event, TurnStarted):
             head = event
@@ -152,9 +153,11 @@ def _ask(
             usage = event
         elif isinstance(event, Finished):
             reason = event.reason
+        elif isinstance(event, TurnSaved):
+            saved = event.message.content  # what the user is left with: citations checked against the passages
     seconds = time.perf_counter() - started
     passages = [s.text for s in head.sources] if head else []
-    answer = "".join(parts)
+    answer = saved if saved is not None else "".join(parts)
     return AnswerResult(
         question=question,
         answer=answer,
@@ -165,6 +168,7 @@ def _ask(
         seconds=seconds,
         finish_reason=reason,
         sources=head.sources if head else (),
+        written="".join(parts) if saved is not None and saved != "".join(parts) else None,
     )
 
 
@@ -209,6 +213,8 @@ def summary_lines(report: AnswerReport, collection: str) -> list[str]:
         f"the passages given held the answer for {report.answerable}/{n}   "
         f"a cited passage held it for {report.cited_right}/{n} ({report.cited_right_share:.3f})   "
         f"{report.mean_seconds:.1f} s per question",
+        f"as the model wrote them, before the citation check: a cited passage held it for "
+        f"{report.written_cited_right}/{n}",
     ]
 
 

@@ -85,13 +85,11 @@ def plain_loop(model_path: Path, data: Path, steps: int, threads: int) -> float:
     from models.tuning.dataset import read_examples, split_examples
     from models.tuning.encode import IGNORE
     from models.tuning.options import ALL_TARGETS, TuneOptions
-    from models.tuning.runs import Job
-    from models.tuning.worker import _encode
+    from models.tuning.prepare import encode_for
 
     torch.set_num_threads(threads)
     split = split_examples(read_examples(data))
-    job = Job("plain", str(model_path), "", "", "", TuneOptions(max_length=MAX_LENGTH), threads, "")
-    encoded, _ = _encode(job, split.train, split.train[:1])
+    encoded, _ = encode_for(model_path, TuneOptions(max_length=MAX_LENGTH), split.train, split.train[:1])
     model = AutoModelForCausalLM.from_pretrained(str(model_path.parent), gguf_file=model_path.name, dtype=torch.float32)
     config = LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=list(ALL_TARGETS), lora_dropout=0.0)
     model = get_peft_model(model, config)

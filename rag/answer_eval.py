@@ -66,6 +66,15 @@ class AnswerResult:
     seconds: float
     finish_reason: str
     sources: tuple[Source, ...] = ()  # the passages given, numbered as the answer cites them
+    written: str | None = None  # the answer as the model wrote it, where checking its citations changed it
+
+    @property
+    def written_cites_right(self) -> bool:
+        """Whether a passage the model itself cited holds the answer (before its citations were checked)."""
+        if self.written is None:
+            return self.score.cited_holds_answer
+        texts = [s.text for s in self.sources]
+        return score_answer(self.question, self.written, texts).cited_holds_answer
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,11 @@ class AnswerReport:
     @property
     def cited_right(self) -> int:
         return sum(1 for r in self.results if r.score.cited_holds_answer)
+
+    @property
+    def written_cited_right(self) -> int:
+        """:attr:`cited_right` for the answers as the model wrote them, before their citations were checked."""
+        return sum(1 for r in self.results if r.written_cites_right)
 
     @property
     def correct(self) -> int:
@@ -230,8 +244,16 @@ def result_record(result: AnswerResult) -> dict[str, object]:
         "seconds": round(result.seconds, 2),
         "finish_reason": result.finish_reason,
         "cited_holds_answer": result.score.cited_holds_answer,
+        "written": result.written,
         "sources": [
-            {"number": s.number, "label": s.label, "file": Path(s.path).name, "page": s.page, "section": s.section}
+            {
+                "number": s.number,
+                "label": s.label,
+                "file": Path(s.path).name,
+                "page": s.page,
+                "section": s.section,
+                "holds_answer": holds_expected(s.text, result.question.expected),
+            }
             for s in result.sources
         ],
     }

@@ -22,6 +22,7 @@ from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
 from rag.attachments import AttachProgress, ReadAttachment
+from rag.citations import check_citations
 from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class _Prompt:
     dropped: int
     tokens: int
     found: FoundSources | None = None
+    asked: str = ""  # the question as the user wrote it, before the passages were put around it
 
 
 class ChatService:
@@ -181,6 +183,7 @@ class ChatService:
         attached: Sequence[ReadAttachment] = (),
     ) -> _Prompt:
         found = None
+        asked = question
         if collection or attached:
             from app.services.ask import find_sources
 
@@ -194,7 +197,7 @@ class ChatService:
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
-        return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found)
+        return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found, asked)
 
     def _documents_now(self) -> DocumentServices:
         if self._documents is None:
@@ -269,9 +272,10 @@ class ChatService:
             with self._idle:
                 self._answers -= 1
                 self._idle.notify_all()
-            saved = self._save(
-                conversation_id, "".join(parts), usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses
-            )
+            text = "".join(parts)
+            if sources:  # the answer as kept and shown once complete: each citation on a passage that says it
+                text = check_citations(text, prompt.asked, sources).text
+            saved = self._save(conversation_id, text, usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses)
         if saved is not None:
             yield TurnSaved(saved)
 

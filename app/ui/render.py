@@ -196,6 +196,7 @@ class AnswerView:
             self.finished = event.reason
         elif isinstance(event, TurnSaved):
             self.saved_stats = event.message.stats
+            self.text = event.message.content  # as kept: citations moved onto the passages that say it
         return self.render()
 
     def render(self) -> list[dict[str, str]]:

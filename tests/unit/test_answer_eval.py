@@ -87,6 +87,27 @@ def test_an_answer_is_credited_for_citing_the_passage_that_holds_it_not_any_pass
     assert (report.cited, report.cited_right) == (2, 1) and report.cited_right_share == pytest.approx(0.5)
 
 
+def test_the_per_question_record_says_which_passages_held_the_answer() -> None:
+    from rag.answer_eval import result_record
+    from rag.prompt import Source
+
+    question = AnswerQuestion("Which option makes a pipeline fail?", (("pipefail",),), 3)
+    sources = (
+        Source(1, "/docs/bashref.pdf", 12, "The Set Builtin", "set -o pipefail makes the pipeline fail"),
+        Source(2, "/docs/bashref.pdf", 80, None, "Readline variables"),
+    )
+    answer = "Use pipefail [2]."
+    score = score_answer(question, answer, [s.text for s in sources])
+    record = result_record(AnswerResult(question, answer, score, 2, 10, 5, 1.0, "stop", sources))
+    given = record["sources"]
+    assert isinstance(given, list)
+    assert [(s["number"], s["file"], s["holds_answer"]) for s in given] == [
+        (1, "bashref.pdf", True),
+        (2, "bashref.pdf", False),
+    ]
+    assert (record["line"], record["cited_holds_answer"]) == (3, False)
+
+
 def test_report_shares_are_over_every_question() -> None:
     question = AnswerQuestion("q", (("x",),), 1)
     passages = ["x is here"]

@@ -85,3 +85,15 @@ def test_a_part_is_read_from_the_split_file(tmp_path: Path) -> None:
     (tmp_path / "alone.split.json").write_text('{"tuning": [0, 99]}')
     with pytest.raises(HearthError, match="does not have"):
         split_part(questions, alone, "tuning")
+
+
+def test_the_manuals_answer_set_reads_and_asks_about_every_manual() -> None:
+    import json
+
+    path = BENCH / "data" / "debian-manuals-answers.jsonl"
+    questions = read_answer_questions(path)
+    assert len(questions) == 32
+    sources = [json.loads(line)["source"] for line in path.read_text().splitlines() if line.strip()]
+    assert set(sources) == corpus_files(MANUALS_FILES)
+    assert len({q.question for q in questions}) == len(questions)
+    assert all(len(alternatives) >= 1 for q in questions for alternatives in q.expected)
