@@ -27,6 +27,7 @@ from app.services.container import Services
 from app.services.tuning_data import from_conversations, from_passages
 from app.ui import tuning_view as view
 from app.ui.page_uploads import PageUploads
+from backends import registry
 from models.tuning.options import ALL_TARGETS, PRESETS, TuneOptions
 from models.tuning.runs import RunFolder
 
@@ -423,12 +424,15 @@ class TuningPanel:
         attached = store.attached()
         if selected not in names:
             selected = attached.name if attached is not None else (names[-1] if names else None)
-        if attached is None:
-            line = "No adapter is attached: answers come from the model as it is."
-        elif Path(attached.base_path) != self.services.control.choice.path:
-            line = f"**{attached.name}** is attached to another model, so it is not used now."
-        else:
-            line = f"Answers use **{attached.name}** at scale {attached.scale:g}."
+        plan = self.services.runtime.status.plan
+        backend = registry.ALL.get(plan.backend) if plan is not None else None
+        line = view.attached_line(
+            attached.name if attached is not None else None,
+            attached.scale if attached is not None else 1.0,
+            attached is not None and Path(attached.base_path) == self.services.control.choice.path,
+            plan.label if plan is not None else "",
+            backend is None or backend.capabilities.lora_hot_swap,
+        )
         return view.adapter_rows(records), gr.update(choices=names, value=selected), line
 
     def attach(self, name: str | None, scale: float) -> tuple[Any, ...]:

@@ -124,6 +124,23 @@ def _before_after(before: float | None, after: float | None) -> str:
     return f"{before:.2f} → {after:.2f}"
 
 
+def attached_line(
+    name: str | None, scale: float, for_this_model: bool, backend: str = "", hot_swap: bool = True
+) -> str:
+    """What the Tuning tab says of the attached adapter: whether answers use it now, and why not when they cannot
+    (another model is in use, or the backend serving the model cannot answer with an adapter)."""
+    if name is None:
+        return "No adapter is attached: answers come from the model as it is."
+    if not for_this_model:
+        return f"**{name}** is attached to another model, so it is not used now."
+    if not hot_swap:
+        return (
+            f"**{name}** is attached, but the model runs on {backend}, which cannot answer with an adapter: answers "
+            "would be refused. Choose llama.cpp in the Hardware tab to answer with it, or Detach it."
+        )
+    return f"Answers use **{name}** at scale {scale:g}."
+
+
 def run_choices(runs: Sequence[tuple[str, str, RunView]]) -> list[tuple[str, str]]:
     """(label, run id) for the run picker: adapter name, state and step."""
     return [(f"{adapter} · {STATE_WORDS[view.state].lower()} · {run_id}", run_id) for run_id, adapter, view in runs]
