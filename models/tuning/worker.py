@@ -25,6 +25,7 @@ from typing import Any
 
 from app.errors import HearthError, TrainingDataError, TuningError
 from models.tuning.encode import IGNORE, EncodedSet
+from models.tuning.pace import TrainingPace
 from models.tuning.prepare import available_memory, plan_for, prepare_data
 from models.tuning.runs import Job, RunFolder
 
@@ -169,23 +170,6 @@ def last_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-class _TokenCounter:
-    """Counts the tokens the collator hands the trainer, for tokens per second."""
-
-    def __init__(self) -> None:
-        self.tokens = 0
-        self.started = time.perf_counter()
-
-    def restart(self) -> None:
-        self.tokens = 0
-        self.started = time.perf_counter()
-
-    @property
-    def per_second(self) -> float:
-        elapsed = time.perf_counter() - self.started
-        return self.tokens / elapsed if elapsed > 0 else 0.0
-
-
 def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: EncodedSet | None, steps: int) -> Any:
     run.append("phase", message="Loading the model for training (transformers, full precision)")
     import torch
@@ -221,7 +205,7 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
     model = get_peft_model(model, config)
     if options.gradient_checkpointing:
         model.enable_input_require_grads()
-    counter = _TokenCounter()
+    counter = TrainingPace()
     pad_id = int(model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 0)
 
     def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,11 +218,14 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
             ids[row, :size] = torch.tensor(item["input_ids"])
             labels[row, :size] = torch.tensor(item["labels"])
             mask[row, :size] = 1
-        counter.tokens += int(mask.sum())
+        if items[0].get("held_out"):
+            counter.pause()  # an evaluation batch: neither its tokens nor its time are training
+        else:
+            counter.trained(int(mask.sum()))
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
-    def rows(encoded: EncodedSet) -> list[dict[str, Any]]:
-        return [{"input_ids": list(i.input_ids), "labels": list(i.labels)} for i in encoded.items]
+    def rows(encoded: EncodedSet, held_out: bool = False) -> list[dict[str, Any]]:
+        return [{"input_ids": list(i.input_ids), "labels": list(i.labels), "held_out": held_out} for i in encoded.items]
 
     class Progress(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -249,6 +236,9 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
                 )
             if "eval_loss" in logs:
                 run.append("held_out", step=state.global_step, loss=float(logs["eval_loss"]))
+
+        def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            counter.resume()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if stop_wanted(run):
@@ -291,7 +281,7 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
         model=model,
         args=arguments,
         train_dataset=rows(train_set),
-        eval_dataset=rows(check_set) if check_set is not None else None,
+        eval_dataset=rows(check_set, held_out=True) if check_set is not None else None,
         data_collator=collate,
         callbacks=[Progress()],
     )
