@@ -173,7 +173,6 @@ def run_ask(
             # The answer is already on the terminal: a citation on a passage that does not say it is corrected here.
             for moved in check_citations("".join(written), question, started.found.sources).moved:
                 print(for_terminal(moved.words))
-        if started is not None:
             print("\nSources:" if started.found.sources else "\nNo passage in the collection matched the question.")
             for source in started.found.sources:
                 excerpt = for_terminal(shorten(source.text, EXCERPT_CHARS))

@@ -157,7 +157,8 @@ def _ask(
             saved = event.message.content  # what the user is left with: citations checked against the passages
     seconds = time.perf_counter() - started
     passages = [s.text for s in head.sources] if head else []
-    answer = saved if saved is not None else "".join(parts)
+    written = "".join(parts)
+    answer = saved if saved is not None else written
     return AnswerResult(
         question=question,
         answer=answer,
@@ -168,7 +169,7 @@ def _ask(
         seconds=seconds,
         finish_reason=reason,
         sources=head.sources if head else (),
-        written="".join(parts) if saved is not None and saved != "".join(parts) else None,
+        written=written if answer != written else None,
     )
 
 

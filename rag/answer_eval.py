@@ -28,9 +28,8 @@ from pathlib import Path
 
 from app.errors import HearthError
 from rag.evaluation import question_file_lines
-from rag.prompt import Source
+from rag.prompt import CITATION_MARKER, Source, marker_numbers
 
-_MARKER = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _SPACE = re.compile(r"\s+")
 EXAMPLE_LINE = '{"question": "What is the codename of Ubuntu 6.06 LTS?", "expected": ["Dapper Drake"]}'
 
@@ -187,7 +186,7 @@ def normalise(text: str) -> str:
 
 
 def without_markers(text: str) -> str:
-    return _MARKER.sub(" ", text)
+    return CITATION_MARKER.sub(" ", text)
 
 
 def contains(answer: str, wanted: str) -> bool:
@@ -210,7 +209,7 @@ def holds_expected(text: str, expected: Sequence[Sequence[str]]) -> bool:
 
 def cited_numbers(answer: str) -> list[int]:
     """Every number named in the answer's citation markers, in order ("[1][3]", "[2, 4]")."""
-    return [int(n) for group in _MARKER.findall(answer) for n in re.split(r"[,;]", group)]
+    return [n for group in CITATION_MARKER.findall(answer) for n in marker_numbers(group)]
 
 
 def score_answer(question: AnswerQuestion, answer: str, passage_texts: Sequence[str]) -> AnswerScore:

@@ -24,9 +24,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.prompt import Source
+from rag.prompt import CITATION_MARKER, Source, marker_numbers
 
-_MARKER = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 # A term: a run of characters other than spaces, brackets, quotes and sentence punctuation; a trailing full stop or
 # colon is not part of it, nor emphasis stars around it ("**card(X)**." gives "card" and "x").
 _TERM = re.compile(r"[^\s\[\](){}<>\"'`“”‘’,;:!?]+")
@@ -66,7 +65,7 @@ class CheckedAnswer:
 def terms_of(text: str) -> set[str]:
     """The terms of ``text``, case-folded, without citation markers and without trailing dots."""
     found = set()
-    for match in _TERM.finditer(_MARKER.sub(" ", text).casefold()):
+    for match in _TERM.finditer(CITATION_MARKER.sub(" ", text).casefold()):
         term = match.group().strip(".*")  # Markdown emphasis is not part of a name
         if term and (len(term) > 1 or not term.isalnum()):
             found.add(term)
@@ -76,20 +75,20 @@ def terms_of(text: str) -> set[str]:
 def check_citations(answer: str, question: str, sources: Sequence[Source]) -> CheckedAnswer:
     """``answer`` with each marker that names a passage holding none of its claim's distinctive terms moved to the
     passage that holds the most of them. Markers naming numbers that were not given are left as they are."""
-    if not sources or not _MARKER.search(answer):
+    if not sources or not CITATION_MARKER.search(answer):
         return CheckedAnswer(answer)
-    by_number = {s.number: terms_of(s.text) for s in sources}
-    order = [s.number for s in sources]  # rank order: the first is the best match
+    by_number = {s.number: terms_of(s.text) for s in sources}  # in rank order: the first is the best match
     asked = terms_of(question)
+    held = set().union(*by_number.values())  # terms some passage holds
     pieces: list[str] = []
     moved: list[Moved] = []
     start = 0
-    for match in _MARKER.finditer(answer):
-        claim = _claim(answer[start : match.start()], asked, by_number)
-        numbers = [int(n) for n in re.split(r"\s*[,;]\s*", match.group(1))]
+    for match in CITATION_MARKER.finditer(answer):
+        claim = _claim(answer[start : match.start()], asked, held)
+        numbers = marker_numbers(match.group(1))
         new_numbers = []
         for number in numbers:
-            target = _better_passage(number, claim, by_number, order)
+            target = _better_passage(number, claim, by_number)
             if target is not None and target not in new_numbers and target not in numbers:
                 moved.append(Moved(number, target, tuple(sorted(claim & by_number[target]))))
                 new_numbers.append(target)
@@ -102,10 +101,9 @@ def check_citations(answer: str, question: str, sources: Sequence[Source]) -> Ch
     return CheckedAnswer("".join(pieces), tuple(moved))
 
 
-def _claim(before: str, asked: set[str], by_number: dict[int, set[str]]) -> set[str]:
+def _claim(before: str, asked: set[str], held: set[str]) -> set[str]:
     """The distinctive terms of the text before a marker: its last sentence's, or the whole stretch's when that
     sentence has none (the marker then stands alone in a sentence such as "This is stated in [3].")."""
-    held = set().union(*by_number.values())
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", before.strip()) if s]
     last = _distinctive(sentences[-1] if sentences else "", asked, held)
     return last or _distinctive(before, asked, held)
@@ -115,8 +113,8 @@ def _distinctive(text: str, asked: set[str], held: set[str]) -> set[str]:
     return {t for t in terms_of(text) if t not in asked and t not in _COMMON and t in held}
 
 
-def _better_passage(number: int, claim: set[str], by_number: dict[int, set[str]], order: list[int]) -> int | None:
+def _better_passage(number: int, claim: set[str], by_number: dict[int, set[str]]) -> int | None:
     if number not in by_number or not claim or claim & by_number[number]:
         return None
-    best = max(order, key=lambda n: (len(claim & by_number[n]), -order.index(n)))
+    best = max(by_number, key=lambda n: len(claim & by_number[n]))  # max keeps the first (best-ranked) of a tie
     return best if claim & by_number[best] else None

@@ -1,6 +1,6 @@
 """Training tokens per second: the tokens of training batches over the time spent training, the held-out
 evaluations left out of both (an evaluation batch is a forward pass only, several times faster than a training
-step, and counting it made the figure look about 40% better than it was)."""
+step, and counting it made the figure read 22-29% high in `bench/tuning.py`)."""
 
 from __future__ import annotations
 

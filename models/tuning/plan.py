@@ -32,9 +32,9 @@ ATTENTION_FLOATS_PER_HEAD_AND_POSITION = 2
 CHECKPOINTED_FLOATS_PER_HIDDEN = 4
 # Recomputing layers in the backward pass allocates and frees activations over and over; glibc's heap does not
 # hand all of it back, and the peak RSS runs above the live tensors, the more so the larger the batch (measured on
-# SmolLM2-135M with 1,024 tokens per batch: 2.43-2.65 GiB here, 2.9 GiB on a CI runner, against 2.24 GiB of live
-# tensors; 512 tokens per batch: within 10% without it). The activations of a checkpointed run are planned this much
-# larger.
+# SmolLM2-135M with 1,024 tokens per batch: 2.43-2.65 GiB here, 2.9 GiB on a CI runner, against 2.24 GiB planned
+# without this slack; 512 tokens per batch: within 10% without it). The activations of a checkpointed run are
+# planned this much larger.
 CHECKPOINTED_HEAP_SLACK = 1.35
 # Logits over the vocabulary, their copies for the loss, and their gradients.
 LOGIT_COPIES = 4
