@@ -140,13 +140,23 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--targets", help="layers to adapt, comma-separated (q_proj,k_proj,v_proj,o_proj,gate_proj,…)")
     tune.add_argument("--gradient-checkpointing", action="store_true", help="less memory, about a third slower")
     tune.add_argument("--save-every", type=_at_least_one, help="steps between checkpoints (default 10)")
+    tune.add_argument(
+        "--device",
+        choices=["auto", "cpu", "gpu"],
+        help="where to train (default auto: an NVIDIA GPU when one is free, streaming layers if the model is too big)",
+    )
+    tune.add_argument("--gpu-memory", type=_at_least_one, metavar="MIB", help="use at most this much GPU memory")
     tune.add_argument("--threads", type=int, help="CPU threads for training (default: one per physical core)")
     tune.add_argument("--model", type=Path, help="GGUF to tune for (default: the model chat uses)")
     tune.add_argument("--resume", metavar="RUN", help="resume a cancelled or killed run from its last checkpoint")
 
     adapters = commands.add_parser("adapters", help="the LoRA adapters trained here: list, or remove one")
-    adapters.add_argument("adapters_action", nargs="?", choices=["list", "remove"], default="list")
-    adapters.add_argument("name", nargs="?", help="the adapter to remove")
+    adapters.add_argument("adapters_action", nargs="?", choices=["list", "attach", "detach", "remove"], default="list")
+    adapters.add_argument("name", nargs="?", help="the adapter to attach or remove")
+    adapters.add_argument("--scale", type=float, default=1.0, help="how much of the adapter to apply, 0 to 1")
+    where = adapters.add_mutually_exclusive_group()
+    where.add_argument("--conversation", metavar="ID", help="attach for this conversation only (its id)")
+    where.add_argument("--collection", metavar="NAME", help="attach for answers from this collection only")
 
     evaluate = commands.add_parser("eval", help="measure retrieval or answer quality on a question set")
     eval_kinds = evaluate.add_subparsers(dest="eval_kind", required=True, metavar="KIND")
@@ -320,7 +330,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from app import commands_tune
 
         if args.command == "adapters":
-            return commands_tune.run_adapters(settings, args.adapters_action, args.name)
+            return commands_tune.run_adapters(
+                settings, args.adapters_action, args.name, args.scale, args.conversation, args.collection
+            )
         options = commands_tune.tune_options(
             args.preset,
             max_steps=args.steps,
@@ -333,6 +345,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             targets=tuple(t.strip() for t in args.targets.split(",") if t.strip()) if args.targets else None,
             gradient_checkpointing=args.gradient_checkpointing or None,
             save_every=args.save_every,
+            device=args.device,
+            gpu_memory_mib=args.gpu_memory,
         )
         return commands_tune.run_tune(settings, args.data, args.name, options, args.resume)
     if args.command == "doctor":

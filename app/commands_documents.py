@@ -122,7 +122,11 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
                 )
             return EXIT_OK
         if delete:
-            documents.delete_collection(name)
+            from app.services.tuning import forget_scope
+            from models.adapters import collection_scope
+
+            deleted = documents.delete_collection(name)
+            forget_scope(resolve_data_paths(settings.home), collection_scope(deleted.name))
             print(f"Deleted collection {for_terminal(repr(name))}. The original files were not touched.")
             return EXIT_OK
         if remove_file is not None:
@@ -152,7 +156,7 @@ def run_ask(
     documents = services.documents.get()
     try:
         documents.manifest.get(collection)  # a clear error before the model loads
-        params = services.generation_params(adapter, scale)
+        params = services.generation_params(adapter, scale, collection=collection)
         load_model(services)
         print("[embedding model] loading", file=sys.stderr, flush=True)
         _ = documents.embedder.dimension  # load it now, so the timings below are the question's own

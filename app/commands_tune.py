@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 from app.errors import HearthError
@@ -12,6 +13,7 @@ from app.services import tuning
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from backends.memory import format_bytes
+from models.adapters import MODEL_SCOPE, collection_scope, conversation_scope, describe_scope
 from models.tuning.options import Preset, TuneOptions, preset
 from models.tuning.runs import RunFolder, RunView
 
@@ -61,7 +63,9 @@ def _follow(run: RunFolder) -> int:
                 _err(_stats_line(view))
             if view.plan and not shown_plan:
                 shown_plan = True
-                _err(f"Memory: about {view.plan['text']}; {format_bytes(view.plan['available_bytes'])} is free.")
+                memory = "GPU memory" if view.plan.get("where") == "gpu" else "Memory"
+                free = format_bytes(view.plan["available_bytes"])
+                _err(f"{memory}: about {view.plan['text']}; {free} is free.")
             if view.phase != shown_phase:
                 shown_phase = view.phase
                 _err(f"… {view.phase}")
@@ -141,7 +145,14 @@ def physical_cores() -> int:
     return max(1, probe().physical_cores)
 
 
-def run_adapters(settings: Settings, action: str, name: str | None) -> int:
+def run_adapters(
+    settings: Settings,
+    action: str,
+    name: str | None,
+    scale: float = 1.0,
+    conversation: str | None = None,
+    collection: str | None = None,
+) -> int:
     paths = ensure_data_dir(resolve_data_paths(settings.home))
     store = tuning.adapter_store(paths)
     if action == "remove":
@@ -150,13 +161,45 @@ def run_adapters(settings: Settings, action: str, name: str | None) -> int:
         removed = store.remove(name)
         print(f"Removed adapter {removed.name!r}.")
         return EXIT_OK
+    if action in ("attach", "detach"):
+        scope, where = _scope(paths, conversation, collection)
+        if action == "detach":
+            gone = store.detach(scope)
+            print(f"Detached {gone.name!r} from {where}." if gone else f"No adapter was attached to {where}.")
+            return EXIT_OK
+        if not name:
+            raise HearthError("Which adapter?", "hearth adapters attach NAME [--conversation ID | --collection NAME]")
+        record = tuning.attach(paths, name, scale, base_model(settings, paths), scope)
+        print(f"Attached {record.name!r} (scale {scale:g}) to {where}, from the next answer on.")
+        return EXIT_OK
     records = store.all()
     if not records:
         print("No adapters yet. Train one: hearth tune DATA.jsonl --name NAME")
         return EXIT_OK
+    attachments = store.attachments()
     for record in records:
         made = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
         print(f"{record.name}  for {for_terminal(record.base_name)}  ({made})")
         print(f"    {record.summary()}")
         print(f"    {record.settings}")
+        for attachment in attachments.values():
+            if attachment.name == record.name:
+                print(f"    attached to {for_terminal(describe_scope(attachment.scope))} (scale {attachment.scale:g})")
     return EXIT_OK
+
+
+def _scope(paths: DataPaths, conversation: str | None, collection: str | None) -> tuple[str, str]:
+    """The scope named on the command line, checked to exist, and how to say it."""
+    if conversation:
+        from app.services.conversations import ConversationStore
+
+        with closing(ConversationStore(paths.conversations_db)) as store:
+            title = store.get(conversation).title
+        return conversation_scope(conversation), f"the conversation {title!r}"
+    if collection:
+        from rag.manifest import Manifest
+
+        with closing(Manifest(paths.index_db)) as manifest:
+            found = manifest.get(collection).name
+        return collection_scope(found), f"the collection {found!r}"
+    return MODEL_SCOPE, "every answer"

@@ -20,6 +20,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -92,6 +93,13 @@ class AdapterUse:
     path: str
     scale: float = 1.0
     version: int = 0  # the file's modification time (ns): a file replaced under the same name is loaded anew
+    name: str = ""  # what the user calls it
+
+    @property
+    def words(self) -> str:
+        """How an answer names it: "support-tone", or "support-tone at 0.5" below full strength."""
+        name = self.name or Path(self.path).stem
+        return name if self.scale == 1.0 else f"{name} at {self.scale:g}"
 
 
 @dataclass(frozen=True)

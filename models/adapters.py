@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,60 @@ from app.errors import AdapterError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ADAPTER_FILE = "adapter.gguf"
 RECORD_FILE = "adapter.json"
-ATTACHED_FILE = "attached.json"  # the adapter attached to the model chat runs, beside the adapters' folders
+ATTACHMENTS_FILE = "attachments.json"  # which adapter answers where, beside the adapters' folders
+LEGACY_ATTACHED_FILE = "attached.json"  # before attachments had scopes: the one attached to the model
+MODEL_SCOPE = "model"
 
 
 @dataclass(frozen=True)
 class Attachment:
-    """An adapter attached to the running model: every answer from that model uses it, at ``scale``."""
+    """An adapter attached to the running model, at ``scale``: for every answer (scope ``model``), for one
+    conversation's (``conversation:ID``) or for answers from one collection (``collection:NAME``)."""
 
     name: str
     scale: float
     base_path: str  # the model it was attached to; another model in use leaves it aside
+    scope: str = MODEL_SCOPE
+
+
+def conversation_scope(conversation_id: str) -> str:
+    return f"conversation:{conversation_id}"
+
+
+def collection_scope(collection: str) -> str:
+    return f"collection:{collection}"
+
+
+def describe_scope(scope: str, titles: Mapping[str, str] | None = None) -> str:
+    """A scope in words: "every answer", "the collection “manuals”", "the conversation “Reset the router”"
+    (``titles`` maps conversation ids to their titles)."""
+    kind, _, key = scope.partition(":")
+    if kind == "collection":
+        return f"the collection “{key}”"
+    if kind == "conversation":
+        title = (titles or {}).get(key)
+        return f"the conversation “{title}”" if title else f"the conversation {key}"
+    return "every answer"
+
+
+def scopes_for(conversation_id: str | None, collection: str | None) -> tuple[str, ...]:
+    """The scopes an answer looks in, the narrowest first: its conversation, its collection, then every answer."""
+    scopes = [conversation_scope(conversation_id)] if conversation_id else []
+    if collection:
+        scopes.append(collection_scope(collection))
+    return (*scopes, MODEL_SCOPE)
+
+
+def choose_attachment(
+    attachments: dict[str, Attachment], scopes: tuple[str, ...], model_path: str
+) -> Attachment | None:
+    """The attachment an answer from ``model_path`` uses: the narrowest scope's, if it was made for that model
+    (an adapter attached while another model ran is left aside, and a wider scope's applies)."""
+    for scope in scopes:
+        found = attachments.get(scope)
+        if found is not None and Path(found.base_path) == Path(model_path):
+            return found
+    return None
 
 
 @dataclass(frozen=True)
@@ -113,29 +158,50 @@ class AdapterStore:
 
     def remove(self, name: str) -> AdapterRecord:
         record = self.get(name)
-        attached = self.attached()
-        if attached is not None and attached.name == record.name:
-            self.detach()
+        kept = {scope: a for scope, a in self.attachments().items() if a.name != record.name}
+        self._write_attachments(kept)
         shutil.rmtree(self.root / record.name)
         return record
 
-    def attached(self) -> Attachment | None:
+    def attachments(self) -> dict[str, Attachment]:
+        """Every attachment by scope (of adapters that still exist); a damaged file reads as none attached."""
+        found: dict[str, Attachment] = {}
         try:
-            raw = json.loads((self.root / ATTACHED_FILE).read_text(encoding="utf-8"))
-            attachment = Attachment(str(raw["name"]), float(raw["scale"]), str(raw["base_path"]))
+            raw = json.loads((self.root / LEGACY_ATTACHED_FILE).read_text(encoding="utf-8"))
+            found[MODEL_SCOPE] = Attachment(str(raw["name"]), float(raw["scale"]), str(raw["base_path"]))
         except (OSError, ValueError, TypeError, KeyError):
-            return None
-        return attachment if self.exists(attachment.name) else None
+            pass
+        try:
+            listed = json.loads((self.root / ATTACHMENTS_FILE).read_text(encoding="utf-8"))
+            for item in listed:
+                attachment = Attachment(
+                    str(item["name"]), float(item["scale"]), str(item["base_path"]), str(item["scope"])
+                )
+                found[attachment.scope] = attachment
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+        return {scope: a for scope, a in found.items() if self.exists(a.name)}
+
+    def attached(self, scope: str = MODEL_SCOPE) -> Attachment | None:
+        return self.attachments().get(scope)
 
     def attach(self, attachment: Attachment) -> None:
         self.get(attachment.name)  # a name that is not an adapter is refused with the list
-        self.root.mkdir(parents=True, exist_ok=True)
-        partial = self.root / f".{ATTACHED_FILE}.partial"
-        partial.write_text(json.dumps(asdict(attachment)), encoding="utf-8")
-        partial.replace(self.root / ATTACHED_FILE)
+        self._write_attachments({**self.attachments(), attachment.scope: attachment})
 
-    def detach(self) -> None:
-        (self.root / ATTACHED_FILE).unlink(missing_ok=True)
+    def detach(self, scope: str = MODEL_SCOPE) -> Attachment | None:
+        """Detach what is attached for ``scope``; returns it, or None when nothing was."""
+        attachments = self.attachments()
+        gone = attachments.pop(scope, None)
+        self._write_attachments(attachments)
+        return gone
+
+    def _write_attachments(self, attachments: dict[str, Attachment]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        partial = self.root / f".{ATTACHMENTS_FILE}.partial"
+        partial.write_text(json.dumps([asdict(a) for a in attachments.values()], indent=1), encoding="utf-8")
+        partial.replace(self.root / ATTACHMENTS_FILE)
+        (self.root / LEGACY_ATTACHED_FILE).unlink(missing_ok=True)  # now carried in the file above
 
     def _read(self, folder: Path) -> AdapterRecord | None:
         try:

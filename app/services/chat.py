@@ -20,7 +20,16 @@ from app.services.conversations import AnswerStats, ConversationStore, StoredMes
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
-from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, Usage
+from backends.base import (
+    AdapterUse,
+    CancelToken,
+    ChatEvent,
+    ChatMessage,
+    Finished,
+    GenerationParams,
+    TextDelta,
+    Usage,
+)
 from rag.attachments import AttachProgress, ReadAttachment
 from rag.citations import check_citations
 from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
@@ -275,7 +284,9 @@ class ChatService:
             text = "".join(parts)
             if sources:  # the answer as kept and shown once complete: each citation on a passage that says it
                 text = check_citations(text, prompt.asked, sources).text
-            saved = self._save(conversation_id, text, usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses)
+            saved = self._save(
+                conversation_id, text, usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses, params.adapter
+            )
         if saved is not None:
             yield TurnSaved(saved)
 
@@ -305,6 +316,7 @@ class ChatService:
         retrieve_ms: float,
         draft: StoredMessage | None = None,
         uses: tuple[AttachmentUse, ...] = (),
+        adapter: AdapterUse | None = None,
     ) -> StoredMessage | None:
         if not text and reason != "stop" and draft is None:
             return None
@@ -317,6 +329,7 @@ class ChatService:
             dropped_messages=dropped,
             retrieve_ms=retrieve_ms,
             attachments=uses,
+            adapter=adapter.words if adapter is not None else "",
         )
         if draft is not None:
             return self._store.update_answer(draft.id, text, stats, sources)

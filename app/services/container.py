@@ -36,12 +36,19 @@ class Services:
         """The choice in force (what is loaded, else what Hearth starts with)."""
         return self.control.choice
 
-    def generation_params(self, adapter: str | None = None, adapter_scale: float = 1.0) -> GenerationParams:
+    def generation_params(
+        self,
+        adapter: str | None = None,
+        adapter_scale: float = 1.0,
+        conversation_id: str | None = None,
+        collection: str | None = None,
+    ) -> GenerationParams:
         """The settings' sampling, answering with the LoRA adapter ``adapter`` when one is named (checked now
-        against the model in use, so a mismatch is told before anything loads)."""
+        against the model in use, so a mismatch is told before anything loads), else with the one attached for
+        the conversation, the collection or every answer."""
         params = generation_params(self.settings)
         if not adapter:
-            return self._with_attached(params)
+            return self._with_attached(params, conversation_id, collection)
         from app.services.models import open_model_store
         from app.services.tuning import adapter_for
 
@@ -54,11 +61,13 @@ class Services:
         _, use = adapter_for(self.paths, adapter, sha, adapter_scale)
         return dataclasses.replace(params, adapter=use)
 
-    def _with_attached(self, params: GenerationParams) -> GenerationParams:
-        """``params`` with the adapter attached to the model in use (Tuning tab), if there is one."""
+    def _with_attached(
+        self, params: GenerationParams, conversation_id: str | None, collection: str | None
+    ) -> GenerationParams:
+        """``params`` with the adapter attached for this answer (Tuning tab, hearth adapters attach), if any."""
         from app.services.tuning import attached_use
 
-        use = attached_use(self.paths, self.control.choice.path)
+        use = attached_use(self.paths, self.control.choice.path, conversation_id, collection)
         return dataclasses.replace(params, adapter=use) if use is not None else params
 
     def close(self) -> None:

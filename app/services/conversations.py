@@ -77,6 +77,7 @@ class AnswerStats:
     dropped_messages: int = 0
     retrieve_ms: float = 0.0
     attachments: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation served this answer
+    adapter: str = ""  # the LoRA adapter the answer was written with, in words ("zubrowka", "zubrowka at 0.5")
 
 
 @dataclass(frozen=True)

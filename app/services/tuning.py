@@ -17,7 +17,15 @@ from pathlib import Path
 from app.errors import AdapterError, DoesNotFit, TrainingDataError, TuningError
 from app.paths import DataPaths
 from backends.base import AdapterUse
-from models.adapters import AdapterRecord, AdapterStore, Attachment, check_name
+from models.adapters import (
+    MODEL_SCOPE,
+    AdapterRecord,
+    AdapterStore,
+    Attachment,
+    check_name,
+    choose_attachment,
+    scopes_for,
+)
 from models.gguf import read_model_info
 from models.tuning.dataset import read_examples
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
@@ -273,26 +281,35 @@ def adapter_for(paths: DataPaths, name: str, model_sha256: str, scale: float = 1
     except OSError:
         missing = f"The adapter file of {name!r} is missing."
         raise AdapterError(missing, "Remove the adapter and train it again.") from None
-    return record, AdapterUse(str(record.path), scale, version)
+    return record, AdapterUse(str(record.path), scale, version, record.name)
 
 
-def attach(paths: DataPaths, name: str, scale: float, model: BaseModel) -> AdapterRecord:
-    """Attach adapter ``name`` to ``model`` (the one in use): every answer from it uses the adapter from now on."""
+def attach(paths: DataPaths, name: str, scale: float, model: BaseModel, scope: str = MODEL_SCOPE) -> AdapterRecord:
+    """Attach adapter ``name`` to ``model`` (the one in use) for ``scope``: every answer (``model``), one
+    conversation's or one collection's answers use it from the next one on."""
     record, _ = adapter_for(paths, name, model.sha256, scale)
-    adapter_store(paths).attach(Attachment(record.name, scale, str(model.path)))
+    adapter_store(paths).attach(Attachment(record.name, scale, str(model.path), scope))
     return record
 
 
-def attached_use(paths: DataPaths, model_path: Path) -> AdapterUse | None:
-    """What an answer from ``model_path`` needs of the attached adapter, or None (none attached, or it was
-    attached to another model)."""
+def attached_use(
+    paths: DataPaths, model_path: Path, conversation_id: str | None = None, collection: str | None = None
+) -> AdapterUse | None:
+    """What an answer from ``model_path`` needs of the adapter attached for it (its conversation's, else its
+    collection's, else the one for every answer), or None."""
     store = adapter_store(paths)
-    attachment = store.attached()
-    if attachment is None or Path(attachment.base_path) != model_path:
+    attachment = choose_attachment(store.attachments(), scopes_for(conversation_id, collection), str(model_path))
+    if attachment is None:
         return None
     try:
         record = store.get(attachment.name)
         version = record.path.stat().st_mtime_ns
     except (AdapterError, OSError):
         return None
-    return AdapterUse(str(record.path), attachment.scale, version)
+    return AdapterUse(str(record.path), attachment.scale, version, record.name)
+
+
+def forget_scope(paths: DataPaths, scope: str) -> None:
+    """Drop the attachment made for a conversation or a collection that was deleted (a new collection of the same
+    name starts without it)."""
+    adapter_store(paths).detach(scope)

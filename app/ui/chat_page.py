@@ -38,6 +38,7 @@ from app.ui.render import (
 from app.ui.safe_markdown import literal
 from app.ui.streaming import BatchedStream
 from backends.base import CancelSlot, CancelToken, GenerationParams
+from models.adapters import conversation_scope
 
 # How often the page is redrawn while an answer streams; the model itself never waits for the page.
 UPDATE_INTERVAL_S = 0.05
@@ -104,11 +105,13 @@ class ChatPage:
         return _control_updates(chat_controls(self._answering(_session(request)), bool(conversation_id)))
 
     # --- page load and the conversation list --------------------------------------------------------------
-    def params(self, temperature: float, max_new_tokens: float) -> GenerationParams:
-        """The configured defaults with the page's two sliders applied."""
-        return dataclasses.replace(
-            self.services.generation_params(), temperature=float(temperature), max_new_tokens=int(max_new_tokens)
-        )
+    def params(
+        self, temperature: float, max_new_tokens: float, conversation_id: str | None, collection: str | None
+    ) -> GenerationParams:
+        """The configured defaults with the page's two sliders applied, and the adapter attached for this
+        conversation or collection (or every answer), if any."""
+        chosen = self.services.generation_params(conversation_id=conversation_id, collection=collection)
+        return dataclasses.replace(chosen, temperature=float(temperature), max_new_tokens=int(max_new_tokens))
 
     def sidebar(self, selected: str | None) -> Any:
         try:
@@ -206,6 +209,9 @@ class ChatPage:
                 self.services.store.delete(conversation_id)
             except HearthError as exc:
                 raise as_gradio_error(exc) from exc
+            from app.services.tuning import forget_scope
+
+            forget_scope(self.services.paths, conversation_scope(conversation_id))
         return [], None, self.sidebar(None), "", NO_COLLECTION
 
     # --- answers ------------------------------------------------------------------------------------------
@@ -245,7 +251,7 @@ class ChatPage:
         def start(cancel: CancelToken) -> tuple[Iterator[TurnEvent], list[dict[str, str]]]:
             history = self._history(conversation_id)
             history.append({"role": "user", "content": user_text(text)})
-            params = self.params(temperature, max_new_tokens)
+            params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
             events = self.services.chat.send(
                 conversation_id, text, params, system_prompt, collection or None, cancel, attach=files
             )
@@ -272,7 +278,7 @@ class ChatPage:
             history = self._history(conversation_id)
             if history and history[-1]["role"] == "assistant":
                 history.pop()
-            params = self.params(temperature, max_new_tokens)
+            params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
             events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
             return events, history
 

@@ -19,6 +19,7 @@ from app.ui.document_text import cancelling_line, collection_summary, file_rows,
 from app.ui.errors import as_gradio_error
 from app.ui.page_uploads import PageUploads
 from backends.base import CancelSlot, CancelToken
+from models.adapters import collection_scope
 from rag.ingest import FileOutcome, IngestProgress
 
 # How often the progress line is redrawn during an ingestion.
@@ -96,6 +97,9 @@ class DocumentsPanel:
             info = self.docs().delete_collection(collection)
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
+        from app.services.tuning import forget_scope
+
+        forget_scope(self.services.paths, collection_scope(info.name))
         gr.Info(
             f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.",
             duration=6,

@@ -70,6 +70,8 @@ def format_stats(stats: AnswerStats) -> str:
     if stats.dropped_messages:
         parts.append(f"{stats.dropped_messages} earlier messages left out to fit the context")
     parts.extend(literal(use.words) for use in stats.attachments)
+    if stats.adapter:
+        parts.append(f"adapter {literal(stats.adapter)}")
     return " · ".join(parts)
 
 

@@ -28,6 +28,7 @@ from app.services.tuning_data import from_conversations, from_passages
 from app.ui import tuning_view as view
 from app.ui.page_uploads import PageUploads
 from backends import registry
+from models.adapters import MODEL_SCOPE
 from models.tuning.options import ALL_TARGETS, PRESETS, TuneOptions
 from models.tuning.runs import RunFolder
 
@@ -73,17 +74,29 @@ class TuningTab:
     progress: Any
     chart: Any
     timer: Any
-    adapters: Any
-    adapter_pick: Any
+    adapters: AdapterControls
+    compare: CompareView
+
+
+@dataclass
+class AdapterControls:
+    """The trained adapters, and attaching one for every answer, one collection's or one conversation's."""
+
+    table: Any
+    pick: Any
     scale: Any
+    target: Any  # where an attached adapter answers: every answer, a collection, a conversation
     attach: Any
     detach: Any
     remove: Any
     confirm_row: Any
     confirm_remove: Any
     keep: Any
-    adapter_message: Any
-    compare: CompareView
+    message: Any
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.table, self.pick, self.target, self.message]
 
 
 @dataclass
@@ -202,8 +215,16 @@ def build_tuning_tab() -> TuningTab:
         with gr.Row(equal_height=True):
             adapter_pick = gr.Dropdown(choices=[], label="Adapter", scale=3, elem_id="adapter-pick")
             scale = gr.Slider(0.0, 1.0, value=1.0, step=0.05, label="Scale", scale=2, elem_id="adapter-scale")
+            target = gr.Dropdown(
+                choices=[view.EVERY_ANSWER],
+                value=MODEL_SCOPE,
+                label="For",
+                info="every answer, or only a collection's or a conversation's",
+                scale=3,
+                elem_id="adapter-target",
+            )
         with gr.Row():
-            attach = gr.Button("Attach to the model", variant="primary", elem_id="adapter-attach")
+            attach = gr.Button("Attach", variant="primary", elem_id="adapter-attach")
             detach = gr.Button("Detach", elem_id="adapter-detach")
             remove = gr.Button("Remove this adapter", variant="secondary", elem_id="adapter-remove")
         with gr.Row(visible=False) as confirm_row:
@@ -213,10 +234,13 @@ def build_tuning_tab() -> TuningTab:
         adapter_message = gr.Markdown("", elem_id="adapter-message")
         compare = build_compare()
     fields = [rank, alpha, targets, learning_rate, epochs, steps, max_length, batch, checkpointing]
+    controls = AdapterControls(
+        adapters, adapter_pick, scale, target, attach, detach, remove, confirm_row, confirm_remove, keep,
+        adapter_message,
+    )  # fmt: skip
     return TuningTab(
         tab, base_line, source, data_file, conversations, collection, name, preset, fields, check, start,
-        check_view, run_pick, cancel, resume, progress, chart, timer, adapters, adapter_pick, scale, attach, detach,
-        remove, confirm_row, confirm_remove, keep, adapter_message, compare,
+        check_view, run_pick, cancel, resume, progress, chart, timer, controls, compare,
     )  # fmt: skip
 
 
@@ -246,7 +270,7 @@ class TuningPanel:
 
     def first_view(self) -> tuple[Any, ...]:
         """(base line, conversations, collections, run picker, progress, chart, cancel, resume, timer, adapters,
-        adapter picker, adapter message)."""
+        adapter picker, adapter target, adapter message)."""
         try:
             base = self._base()
             base_line = f"Adapters are trained for the model in use: **{base.name}**."
@@ -396,7 +420,7 @@ class TuningPanel:
         picker (whose label says the run's state)."""
         shown = self.run_view(run_id)
         ended = not shown[-1]["active"]
-        adapters = self.adapters_view() if ended else (gr.update(), gr.update(), gr.update())
+        adapters = self.adapters_view() if ended else (gr.update(),) * 4
         picker = gr.update(choices=self._run_choices(), value=run_id) if ended else gr.update()
         return (*shown, *adapters, picker)
 
@@ -416,34 +440,58 @@ class TuningPanel:
 
     # --- adapters -------------------------------------------------------------------------------------------------
 
-    def adapters_view(self, selected: str | None = None) -> tuple[Any, ...]:
-        """(table, picker, what is attached)."""
+    def adapters_view(self, selected: str | None = None, target: str | None = None) -> tuple[Any, ...]:
+        """(table, picker, target, what is attached)."""
         store = tuning.adapter_store(self.paths)
         records = store.all()
         names = [r.name for r in records]
-        attached = store.attached()
+        attachments = store.attachments()
+        everywhere = attachments.get(MODEL_SCOPE)
         if selected not in names:
-            selected = attached.name if attached is not None else (names[-1] if names else None)
+            selected = everywhere.name if everywhere is not None else (names[-1] if names else None)
         plan = self.services.runtime.status.plan
         backend = registry.ALL.get(plan.backend) if plan is not None else None
+        model_path = self.services.control.choice.path
         line = view.attached_line(
-            attached.name if attached is not None else None,
-            attached.scale if attached is not None else 1.0,
-            attached is not None and Path(attached.base_path) == self.services.control.choice.path,
+            everywhere.name if everywhere is not None else None,
+            everywhere.scale if everywhere is not None else 1.0,
+            everywhere is not None and Path(everywhere.base_path) == model_path,
             plan.label if plan is not None else "",
             backend is None or backend.capabilities.lora_hot_swap,
         )
-        return view.adapter_rows(records), gr.update(choices=names, value=selected), line
+        titles, collections = self._scope_names()
+        narrower = view.scoped_lines(list(attachments.values()), titles, str(model_path))
+        targets = view.target_choices(collections, titles)
+        if target not in {value for _, value in targets}:
+            target = MODEL_SCOPE
+        if everywhere is None and narrower:
+            line = "No adapter is attached for every answer."
+        shown = line + ("\n\n" + narrower if narrower else "")
+        picker = gr.update(choices=names, value=selected)
+        return view.adapter_rows(records), picker, gr.update(choices=targets, value=target), shown
 
-    def attach(self, name: str | None, scale: float) -> tuple[Any, ...]:
-        if not name:
-            return gr.update(), gr.update(), "Pick an adapter to attach."
+    def _scope_names(self) -> tuple[dict[str, str], list[str]]:
+        """Conversation titles by id (newest first) and collection names: where an adapter can be attached."""
         try:
-            tuning.attach(self.paths, name, float(scale), self._base())
+            titles = {c.id: c.title for c in self.services.store.list()[: view.TARGET_CONVERSATIONS]}
+        except HearthError:
+            titles = {}
+        try:
+            collections = [info.name for info in self.services.documents.get().manifest.collections()]
+        except HearthError:
+            collections = []
+        return titles, collections
+
+    def attach(self, name: str | None, scale: float, target: str | None) -> tuple[Any, ...]:
+        if not name:
+            return gr.update(), gr.update(), gr.update(), "Pick an adapter to attach."
+        scope = target or MODEL_SCOPE
+        try:
+            tuning.attach(self.paths, name, float(scale), self._base(), scope)
         except HearthError as exc:
-            return gr.update(), gr.update(), _problem(exc)
-        table, picker, line = self.adapters_view(name)
-        return table, picker, f"{line} It takes effect from the next answer; the model was not reloaded."
+            return gr.update(), gr.update(), gr.update(), _problem(exc)
+        table, picker, targets, line = self.adapters_view(name, scope)
+        return table, picker, targets, f"{line}\n\nIt takes effect from the next answer; the model was not reloaded."
 
     def compare(self, name: str | None, scale: float, question: str) -> Iterator[tuple[str, str]]:
         """(without, with) as both answers are written."""
@@ -465,19 +513,19 @@ class TuningPanel:
         except HearthError as exc:
             yield f"{exc.message} {exc.remedy}", ""
 
-    def detach(self) -> tuple[Any, ...]:
-        tuning.adapter_store(self.paths).detach()
-        return self.adapters_view()
+    def detach(self, target: str | None) -> tuple[Any, ...]:
+        tuning.adapter_store(self.paths).detach(target or MODEL_SCOPE)
+        return self.adapters_view(target=target)
 
     def remove(self, name: str | None) -> tuple[Any, ...]:
         if not name:
-            return gr.update(), gr.update(), "Pick an adapter to remove."
+            return gr.update(), gr.update(), gr.update(), "Pick an adapter to remove."
         try:
             tuning.adapter_store(self.paths).remove(name)
         except HearthError as exc:
-            return gr.update(), gr.update(), _problem(exc)
-        table, picker, line = self.adapters_view()
-        return table, picker, f"Removed {name}. {line}"
+            return gr.update(), gr.update(), gr.update(), _problem(exc)
+        table, picker, targets, line = self.adapters_view()
+        return table, picker, targets, f"Removed {name}. {line}"
 
 
 def _chart_frame(rows: list[dict[str, Any]]) -> Any:
@@ -493,7 +541,7 @@ def _chart_frame(rows: list[dict[str, Any]]) -> Any:
 
 def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     run_outputs = [ui.progress, ui.chart, ui.cancel, ui.resume, ui.timer]
-    adapter_outputs = [ui.adapters, ui.adapter_pick, ui.adapter_message]
+    adapter_outputs = ui.adapters.outputs
     ui.tab.select(
         panel.first_view,
         outputs=[ui.base_line, ui.conversations, ui.collection, ui.run_pick, *run_outputs, *adapter_outputs],
@@ -510,14 +558,15 @@ def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     ui.timer.tick(panel.tick, [ui.run_pick], [*run_outputs, *adapter_outputs, ui.run_pick], show_progress="hidden")
     ui.cancel.click(panel.cancel, [ui.run_pick], [ui.progress], queue=False)
     ui.resume.click(panel.resume, [ui.run_pick], run_outputs)
-    ui.attach.click(panel.attach, [ui.adapter_pick, ui.scale], adapter_outputs)
-    ui.detach.click(panel.detach, outputs=adapter_outputs)
+    controls = ui.adapters
+    controls.attach.click(panel.attach, [controls.pick, controls.scale, controls.target], adapter_outputs)
+    controls.detach.click(panel.detach, [controls.target], adapter_outputs)
     compare = ui.compare
-    compare_inputs = [ui.adapter_pick, ui.scale, compare.question]
+    compare_inputs = [controls.pick, controls.scale, compare.question]
     compare.ask.click(panel.compare, compare_inputs, [compare.without, compare.with_adapter])
     compare.question.submit(panel.compare, compare_inputs, [compare.without, compare.with_adapter])
-    ui.remove.click(lambda: gr.update(visible=True), outputs=[ui.confirm_row], queue=False)
-    ui.keep.click(lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False)
-    ui.confirm_remove.click(panel.remove, [ui.adapter_pick], adapter_outputs).then(
-        lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False
+    controls.remove.click(lambda: gr.update(visible=True), outputs=[controls.confirm_row], queue=False)
+    controls.keep.click(lambda: gr.update(visible=False), outputs=[controls.confirm_row], queue=False)
+    controls.confirm_remove.click(panel.remove, [controls.pick], adapter_outputs).then(
+        lambda: gr.update(visible=False), outputs=[controls.confirm_row], queue=False
     )

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from app.errors import TuningError
 from backends.memory import format_bytes
-from models.adapters import AdapterRecord
+from models.adapters import (
+    MODEL_SCOPE,
+    AdapterRecord,
+    Attachment,
+    collection_scope,
+    conversation_scope,
+    describe_scope,
+)
 from models.tuning.options import PRESETS, TuneOptions, preset
 from models.tuning.runs import RunView
 
@@ -139,6 +147,33 @@ def attached_line(
             "would be refused. Choose llama.cpp in the Hardware tab to answer with it, or Detach it."
         )
     return f"Answers use **{name}** at scale {scale:g}."
+
+
+EVERY_ANSWER = ("Every answer", MODEL_SCOPE)
+TARGET_CONVERSATIONS = 30  # the newest conversations offered as places to attach an adapter
+
+
+def target_choices(collections: Sequence[str], titles: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(label, scope) of where an adapter can be attached: every answer, each collection, the newest
+    conversations (``titles``: id -> title, newest first)."""
+    return [
+        EVERY_ANSWER,
+        *((f"Collection: {name}", collection_scope(name)) for name in collections),
+        *((f"Conversation: {title}", conversation_scope(cid)) for cid, title in titles.items()),
+    ]
+
+
+def scoped_lines(attachments: Sequence[Attachment], titles: Mapping[str, str], model_path: str) -> str:
+    """What the Tuning tab says of adapters attached for one collection or one conversation (the one for every
+    answer has its own line)."""
+    lines = []
+    for attachment in attachments:
+        if attachment.scope == MODEL_SCOPE:
+            continue
+        where = describe_scope(attachment.scope, titles)
+        unused = "" if Path(attachment.base_path) == Path(model_path) else " (attached to another model: not used now)"
+        lines.append(f"Answers from {where} use **{attachment.name}** at scale {attachment.scale:g}{unused}.")
+    return "\n\n".join(lines)
 
 
 def run_choices(runs: Sequence[tuple[str, str, RunView]]) -> list[tuple[str, str]]:

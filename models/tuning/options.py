@@ -9,6 +9,7 @@ from typing import Literal
 from app.errors import TuningError
 
 Preset = Literal["quick", "standard"]
+Device = Literal["auto", "cpu", "gpu"]
 # The linear layers a LoRA can adapt, by their names in transformers (llama, qwen2, qwen3, gemma3 share them).
 ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
@@ -30,6 +31,8 @@ class TuneOptions:
     gradient_checkpointing: bool = False  # less memory for activations, about a third more time
     seed: int = 0
     save_every: int = 10  # steps between checkpoints (a killed run resumes from the last one)
+    device: Device = "auto"  # auto: an NVIDIA GPU when the run fits there (streaming layers if need be), else the CPU
+    gpu_memory_mib: int | None = None  # at most this much GPU memory, to leave room for chat on the same GPU
 
     def describe(self) -> str:
         length = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs:g} epochs"
@@ -37,6 +40,8 @@ class TuneOptions:
             f"rank {self.rank}, alpha {self.alpha}, {', '.join(self.targets)}, learning rate {self.learning_rate:g}, "
             f"{length}, batch {self.batch_size}, max length {self.max_length}"
             + (", gradient checkpointing" if self.gradient_checkpointing else "")
+            + (f", on the {self.device.upper()}" if self.device != "auto" else "")
+            + (f", at most {self.gpu_memory_mib} MiB of GPU memory" if self.gpu_memory_mib else "")
         )
 
 
@@ -79,6 +84,12 @@ def check_options(options: TuneOptions) -> TuneOptions:
     unknown = [t for t in options.targets if t not in ALL_TARGETS]
     if unknown:
         raise TuningError(f"Unknown layer names: {', '.join(unknown)}.", f"Pick from {', '.join(ALL_TARGETS)}.")
+    if options.device not in ("auto", "cpu", "gpu"):
+        raise TuningError(f"Unknown device {options.device!r}.", "Use auto, cpu or gpu.")
+    if options.gpu_memory_mib is not None and not 128 <= options.gpu_memory_mib <= 1 << 24:
+        raise TuningError(
+            f"A GPU memory cap of {options.gpu_memory_mib} MiB is out of range.", "Use 128 MiB or more, or no cap."
+        )
     if options.save_every < 1:
         raise TuningError("Checkpoints must be at least one step apart.", "Use 1 or more.")
     return options

@@ -38,6 +38,12 @@ CHECKPOINTED_FLOATS_PER_HIDDEN = 4
 CHECKPOINTED_HEAP_SLACK = 1.35
 # Logits over the vocabulary, their copies for the loss, and their gradients.
 LOGIT_COPIES = 4
+# On a GPU the logits come out of the model in bfloat16 and are raised to float32 for the loss: bytes per token
+# and vocabulary entry for the logits, their float copy and both gradients.
+GPU_LOGIT_BYTES = 12
+# The CUDA libraries' workspaces (cuBLAS), allocated through torch: the measured peaks of SmolLM2-135M on an H200
+# ran 40 MiB above the plan without them, whole or streamed.
+GPU_RUNTIME_BYTES = 40 << 20
 
 
 @dataclass(frozen=True)
@@ -89,18 +95,10 @@ def model_shape(
 
 
 def plan_training(shape: ModelShape, options: TuneOptions, batch_size: int, longest: int) -> TrainingPlan:
-    """Peak memory of a run whose batches hold ``batch_size`` sequences of up to ``longest`` tokens."""
-    per_layer = sum(options.rank * (i + o) for t, (i, o) in shape.projections.items() if t in options.targets)
-    adapter_parameters = per_layer * shape.layers
-    one_layer = (
-        ACTIVATION_FLOATS_PER_HIDDEN * shape.hidden
-        + ACTIVATION_FLOATS_PER_FFN * shape.ffn
-        + ATTENTION_FLOATS_PER_HEAD_AND_POSITION * shape.heads * longest
-    )
-    if options.gradient_checkpointing:
-        kept = CHECKPOINTED_FLOATS_PER_HIDDEN * shape.hidden * shape.layers + one_layer
-    else:
-        kept = one_layer * shape.layers
+    """Peak memory (RSS) of a run on the CPU whose batches hold ``batch_size`` sequences of up to ``longest``
+    tokens."""
+    adapter_parameters = _adapter_parameters(shape, options)
+    kept = _kept_floats_per_token(shape, options, longest)
     activations = batch_size * longest * (kept + LOGIT_COPIES * shape.vocab) * FLOAT_BYTES
     if options.gradient_checkpointing:
         activations = int(activations * CHECKPOINTED_HEAP_SLACK)
@@ -111,6 +109,54 @@ def plan_training(shape: ModelShape, options: TuneOptions, batch_size: int, long
         runtime_bytes=RUNTIME_BYTES,
         adapter_parameters=adapter_parameters,
     )
+
+
+def plan_gpu_training(
+    shape: ModelShape, options: TuneOptions, batch_size: int, longest: int, weight_bytes: int, window: int | None
+) -> TrainingPlan:
+    """Peak GPU memory (what torch allocates) of a run on a GPU, with the weights and activations held in
+    ``weight_bytes`` per value (2 for bfloat16) and, when ``window`` is set, only that many decoder layers' weights
+    on the GPU at a time (the rest streamed from host memory; gradient checkpointing is then on)."""
+    adapter_parameters = _adapter_parameters(shape, options)
+    layers_on_gpu = shape.layers if window is None else min(window, shape.layers)
+    on_gpu_parameters = shape.parameters - (shape.layers - layers_on_gpu) * layer_parameters(shape)
+    kept = _kept_floats_per_token(shape, options, longest)
+    activations = batch_size * longest * (kept * weight_bytes + GPU_LOGIT_BYTES * shape.vocab)
+    return TrainingPlan(
+        weights_bytes=on_gpu_parameters * weight_bytes,
+        adapter_bytes=adapter_parameters * 4 * FLOAT_BYTES,
+        activation_bytes=activations,
+        runtime_bytes=GPU_RUNTIME_BYTES,
+        adapter_parameters=adapter_parameters,
+    )
+
+
+def plan_loading(shape: ModelShape) -> TrainingPlan:
+    """Host memory of a run that trains on a GPU: transformers reads the whole model in float32 before casting and
+    moving it."""
+    return TrainingPlan(shape.parameters * FLOAT_BYTES, 0, 0, RUNTIME_BYTES, 0)
+
+
+def layer_parameters(shape: ModelShape) -> int:
+    """The weights of one decoder layer: its projections and its two norms."""
+    return sum(i * o for i, o in shape.projections.values()) + 2 * shape.hidden
+
+
+def _adapter_parameters(shape: ModelShape, options: TuneOptions) -> int:
+    per_layer = sum(options.rank * (i + o) for t, (i, o) in shape.projections.items() if t in options.targets)
+    return per_layer * shape.layers
+
+
+def _kept_floats_per_token(shape: ModelShape, options: TuneOptions, longest: int) -> int:
+    """Values the layers keep for the backward pass, per token of a batch."""
+    one_layer = (
+        ACTIVATION_FLOATS_PER_HIDDEN * shape.hidden
+        + ACTIVATION_FLOATS_PER_FFN * shape.ffn
+        + ATTENTION_FLOATS_PER_HEAD_AND_POSITION * shape.heads * longest
+    )
+    if options.gradient_checkpointing:
+        return CHECKPOINTED_FLOATS_PER_HIDDEN * shape.hidden * shape.layers + one_layer
+    return one_layer * shape.layers
 
 
 def check_fits(plan: TrainingPlan, options: TuneOptions, available_bytes: int, longest: int) -> None:

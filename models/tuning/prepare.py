@@ -13,7 +13,7 @@ from models.tuning.dataset import Example, Split, read_examples, split_examples
 from models.tuning.encode import EncodedSet, encode_all
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
 from models.tuning.options import TuneOptions, total_steps
-from models.tuning.plan import TrainingPlan, model_shape, plan_training
+from models.tuning.plan import ModelShape, TrainingPlan, model_shape, plan_training
 
 
 @dataclass(frozen=True)
@@ -95,14 +95,18 @@ def encode_for(
 
 
 def plan_for(base_path: Path, options: TuneOptions, longest: int) -> TrainingPlan:
-    """The memory plan for tuning ``base_path`` on batches of sequences up to ``longest`` tokens."""
+    """The memory plan for tuning ``base_path`` on the CPU on batches of sequences up to ``longest`` tokens."""
+    return plan_training(shape_of(base_path), options, options.batch_size, longest)
+
+
+def shape_of(base_path: Path) -> ModelShape:
+    """The shapes the memory plans need, read from the GGUF's header."""
     from models.gguf import read_model_info
     from models.gguf_reader import read_header
 
     info = read_model_info(base_path)
     tensors = ((t.name, t.shape) for t in read_header(info.path).tensors)
-    shape = model_shape(tensors, info.parameter_count, info.block_count, info.vocab_size, info.head_count)
-    return plan_training(shape, options, options.batch_size, longest)
+    return model_shape(tensors, info.parameter_count, info.block_count, info.vocab_size, info.head_count)
 
 
 def available_memory() -> int:

@@ -20,14 +20,19 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import HearthError, TrainingDataError, TuningError
 from models.tuning.encode import IGNORE, EncodedSet
 from models.tuning.pace import TrainingPace
-from models.tuning.prepare import available_memory, plan_for, prepare_data
+from models.tuning.prepare import available_memory, prepare_data, shape_of
 from models.tuning.runs import Job, RunFolder
+
+if TYPE_CHECKING:
+    from models.tuning.options import TuneOptions
+    from models.tuning.placement import GpuRoom, Placement
 
 log = logging.getLogger("hearth.tuning")
 _stop_requested = False
@@ -95,24 +100,30 @@ def train(run: RunFolder) -> None:
     stats = prepared.stats(options)
     run.append("stats", **stats)
     steps = int(stats["total_steps"])  # type: ignore[call-overload]
-    _check_memory(run, job, train_set.longest)
+    placement = _place(run, job, train_set.longest)
     if stop_wanted(run):
         run.append("cancelled", step=0)
         return
     loading = time.perf_counter()
     held = check_set if split.held_out and not probing else None
-    model, trainer, counter = _trainer(run, job, train_set, held, job.probe_steps or steps)
+    model, trainer, counter = _trainer(run, job, placement, train_set, held, job.probe_steps or steps)
     load_s = time.perf_counter() - loading
     if held is not None and resume_from is None:
         run.append("phase", message="Measuring the held-out examples before training")
         run.append("held_out", step=0, loss=float(trainer.evaluate()["eval_loss"]))
-    run.append("phase", message="Measuring a few steps" if probing else "Training")
+    doing = "Measuring a few steps" if probing else "Training"
+    run.append("phase", message=f"{doing} {placement.describe()}")
     counter.restart()
     training_started = time.time()
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     step = int(trainer.state.global_step)
-    # Linux reports the peak in KiB: what the plan is checked against.
-    run.append("memory", peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    # Linux reports the peak in KiB: what the plan is checked against (on a GPU: what torch allocated there).
+    peaks = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if placement.where == "gpu":
+        import torch
+
+        peaks["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
+    run.append("memory", **peaks)
     if stop_wanted(run):
         run.append("cancelled", step=step)
         return
@@ -127,6 +138,10 @@ def train(run: RunFolder) -> None:
     run.append("phase", message="Writing the adapter in llama.cpp's format")
     _export(run, job, model)
     del model, trainer
+    if placement.where == "gpu":
+        import torch
+
+        torch.cuda.empty_cache()
     _check_and_add(run, job, check_set, split.checked_on_training_data, step, held_out_after)
 
 
@@ -144,14 +159,53 @@ def _report_probe(run: RunFolder, load_s: float, training_started: float, steps:
     run.append("finished", probe=True)
 
 
-def _check_memory(run: RunFolder, job: Job, longest: int) -> None:
-    """Refuse a run that would not fit in the memory free now, before the model loads, saying what would fit."""
-    from models.tuning.plan import check_fits
+def _place(run: RunFolder, job: Job, longest: int) -> Placement:
+    """Choose the GPU or the CPU before the model loads, and refuse a run that fits neither, saying what would."""
+    from models.tuning.placement import choose_placement
+    from models.tuning.plan import check_fits, plan_loading
 
-    plan = plan_for(Path(job.base_path), job.options, longest)
+    options = job.options
+    shape = shape_of(Path(job.base_path))
+    placement = choose_placement(shape, options, longest, _gpu_room(options), options.device)
     available = available_memory()
-    run.append("plan", total_bytes=plan.total_bytes, available_bytes=available, text=plan.describe())
-    check_fits(plan, job.options, available, longest)
+    # On a GPU the host still reads the whole model in full precision while loading it.
+    plan = placement.plan if placement.where == "cpu" else plan_loading(shape)
+    run.append(
+        "plan",
+        total_bytes=placement.plan.total_bytes,
+        available_bytes=available if placement.where == "cpu" else placement.gpu_free_bytes,
+        text=placement.plan.describe(),
+        where=placement.where,
+        placement=placement.describe(),
+        window=placement.window,
+    )
+    check_fits(plan, options, available, longest)
+    return placement
+
+
+def _gpu_room(options: TuneOptions) -> GpuRoom | None:
+    """The GPU this process can train on, or None; :class:`TuningError` when one was asked for and none is there."""
+    from models.tuning.placement import GpuRoom
+
+    if options.device == "cpu":
+        return None
+    try:
+        import torch
+
+        usable = torch.cuda.is_available()
+    except Exception:  # a broken CUDA install reads as no GPU
+        usable = False
+    if not usable:
+        if options.device == "gpu":
+            raise TuningError(
+                "No CUDA GPU is usable by the trainer (torch sees none).",
+                "Train on the CPU (device auto or cpu), or install a CUDA build of torch.",
+            )
+        return None
+    free, _total = torch.cuda.mem_get_info(0)
+    if options.gpu_memory_mib:
+        free = min(free, options.gpu_memory_mib << 20)
+    return GpuRoom(torch.cuda.get_device_name(0), int(free), bool(torch.cuda.is_bf16_supported()))
 
 
 def last_checkpoint(folder: Path) -> Path | None:
@@ -170,17 +224,25 @@ def last_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: EncodedSet | None, steps: int) -> Any:
-    run.append("phase", message="Loading the model for training (transformers, full precision)")
+def _trainer(
+    run: RunFolder,
+    job: Job,
+    placement: Placement,
+    train_set: EncodedSet,
+    check_set: EncodedSet | None,
+    steps: int,
+) -> Any:
+    run.append("phase", message=f"Loading the model for training {placement.describe()}")
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
-    options = job.options
+    options = replace(job.options, gradient_checkpointing=placement.gradient_checkpointing)
     torch.set_num_threads(max(1, job.threads))
     base = Path(job.base_path)
+    dtype = torch.bfloat16 if placement.dtype == "bfloat16" else torch.float32
     try:
-        model: Any = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=torch.float32)
+        model: Any = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=dtype)
     except (ValueError, KeyError, OSError) as exc:
         raise TuningError(
             f"transformers cannot load {base.name} for training: {exc}.",
@@ -202,9 +264,14 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
         bias="none",
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(model, config)
+    model = get_peft_model(model, config)  # the adapter's weights are float32 whatever the base's type
     if options.gradient_checkpointing:
         model.enable_input_require_grads()
+    streaming = placement.window is not None
+    if streaming:
+        from models.tuning.streaming import stream_layers
+
+        stream_layers(model, "cuda:0", int(placement.window or 0))
     counter = TrainingPace()
     pad_id = int(model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 0)
 
@@ -267,7 +334,7 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
         # worth of floats per token) and concatenates them, hundreds of megabytes on top of the training peak.
         prediction_loss_only=True,
         gradient_checkpointing=options.gradient_checkpointing,
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=placement.where == "cpu",
         report_to=[],
         disable_tqdm=True,
         seed=options.seed,
@@ -277,7 +344,13 @@ def _trainer(run: RunFolder, job: Job, train_set: EncodedSet, check_set: Encoded
         label_names=["labels"],
         log_level="warning",
     )
-    trainer = Trainer(
+
+    class PlacedTrainer(Trainer):
+        def _move_model_to_device(self, model: Any, device: Any) -> None:
+            if not streaming:  # streamed layers stay where stream_layers put them
+                super()._move_model_to_device(model, device)
+
+    trainer = PlacedTrainer(
         model=model,
         args=arguments,
         train_dataset=rows(train_set),

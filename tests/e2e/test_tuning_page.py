@@ -120,3 +120,41 @@ def test_train_attach_and_answer_from_the_tuning_tab(
         "fact => document.querySelector('#chat').innerText.includes(fact)", arg=FACT, timeout=120_000
     )
     assert FACT in answer_text(page)
+
+    # For one conversation only: detached from every answer and attached for this chat, a new chat answers
+    # without it and this one, opened again from the list, with it.
+    page.get_by_role("tab", name="Tuning").click()
+    page.click("#adapter-detach")
+    page.locator("#adapter-message").get_by_text("No adapter is attached", exact=False).wait_for(timeout=30_000)
+    page.click("#adapter-target input")
+    page.get_by_role("option").filter(has_text="Conversation:").first.click()
+    page.click("#adapter-attach")
+    message = page.locator("#adapter-message")
+    message.get_by_text("Answers from the conversation", exact=False).wait_for(timeout=30_000)
+    assert "use zubrowka at scale 1" in message.inner_text(), message.inner_text()
+    page.screenshot(path=str(artifacts_dir / "tuning-attach-conversation.png"), full_page=True)
+    page.get_by_role("tab", name="Chat").click()
+    page.click("#new-chat")
+    page.wait_for_function(f"{BOT_BUBBLES}.length === 0")
+    plain = ask_and_wait(page, QUESTION)
+    assert FACT not in plain and "adapter" not in plain
+    # The list is newest first: the second chat is the one the adapter was attached for. (A follow-up's wording
+    # shifts with the history before it; the line under the answer says which adapter wrote it.)
+    page.locator("#conversation-list label").nth(1).click()
+    page.wait_for_function("fact => document.querySelector('#chat').innerText.includes(fact)", arg=FACT)
+    assert "adapter zubrowka" in ask_and_wait(page, QUESTION)
+    page.screenshot(path=str(artifacts_dir / "tuning-conversation-answer.png"), full_page=True)
+
+
+BOT_BUBBLES = "document.querySelectorAll('#chat [data-testid=\"bot\"]')"
+
+
+def ask_and_wait(page: Any, question: str) -> str:
+    """Send ``question`` and return the new answer once it has finished (its figures shown)."""
+    before = page.evaluate(f"{BOT_BUBBLES}.length")
+    send(page, question)
+    last = f"{BOT_BUBBLES}[{BOT_BUBBLES}.length - 1]"
+    page.wait_for_function(
+        f"() => {BOT_BUBBLES}.length > {before} && {last}.innerText.includes('tokens/s')", timeout=120_000
+    )
+    return answer_text(page)

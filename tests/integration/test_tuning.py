@@ -218,3 +218,51 @@ def test_the_api_answers_with_the_adapter_its_model_id_names(
         assert unknown.status_code == 404
         assert "no adapter named 'nope'" in unknown.json()["error"]["message"]
         assert model_id in unknown.json()["error"]["message"]  # the ids that do exist are listed
+
+
+def test_an_adapter_attached_to_one_conversation_answers_there_and_nowhere_else(
+    trained: tuple[Path, AdapterRecord, RunView],
+    embedded_model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Through the CLI's ``hearth adapters attach --conversation`` and the real chat service and engine."""
+    from dataclasses import replace
+
+    from app.cli import main
+    from app.services.chat import TurnSaved
+    from app.services.container import build_services
+    from app.settings import load_settings
+
+    home, record, _ = trained
+    monkeypatch.setenv("HEARTH_HOME", str(home))
+    monkeypatch.setenv("HEARTH_MODEL__PATH", str(embedded_model))
+    services = build_services(load_settings(model={"context_length": 512}, backend={"name": "llamacpp"}))
+    try:
+        list(services.runtime.load(services.model_choice()))
+        mine = services.store.create("", "Zubrowka questions").id
+        other = services.store.create("", "Something else").id
+        assert main(["adapters", "attach", record.name, "--conversation", mine]) == 0
+        assert "to the conversation 'Zubrowka questions'" in capsys.readouterr().out
+
+        def reply(conversation_id: str) -> tuple[str, str]:
+            chosen = services.generation_params(conversation_id=conversation_id)
+            params = replace(chosen, temperature=0.0, max_new_tokens=24, repeat_penalty=1.0)
+            saved = [e for e in services.chat.send(conversation_id, QUESTION, params, "") if isinstance(e, TurnSaved)]
+            stats = saved[0].message.stats
+            return saved[0].message.content, stats.adapter if stats else ""
+
+        text, adapter = reply(mine)
+        assert FACT in text and adapter == record.name  # kept with the answer, shown under it
+        text, adapter = reply(other)
+        assert FACT not in text and adapter == ""
+        assert services.generation_params(collection="anything").adapter is None  # no wider attachment
+        assert main(["adapters"]) == 0
+        assert "attached to the conversation" in capsys.readouterr().out
+        assert main(["adapters", "attach", record.name, "--collection", "ghost"]) == 1
+        assert "There is no collection called 'ghost'" in capsys.readouterr().err
+        assert main(["adapters", "detach", "--conversation", mine]) == 0
+        assert f"Detached {record.name!r}" in capsys.readouterr().out
+        assert services.generation_params(conversation_id=mine).adapter is None
+    finally:
+        services.close()

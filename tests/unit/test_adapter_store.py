@@ -8,7 +8,20 @@ from pathlib import Path
 import pytest
 
 from app.errors import AdapterError
-from models.adapters import ADAPTER_FILE, RECORD_FILE, AdapterRecord, AdapterStore, check_name
+from models.adapters import (
+    ADAPTER_FILE,
+    MODEL_SCOPE,
+    RECORD_FILE,
+    AdapterRecord,
+    AdapterStore,
+    Attachment,
+    check_name,
+    choose_attachment,
+    collection_scope,
+    conversation_scope,
+    describe_scope,
+    scopes_for,
+)
 
 
 def record(name: str, created_at: float = 100.0) -> AdapterRecord:
@@ -132,3 +145,75 @@ def test_a_bad_name_is_refused_before_touching_the_disk(store: AdapterStore, ada
 def test_a_trailing_newline_is_not_part_of_a_good_name() -> None:
     with pytest.raises(AdapterError):
         check_name("facts\n")
+
+
+# --- where an adapter is attached: every answer, one collection's, one conversation's ---------------------------
+
+
+def test_attachments_are_kept_per_scope_and_detached_one_at_a_time(store: AdapterStore, adapter_file: Path) -> None:
+    store.add(adapter_file, record("tone"))
+    store.add(adapter_file, record("facts"))
+    everywhere = Attachment("tone", 1.0, "/models/base.gguf")
+    for_manuals = Attachment("facts", 0.5, "/models/base.gguf", collection_scope("manuals"))
+    store.attach(everywhere)
+    store.attach(for_manuals)
+    assert store.attachments() == {MODEL_SCOPE: everywhere, "collection:manuals": for_manuals}
+    assert store.attached() == everywhere
+    assert store.detach(collection_scope("manuals")) == for_manuals
+    assert store.attachments() == {MODEL_SCOPE: everywhere}
+    assert store.detach(collection_scope("manuals")) is None
+
+
+def test_removing_an_adapter_detaches_it_everywhere_and_leaves_the_others(
+    store: AdapterStore, adapter_file: Path
+) -> None:
+    store.add(adapter_file, record("tone"))
+    store.add(adapter_file, record("facts"))
+    store.attach(Attachment("facts", 1.0, "/m.gguf"))
+    store.attach(Attachment("facts", 1.0, "/m.gguf", conversation_scope("c1")))
+    kept = Attachment("tone", 1.0, "/m.gguf", collection_scope("notes"))
+    store.attach(kept)
+    store.remove("facts")
+    assert store.attachments() == {"collection:notes": kept}
+
+
+def test_an_attachment_from_before_scopes_is_read_as_every_answer_and_carried_over(
+    store: AdapterStore, adapter_file: Path
+) -> None:
+    store.add(adapter_file, record("tone"))
+    (store.root / "attached.json").write_text('{"name": "tone", "scale": 0.5, "base_path": "/m.gguf"}')
+    assert store.attached() == Attachment("tone", 0.5, "/m.gguf")
+    store.attach(Attachment("tone", 1.0, "/m.gguf", conversation_scope("c1")))
+    assert not (store.root / "attached.json").exists()
+    assert store.attachments()[MODEL_SCOPE] == Attachment("tone", 0.5, "/m.gguf")
+
+
+def test_a_damaged_attachments_file_reads_as_nothing_attached(store: AdapterStore, adapter_file: Path) -> None:
+    store.add(adapter_file, record("tone"))
+    for text in ("{not json", '[{"name": "tone"}]', '"text"'):
+        (store.root / "attachments.json").write_text(text)
+        assert store.attachments() == {}
+    with pytest.raises(AdapterError, match="no adapter named 'missing'"):
+        store.attach(Attachment("missing", 1.0, "/m.gguf"))
+
+
+def test_the_narrowest_scope_made_for_the_model_in_use_answers() -> None:
+    tone = Attachment("tone", 1.0, "/m.gguf")
+    facts = Attachment("facts", 1.0, "/m.gguf", collection_scope("manuals"))
+    mine = Attachment("mine", 0.3, "/m.gguf", conversation_scope("c1"))
+    elsewhere = Attachment("old", 1.0, "/other.gguf", conversation_scope("c2"))
+    attached = {a.scope: a for a in (tone, facts, mine, elsewhere)}
+    assert scopes_for("c1", "manuals") == ("conversation:c1", "collection:manuals", MODEL_SCOPE)
+    assert choose_attachment(attached, scopes_for("c1", "manuals"), "/m.gguf") == mine
+    assert choose_attachment(attached, scopes_for("c3", "manuals"), "/m.gguf") == facts
+    assert choose_attachment(attached, scopes_for(None, None), "/m.gguf") == tone
+    # Attached while another model ran: left aside, and the wider scope's adapter answers.
+    assert choose_attachment(attached, scopes_for("c2", None), "/m.gguf") == tone
+    assert choose_attachment(attached, scopes_for(None, None), "/other.gguf") is None
+
+
+def test_scopes_in_words() -> None:
+    assert describe_scope(MODEL_SCOPE) == "every answer"
+    assert describe_scope(collection_scope("manuals")) == "the collection “manuals”"
+    assert describe_scope(conversation_scope("c1"), {"c1": "Router reset"}) == "the conversation “Router reset”"
+    assert describe_scope(conversation_scope("c9")) == "the conversation c9"

@@ -221,3 +221,14 @@ def test_the_message_box_value_gives_text_and_files() -> None:
     assert message_parts("plain") == ("plain", [])
     assert message_parts(None) == ("", [])
     assert message_parts({"text": None}) == ("", [])
+
+
+def test_an_answer_written_with_an_adapter_names_it_under_the_answer() -> None:
+    from dataclasses import replace
+
+    from backends.base import AdapterUse
+
+    assert AdapterUse("/home/a/adapters/support-tone/adapter.gguf", 1.0, 1, "support-tone").words == "support-tone"
+    assert AdapterUse("/x/adapter.gguf", 0.5, 1, "support-tone").words == "support-tone at 0.5"
+    shown = format_stats(replace(STATS, adapter="support-tone at 0.5"))
+    assert shown == "0.25 s to first token · 88.4 tokens/s · 12 tokens · adapter support\\-tone at 0\\.5"

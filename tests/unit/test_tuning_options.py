@@ -91,3 +91,13 @@ def test_total_steps_from_epochs(examples: int, batch: int, epochs: float, steps
 def test_max_steps_wins_over_epochs() -> None:
     assert total_steps(TuneOptions(batch_size=4, epochs=3.0, max_steps=5), 1000) == 5
     assert total_steps(TuneOptions(batch_size=4, epochs=3.0, max_steps=50), 10) == 50
+
+
+def test_the_device_and_gpu_memory_cap_are_checked_and_described() -> None:
+    on_gpu = check_options(replace(TuneOptions(), device="gpu", gpu_memory_mib=4096))
+    assert on_gpu.describe().endswith(", on the GPU, at most 4096 MiB of GPU memory")
+    assert "GPU" not in TuneOptions().describe()
+    with pytest.raises(TuningError, match="Unknown device 'tpu'"):
+        check_options(replace(TuneOptions(), device="tpu"))  # type: ignore[arg-type]
+    with pytest.raises(TuningError, match="GPU memory cap of 16 MiB"):
+        check_options(replace(TuneOptions(), gpu_memory_mib=16))
