@@ -58,10 +58,11 @@ class VectorStore:
     def __init__(self, directory: Path) -> None:
         import chromadb
         from chromadb.config import Settings
-        from chromadb.errors import ChromaError, InternalError, InvalidArgumentError
+        from chromadb.errors import ChromaError, InternalError, InvalidArgumentError, NotFoundError
 
         self.directory = directory
         self._chroma_error = ChromaError
+        self._not_found = NotFoundError
         self._damage_errors: tuple[type[BaseException], ...] = (InternalError, InvalidArgumentError)
         check_startup_tables(directory / CHROMA_DB)
         with self._guarded():
@@ -202,7 +203,9 @@ class VectorStore:
         return count
 
     def drop(self, store_name: str) -> None:
-        with self._lock, self._guarded(), contextlib.suppress(ValueError, LookupError):  # already gone is fine
+        # Already gone is fine, and so is never made: a collection created empty on the Documents tab has no store
+        # until its first file (Chroma 1.5 says NotFoundError; older versions a ValueError).
+        with self._lock, self._guarded(), contextlib.suppress(ValueError, LookupError, self._not_found):
             self._client.delete_collection(store_name)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from app.errors import AdapterError, DoesNotFit, TrainingDataError, TuningError
 from app.paths import DataPaths
 from backends.base import AdapterUse
+from backends.hardware import HardwareInventory
 from models.adapters import (
     MODEL_SCOPE,
     AdapterRecord,
@@ -30,8 +31,9 @@ from models.gguf import read_model_info
 from models.tuning.dataset import read_examples
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
 from models.tuning.options import TuneOptions, check_options, total_steps
-from models.tuning.plan import TrainingPlan, check_fits
-from models.tuning.prepare import available_memory, plan_for, prepare_data
+from models.tuning.placement import SMALLEST_WINDOW, GpuRoom, choose_placement
+from models.tuning.plan import TrainingPlan, check_fits, plan_gpu_training
+from models.tuning.prepare import available_memory, prepare_data, shape_of
 from models.tuning.runs import Job, RunFolder
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -60,16 +62,20 @@ def base_for(paths: DataPaths, path: Path) -> BaseModel:
 
 @dataclass(frozen=True)
 class DataCheck:
-    """What the page shows before a run: the data's figures and the memory plan against what is free."""
+    """What the page shows before a run: the data's figures, where it would train, and the memory plan against
+    what is free there."""
 
     stats: dict[str, object]
     plan: TrainingPlan
     available_bytes: int
     does_not_fit: DoesNotFit | None
+    where: str = "on the CPU"  # Placement.describe(): "on NVIDIA … (bfloat16, all 30 layers on the GPU)"
+    on_gpu: bool = False
 
 
-def check_data(base: BaseModel, data: Path, options: TuneOptions) -> DataCheck:
-    """Validate, split and tokenize ``data`` for ``base`` and plan the run's memory; bad data raises."""
+def check_data(base: BaseModel, data: Path, options: TuneOptions, room: GpuRoom | None = None) -> DataCheck:
+    """Validate, split and tokenize ``data`` for ``base`` and plan the run's memory (on the GPU ``room`` describes,
+    when there is one, as the trainer would); bad data raises."""
     check_options(options)
     prepared = prepare_data(data, base.path, options)
     if len(prepared.train.items) < options.batch_size:
@@ -78,14 +84,39 @@ def check_data(base: BaseModel, data: Path, options: TuneOptions) -> DataCheck:
             "Add examples, or lower the batch size.",
         )
     longest = prepared.train.longest
-    plan = plan_for(base.path, options, longest)
+    stats = prepared.stats(options)
+    try:
+        placement = choose_placement(shape_of(base.path), options, longest, room, options.device)
+    except DoesNotFit as exc:
+        plan = plan_gpu_training(shape_of(base.path), options, options.batch_size, longest, 2, SMALLEST_WINDOW)
+        return DataCheck(stats, plan, room.free_bytes if room else 0, exc, "on the GPU", True)
+    if placement.where == "gpu":
+        return DataCheck(stats, placement.plan, placement.gpu_free_bytes, None, placement.describe(), True)
     available = available_memory()
     try:
-        check_fits(plan, options, available, longest)
+        check_fits(placement.plan, options, available, longest)
         refused = None
     except DoesNotFit as exc:
         refused = exc
-    return DataCheck(prepared.stats(options), plan, available, refused)
+    return DataCheck(stats, placement.plan, available, refused, placement.describe())
+
+
+def gpu_room(inventory: HardwareInventory, options: TuneOptions) -> GpuRoom | None:
+    """The GPU the trainer would use, as NVML sees it, when the installed torch can use it (a "+cpu" build
+    cannot); None to train on the CPU. The trainer asks torch itself when it starts."""
+    if options.device == "cpu" or not inventory.gpus:
+        return None
+    import importlib.metadata
+
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if torch_version.endswith("+cpu"):
+        return None
+    gpu = inventory.gpus[0]
+    free = gpu.free_bytes if not options.gpu_memory_mib else min(gpu.free_bytes, options.gpu_memory_mib << 20)
+    return GpuRoom(gpu.name, free, gpu.compute_capability >= (8, 0))
 
 
 PROBE_STEPS = 4  # the first warms up; the pace is that of the rest

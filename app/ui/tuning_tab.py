@@ -340,7 +340,7 @@ class TuningPanel:
             base = self._base()
             yield "Reading and tokenizing the examples…"
             data, label = self._data(source, data_file, chosen, collection)
-            checked = tuning.check_data(base, data, options)
+            checked = tuning.check_data(base, data, options, tuning.gpu_room(self.services.inventory, options))
             shown = (
                 f"**Data** ({label}): " + view.data_summary(checked.stats) + "\n\n"
                 + view.memory_summary(
@@ -348,6 +348,7 @@ class TuningPanel:
                     checked.available_bytes,
                     checked.plan.describe(),
                     _problem(checked.does_not_fit) if checked.does_not_fit else "",
+                    checked.where if checked.on_gpu else "",
                 )
             )  # fmt: skip
             if checked.does_not_fit:

@@ -60,9 +60,16 @@ def data_summary(stats: dict[str, Any]) -> str:
     return "\n\n".join(lines)
 
 
-def memory_summary(total_bytes: int, available_bytes: int, described: str, refusal: str = "") -> str:
+def memory_summary(total_bytes: int, available_bytes: int, described: str, refusal: str = "", on_gpu: str = "") -> str:
+    """The memory plan against what is free; ``on_gpu`` says where on the GPU it would train, when it would."""
     verdict = "fits" if total_bytes <= available_bytes else "**does not fit**"
-    text = f"**Memory**: about {described}. {format_bytes(available_bytes)} is free now: it {verdict}."
+    if on_gpu:
+        text = (
+            f"**GPU memory**: it trains {on_gpu}: about {described}. {format_bytes(available_bytes)} of GPU memory "
+            f"is free now: it {verdict}."
+        )
+    else:
+        text = f"**Memory**: about {described}. {format_bytes(available_bytes)} is free now: it {verdict}."
     return f"{text}\n\n{refusal}" if refusal else text
 
 

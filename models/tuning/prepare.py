@@ -13,7 +13,7 @@ from models.tuning.dataset import Example, Split, read_examples, split_examples
 from models.tuning.encode import EncodedSet, encode_all
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
 from models.tuning.options import TuneOptions, total_steps
-from models.tuning.plan import ModelShape, TrainingPlan, model_shape, plan_training
+from models.tuning.plan import ModelShape, model_shape
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,6 @@ def encode_for(
             )
     finally:
         vocabulary.close()
-
-
-def plan_for(base_path: Path, options: TuneOptions, longest: int) -> TrainingPlan:
-    """The memory plan for tuning ``base_path`` on the CPU on batches of sequences up to ``longest`` tokens."""
-    return plan_training(shape_of(base_path), options, options.batch_size, longest)
 
 
 def shape_of(base_path: Path) -> ModelShape:

@@ -183,6 +183,13 @@ def test_removing_a_file_and_deleting_a_collection(documents: DocumentServices, 
     assert (folder / "tides.md").exists()
 
 
+def test_a_collection_created_empty_can_be_deleted(documents: DocumentServices) -> None:
+    # The Documents tab's Create makes the record; the vector store has nothing until the first file.
+    documents.ingestor.open_collection("Empty")
+    documents.ingestor.delete_collection("empty")
+    assert documents.manifest.find("Empty") is None
+
+
 def test_a_collection_built_by_another_embedder_is_not_mixed(
     documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:

@@ -220,13 +220,14 @@ def test_the_api_answers_with_the_adapter_its_model_id_names(
         assert model_id in unknown.json()["error"]["message"]  # the ids that do exist are listed
 
 
-def test_an_adapter_attached_to_one_conversation_answers_there_and_nowhere_else(
+def test_an_adapter_attached_to_a_conversation_or_a_collection_answers_there_and_nowhere_else(
     trained: tuple[Path, AdapterRecord, RunView],
     embedded_model: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Through the CLI's ``hearth adapters attach --conversation`` and the real chat service and engine."""
+    """Through the CLI (``hearth adapters attach --conversation/--collection``) and the real chat service and
+    engine."""
     from dataclasses import replace
 
     from app.cli import main
@@ -261,6 +262,18 @@ def test_an_adapter_attached_to_one_conversation_answers_there_and_nowhere_else(
         assert "attached to the conversation" in capsys.readouterr().out
         assert main(["adapters", "attach", record.name, "--collection", "ghost"]) == 1
         assert "There is no collection called 'ghost'" in capsys.readouterr().err
+        # For a collection: chatting with it uses the adapter, unless the conversation has its own; deleting the
+        # collection forgets it.
+        services.documents.get().ingestor.open_collection("Manuals")  # as the Documents tab's Create does
+        assert main(["adapters", "attach", record.name, "--collection", "manuals", "--scale", "0.5"]) == 0
+        assert "to the collection 'Manuals'" in capsys.readouterr().out
+        use = services.generation_params(conversation_id=other, collection="Manuals").adapter
+        assert use is not None and use.words == f"{record.name} at 0.5"
+        own = services.generation_params(conversation_id=mine, collection="Manuals").adapter
+        assert own is not None and own.scale == 1.0  # the conversation's own attachment wins
+        assert services.generation_params(conversation_id=other).adapter is None
+        assert main(["collections", "Manuals", "--delete"]) == 0
+        assert services.generation_params(collection="Manuals").adapter is None
         assert main(["adapters", "detach", "--conversation", mine]) == 0
         assert f"Detached {record.name!r}" in capsys.readouterr().out
         assert services.generation_params(conversation_id=mine).adapter is None

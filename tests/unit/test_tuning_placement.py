@@ -77,3 +77,28 @@ def test_the_window_never_reaches_the_whole_stack() -> None:
     resident = plan_gpu_training(SMOL, replace(options, gradient_checkpointing=True), 8, 512, 2, None)
     placement = choose_placement(SMOL, options, 512, room(int((resident.total_bytes - 1) / 0.9)))
     assert placement.window is not None and placement.window < SMOL.layers
+
+
+def test_the_page_plans_on_the_gpu_nvml_lists_when_torch_is_a_cuda_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    from app.services.tuning import gpu_room
+    from tests.helpers import make_inventory
+
+    machine = make_inventory(gpus=(("NVIDIA RTX 4090", 24.0, 20.0),))
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.13.0")
+    assert gpu_room(machine, OPTIONS) == GpuRoom("NVIDIA RTX 4090", 20 * GIB, True)
+    assert gpu_room(machine, replace(OPTIONS, gpu_memory_mib=4096)) == GpuRoom("NVIDIA RTX 4090", 4 * GIB, True)
+    assert gpu_room(machine, replace(OPTIONS, device="cpu")) is None
+    assert gpu_room(make_inventory(), OPTIONS) is None
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.13.0+cpu")
+    assert gpu_room(machine, OPTIONS) is None  # a CPU build of torch cannot train there
+
+
+def test_the_memory_line_says_when_the_run_would_train_on_the_gpu() -> None:
+    from app.ui.tuning_view import memory_summary
+
+    line = memory_summary(300 << 20, 20 * GIB, "300 MB: …", on_gpu="on NVIDIA RTX 4090 (bfloat16, all 30 layers)")
+    assert line.startswith("**GPU memory**: it trains on NVIDIA RTX 4090 (bfloat16, all 30 layers)")
+    assert line.endswith("of GPU memory is free now: it fits.")
+    assert memory_summary(300 << 20, 1 << 20, "300 MB").startswith("**Memory**: about 300 MB.")
