@@ -93,7 +93,7 @@ def shoot(url: str, chromium: str, args: argparse.Namespace) -> None:
             page.click("#chat-collection input")
             page.get_by_role("option", name=args.collection).click()
             ask(page, args.cited_question)
-            page.locator("#chat [data-testid='bot']").last.locator("details summary").first.click()
+            open_cited_source(page)
             page.evaluate("window.scrollTo(0, 0)")
             page.screenshot(path=str(args.out / "cited-answer.png"))
         if args.attach:
@@ -101,10 +101,19 @@ def shoot(url: str, chromium: str, args: argparse.Namespace) -> None:
             page.set_input_files("#message input[type=file]", [str(args.attach)])
             page.locator("#pending-files").filter(has_text=args.attach.name).wait_for(timeout=60_000)
             ask(page, args.attach_question or "What is this file about?")
-            page.locator("#chat [data-testid='bot']").last.locator("details summary").first.click()
+            open_cited_source(page)
             page.evaluate("window.scrollTo(0, 0)")
             page.screenshot(path=str(args.out / "attached-file.png"))
         browser.close()
+
+
+def open_cited_source(page: Any) -> None:
+    """Open, under the last answer, the source its first citation names (the first source if it cites none)."""
+    answer = page.locator("#chat [data-testid='bot']").last
+    cited = re.search(r"\[(\d+)\]", answer.inner_text().split("Sources")[0])
+    sources = answer.locator("details summary")
+    index = int(cited.group(1)) - 1 if cited else 0
+    sources.nth(index if 0 <= index < sources.count() else 0).click()
 
 
 def ask(page: Any, question: str) -> None:
