@@ -138,6 +138,9 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     while assistant_rows(app) in ([], first_answer) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(assistant_rows(app)) == 1 and assistant_rows(app) != first_answer
+    # The regenerated answer is saved before its last words reach the page: let it end there first (Stop goes
+    # back to disabled when the page has the whole answer).
+    expect(page.locator("#stop")).to_be_disabled(timeout=60_000)
     with sqlite3.connect(app.home / "conversations.db") as db:
         roles = [row[0] for row in db.execute("SELECT role FROM messages ORDER BY id")]
     assert roles == ["user", "assistant"]
