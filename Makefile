@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test run test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
+.PHONY: setup setup-test run desktop install-desktop uninstall-desktop test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
 
 setup:
 	@bash packaging/bootstrap.sh
@@ -19,6 +19,17 @@ CHAT_MODEL ?= qwen2.5-coder-1.5b
 run: setup
 	@$(VENV)/bin/hearth models install $(CHAT_MODEL) --skip-if-offline || echo "Starting with the models already installed."
 	$(VENV)/bin/hearth ui
+
+# Hearth in its own window (the browser where no window can open).
+desktop: setup
+	$(VENV)/bin/hearth desktop
+
+# The app-menu entry and icon for the current user (freedesktop; ~/.local/share).
+install-desktop: setup
+	@bash packaging/desktop-entry.sh install
+
+uninstall-desktop:
+	@bash packaging/desktop-entry.sh uninstall
 
 test: setup-test
 	$(PY) -m pytest $(PYTEST_ARGS)

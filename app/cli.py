@@ -64,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, help="port (default 7860)")
     ui.add_argument("--open", action="store_true", help="open the page in the default browser")
 
+    desktop = commands.add_parser("desktop", help="open Hearth in its own window (one per data folder)")
+    _add_model_flags(desktop)
+    desktop.add_argument("--port", type=int, help="port of the server the window starts (default 7860)")
+    desktop.add_argument(
+        "--events", type=Path, help="append what the window does to this file, one JSON line each (for scripts)"
+    )
+
     open_ = commands.add_parser("open", help="open the running Hearth's page in the default browser")
     open_.add_argument(
         "--print", action="store_true", dest="print_address", help="print the page's address instead (yours alone)"
@@ -286,6 +293,19 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {section: values for section, values in overrides.items() if values}
 
 
+_FORWARDED_TO_UI = ("model", "context", "backend", "device", "gpu_layers", "threads", "slots", "port")
+
+
+def ui_arguments(args: argparse.Namespace) -> list[str]:
+    """The ``hearth ui`` flags that start the server the way ``args`` asked (the window passes them on)."""
+    forwarded: list[str] = []
+    for name in _FORWARDED_TO_UI:
+        value = getattr(args, name, None)
+        if value is not None:
+            forwarded += [f"--{name.replace('_', '-')}", str(value)]
+    return forwarded
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     keep_new_files_private()  # conversations, document copies, keys and indexes are the user's alone
     args = build_parser().parse_args(argv)
@@ -321,7 +341,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return bench.run_chat_bench(args)
     settings = load_settings(**settings_overrides(args))
     if args.command == "ui":
+        from app.desktop.server import follow_parent
+
+        follow_parent()  # started by a desktop window: end with it
         return commands.run_ui(settings, open_browser=args.open)
+    if args.command == "desktop":
+        from app.commands_desktop import run_desktop
+
+        return run_desktop(settings, ui_arguments(args), args.events)
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":

@@ -1,0 +1,58 @@
+"""``hearth desktop``: Hearth in its own window, one per data folder; the browser where no window can open."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.errors import HearthError
+from app.settings import Settings
+from app.terminal_text import for_terminal
+
+EXIT_OK = 0
+ICON = Path(__file__).resolve().parent / "desktop" / "hearth.png"
+
+
+def run_desktop(settings: Settings, ui_arguments: Sequence[str], events_file: Path | None) -> int:
+    from app.desktop.single import SingleInstance
+    from app.desktop.toolkit import check_toolkit, web_engine_environment
+    from app.desktop.window import DesktopWindow, EventLog
+    from app.paths import ensure_data_dir, resolve_data_paths
+
+    paths = ensure_data_dir(resolve_data_paths(settings.home))
+    single = SingleInstance(paths.root)
+    if not single.acquire():
+        if single.ask_to_show():
+            print("Hearth is already open: its window was brought to the front.", flush=True)
+            return EXIT_OK
+        raise HearthError(
+            "Another Hearth window holds this data folder but did not answer.",
+            "Close it (or end its process), then launch Hearth again.",
+        )
+    try:
+        missing = check_toolkit()
+        if missing is not None:
+            print(f"{for_terminal(missing.reason)} {for_terminal(missing.remedy)}", file=sys.stderr)
+            print("Opening Hearth in your web browser instead.", file=sys.stderr, flush=True)
+            from app.commands import run_ui
+
+            single.serve(lambda: _open_page_again(paths.root, paths.server_file))  # a later launch: the page again
+            return int(run_ui(settings, open_browser=True))
+        os.environ.update(web_engine_environment())
+        window = DesktopWindow(paths.root, ui_arguments, EventLog(events_file), ICON if ICON.is_file() else None)
+        single.serve(window.bring_to_front)
+        window.run()
+    finally:
+        single.release()
+    return EXIT_OK
+
+
+def _open_page_again(root: Path, server_file: Path) -> None:
+    from app.services.instance import read_record
+    from app.ui.open_page import open_in_browser
+
+    record = read_record(server_file)
+    if record is not None:
+        open_in_browser(root, record.entry_url)

@@ -1,0 +1,241 @@
+"""`hearth desktop` as a person uses it: a real Qt window (pywebview) on a real X server (Xvfb) with a real window
+manager (Openbox), showing the real page of a real `hearth ui` child with the embedded model.
+
+Seen through the X server (wmctrl, xprop, xdotool) and the window's own ``--events`` file, never through Hearth's
+internals: the window shows the chat; a second launch un-minimizes and activates it; a server killed under it gives
+the page that says so, and Enter on its Restart button brings the chat back; closing the window ends every process
+it started; without a display it says so and opens the browser instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.e2e.conftest import free_port
+from tests.helpers import require
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+START_S = 150.0  # a first start under a busy suite: Qt's web engine, Gradio, the stores, the engine
+GRAB = """
+import sys
+from PyQt6.QtWidgets import QApplication
+app = QApplication(sys.argv)
+sys.exit(0 if app.primaryScreen().grabWindow(0).save(sys.argv[1], "PNG") else 1)
+"""
+
+
+@pytest.fixture(scope="module")
+def display() -> Iterator[str]:
+    """A private X server with a window manager, as a desktop session has."""
+    for tool, package in [("Xvfb", "xvfb"), ("openbox", "openbox"), ("wmctrl", "wmctrl"), ("xdotool", "xdotool")]:
+        require(shutil.which(tool) is not None, tool, f"apt-get install {package}")
+    read, write = os.pipe()
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x900x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    with os.fdopen(read) as told:
+        number = told.readline().strip()
+    name = f":{number}"
+    manager = subprocess.Popen(
+        ["openbox"], env={**os.environ, "DISPLAY": name}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for(lambda: _x(name, "wmctrl", "-m").returncode == 0, 20, "the window manager to start")
+        yield name
+    finally:
+        manager.terminate()
+        xvfb.terminate()
+        manager.wait(timeout=10)
+        xvfb.wait(timeout=10)
+
+
+class Desktop:
+    """One `hearth desktop` launch and what it has said in its events file."""
+
+    def __init__(self, display: str, home: Path, events: Path, port: int) -> None:
+        self.display = display
+        self.home = home
+        self.events_file = events
+        self.port = port
+        self.log = events.with_suffix(".log")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "desktop", "--port", str(port), "--events", str(events)],
+            env=_env(display, home),
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_file.exists():
+            return []
+        return [json.loads(line) for line in self.events_file.read_text().splitlines() if line.strip()]
+
+    def wait_for_event(self, kind: str, count: int = 1, timeout: float = START_S) -> dict[str, Any]:
+        def seen() -> bool:
+            if self.process.poll() is not None:
+                raise AssertionError(f"hearth desktop ended ({self.process.returncode}):\n{self.log.read_text()}")
+            return len([e for e in self.events() if e["event"] == kind]) >= count
+
+        _wait_for(seen, timeout, f"the window's event {kind!r} (#{count})", self.log)
+        return [e for e in self.events() if e["event"] == kind][count - 1]
+
+    def window_id(self) -> str:
+        listed = _x(self.display, "wmctrl", "-l").stdout.splitlines()
+        ids = [line.split()[0] for line in listed if line.split()[3:] == ["Hearth"]]
+        assert len(ids) == 1, listed
+        return ids[0]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            _x(self.display, "wmctrl", "-c", "Hearth")
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def launch(display: str, isolated_home: Path, embedded_model: Path, tmp_path: Path) -> Iterator[Callable[[], Desktop]]:
+    started: list[Desktop] = []
+
+    def start() -> Desktop:
+        desktop = Desktop(display, isolated_home, tmp_path / f"events-{len(started)}.jsonl", free_port())
+        started.append(desktop)
+        return desktop
+
+    yield start
+    for desktop in started:
+        desktop.close()
+
+
+def test_the_window_shows_the_chat_comes_to_the_front_on_a_second_launch_and_closing_ends_every_process(
+    launch: Callable[[], Desktop], display: str, isolated_home: Path
+) -> None:
+    desktop = launch()
+    page = desktop.wait_for_event("page")
+    assert page["detail"] == f"http://127.0.0.1:{desktop.port}/"
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "desktop-window.png"
+    grab = subprocess.run([sys.executable, "-c", GRAB, str(shot)], env=_env(display, isolated_home), check=False)
+    assert grab.returncode == 0 and shot.stat().st_size > 10_000  # the page, not a blank screen (looked at too)
+
+    window = desktop.window_id()
+    _x(display, "xdotool", "windowminimize", "--sync", window)
+    assert "_NET_WM_STATE_HIDDEN" in _x(display, "xprop", "-id", window, "_NET_WM_STATE").stdout
+
+    second = subprocess.run(
+        [sys.executable, "-m", "app", "desktop", "--port", str(free_port())],
+        env=_env(display, isolated_home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    assert "already open" in second.stdout
+    desktop.wait_for_event("shown", timeout=10)
+    _wait_for(
+        lambda: "_NET_WM_STATE_HIDDEN" not in _x(display, "xprop", "-id", window, "_NET_WM_STATE").stdout,
+        10,
+        "the window to be shown again",
+    )
+    _wait_for(
+        lambda: _x(display, "xprop", "-root", "_NET_ACTIVE_WINDOW").stdout.split()[-1] == hex(int(window, 16)),
+        10,
+        "the window to be the active one",
+    )
+    assert len(_x(display, "wmctrl", "-l").stdout.splitlines()) == 1  # no second window
+
+    started = psutil.Process(desktop.process.pid).children(recursive=True)
+    names = " ".join(" ".join(p.cmdline()) for p in started)
+    assert "app ui" in names and "backends.engine" in names  # the server and its engine, to be ended below
+    desktop.close()
+    assert desktop.process.returncode == 0, desktop.log.read_text()
+    _wait_for(lambda: not any(p.is_running() and p.status() != "zombie" for p in started), 20, "every process to end")
+    assert not (isolated_home / "server.json").exists()
+    remembered = json.loads((isolated_home / "window.json").read_text())
+    assert remembered["width"] > 0 and remembered["height"] > 0
+    assert [e["event"] for e in desktop.events()][-1] == "closed"
+
+
+def test_a_server_that_dies_under_the_window_is_reported_and_restart_brings_the_chat_back(
+    launch: Callable[[], Desktop], display: str
+) -> None:
+    desktop = launch()
+    first = desktop.wait_for_event("page")
+    psutil.Process(first["pid"]).kill()
+    stopped = desktop.wait_for_event("stopped", timeout=30)
+    assert stopped["detail"] == "The Hearth server was ended by SIGKILL."
+    window = desktop.window_id()
+    _x(display, "xdotool", "windowactivate", "--sync", window)
+    _x(display, "xdotool", "key", "Return")  # the Restart button has the focus
+    desktop.wait_for_event("restart", timeout=20)
+    again = desktop.wait_for_event("page", count=2)
+    assert again["pid"] != first["pid"]
+    assert psutil.pid_exists(again["pid"])
+
+
+def test_without_a_display_it_says_so_and_opens_the_page_in_the_browser(
+    isolated_home: Path, embedded_model: Path, tmp_path: Path
+) -> None:
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    browser.chmod(0o700)
+    env = {k: v for k, v in _env("", isolated_home).items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["BROWSER"] = str(browser)
+    log = tmp_path / "desktop.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "desktop", "--port", str(free_port())],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for(
+            lambda: opened.exists() and opened.read_text().strip() != "", START_S, "the browser to be opened", log
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    said = log.read_text()
+    assert "There is no desktop display here" in said
+    assert "Opening Hearth in your web browser instead." in said
+    assert opened.read_text().startswith(("http://127.0.0.1:", "file://"))
+
+
+def _env(display: str, home: Path) -> dict[str, str]:
+    return {**os.environ, "DISPLAY": display, "HEARTH_HOME": str(home)}
+
+
+def _x(display: str, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, env={**os.environ, "DISPLAY": display}, capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+def _wait_for(check: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    told = f"\n{log.read_text()[-3000:]}" if log is not None and log.exists() else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{told}")
