@@ -151,6 +151,7 @@ def run_ask(
     from app.services.ask import AskStarted, ask
     from app.services.container import build_services
     from backends.base import TextDelta, Usage
+    from rag.naming import Named
 
     services = build_services(settings)
     documents = services.documents.get()
@@ -163,6 +164,7 @@ def run_ask(
         started: AskStarted | None = None
         usage: Usage | None = None
         written: list[str] = []
+        named: Named | None = None
         for event in ask(documents, services.runtime, collection, question, params, top_k):
             if isinstance(event, AskStarted):
                 started = event
@@ -172,10 +174,15 @@ def run_ask(
                 sys.stdout.flush()
             elif isinstance(event, Usage):
                 usage = event
+            elif isinstance(event, Named):
+                named = event
         print()
+        if named is not None:  # the answer pointed at a passage; the follow-up named what that passage says
+            print(for_terminal(named.words))
         if started is not None:
             # The answer is already on the terminal: a citation on a passage that does not say it is corrected here.
-            for moved in check_citations("".join(written), question, started.found.sources).moved:
+            answer = named.text if named is not None else "".join(written)
+            for moved in check_citations(answer, question, started.found.sources).moved:
                 print(for_terminal(moved.words))
             print("\nSources:" if started.found.sources else "\nNo passage in the collection matched the question.")
             for source in started.found.sources:

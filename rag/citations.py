@@ -37,9 +37,9 @@ _COMMON_WORDS = """
     she his her i me my use used using uses such other another same like e.g i.e etc way ways
     function functions routine routines operator operators command commands value values option options
     found find stated states state says say said described describes given gives mentioned according shown shows
-    passage passages document documents source sources text see refer refers answer
+    passage passages document documents source sources text see refer refers answer listed lists
 """
-_COMMON = frozenset(_COMMON_WORDS.split())
+COMMON = frozenset(_COMMON_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def _claim(before: str, asked: set[str], held: set[str]) -> set[str]:
 
 
 def _distinctive(text: str, asked: set[str], held: set[str]) -> set[str]:
-    return {t for t in terms_of(text) if t not in asked and t not in _COMMON and t in held}
+    return {t for t in terms_of(text) if t not in asked and t not in COMMON and t in held}
 
 
 def _better_passage(number: int, claim: set[str], by_number: dict[int, set[str]]) -> int | None:

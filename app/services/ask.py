@@ -14,9 +14,11 @@ from app.errors import EmptyMessage
 from app.services.attachment_plan import AttachmentUse, plan_attachments, worth_counting
 from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
+from app.services.naming import name_pointed_answer
 from app.services.runtime import ModelRuntime
-from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams
+from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
 from rag.attachments import ReadAttachment, Searchable, search_attachments
+from rag.naming import Named
 from rag.prompt import (
     RAG_SYSTEM_PROMPT,
     WHOLE_FILE,
@@ -129,11 +131,23 @@ def ask(
     params: GenerationParams,
     top_k: int = 5,
     cancel: CancelToken | None = None,
-) -> Iterator[AskStarted | ChatEvent]:
+) -> Iterator[AskStarted | ChatEvent | Named]:
     if not question.strip():
         raise EmptyMessage("There is nothing to ask.", "Type a question first.")
     with runtime.lease() as engine:
         found = find_sources(documents, engine, collection, question, RAG_SYSTEM_PROMPT, params, top_k)
         messages = rag_messages(question, found.sources)
         yield AskStarted(found, engine.count_chat_tokens(messages))
-        yield from engine.stream_chat(messages, params, cancel or CancelToken())
+        cancel = cancel or CancelToken()
+        written: list[str] = []
+        reason = ""
+        for event in engine.stream_chat(messages, params, cancel):
+            if isinstance(event, TextDelta):
+                written.append(event.text)
+            elif isinstance(event, Finished):
+                reason = event.reason
+            yield event
+        if found.sources and reason == "stop":
+            named = name_pointed_answer(engine, messages, "".join(written), question, found.sources, params, cancel)
+            if named is not None:
+                yield named

@@ -19,6 +19,7 @@ from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore, Atta
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
+from app.services.naming import name_pointed_answer
 from app.services.runtime import Lease, ModelRuntime
 from backends.base import (
     AdapterUse,
@@ -274,6 +275,12 @@ class ChatService:
                 elif isinstance(event, Finished):
                     reason = event.reason
                 yield event
+            if sources and reason == "stop":
+                named = name_pointed_answer(
+                    engine, prompt.messages, "".join(parts), prompt.asked, sources, params, cancel
+                )
+                if named is not None:  # the answer as saved (and shown once complete) carries the name
+                    parts = [named.text]
         except HearthError:
             reason = "error"
             raise
