@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(desktop)
     desktop.add_argument("--port", type=int, help="port of the server the window starts (default 7860)")
     desktop.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="closing the window hides it and Hearth keeps serving (its API) until Quit in its tray icon",
+    )
+    desktop.add_argument(
         "--events", type=Path, help="append what the window does to this file, one JSON line each (for scripts)"
     )
 
@@ -348,7 +353,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "desktop":
         from app.commands_desktop import run_desktop
 
-        return run_desktop(settings, ui_arguments(args), args.events)
+        return run_desktop(settings, ui_arguments(args), args.events, args.keep_running)
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":

@@ -15,7 +15,9 @@ EXIT_OK = 0
 ICON = Path(__file__).resolve().parent / "desktop" / "hearth.png"
 
 
-def run_desktop(settings: Settings, ui_arguments: Sequence[str], events_file: Path | None) -> int:
+def run_desktop(
+    settings: Settings, ui_arguments: Sequence[str], events_file: Path | None, keep_running: bool = False
+) -> int:
     from app.desktop.single import SingleInstance
     from app.desktop.toolkit import check_toolkit, web_engine_environment
     from app.desktop.window import DesktopWindow, EventLog
@@ -41,7 +43,8 @@ def run_desktop(settings: Settings, ui_arguments: Sequence[str], events_file: Pa
             single.serve(lambda: _open_page_again(paths.root, paths.server_file))  # a later launch: the page again
             return int(run_ui(settings, open_browser=True))
         os.environ.update(web_engine_environment())
-        window = DesktopWindow(paths.root, ui_arguments, EventLog(events_file), ICON if ICON.is_file() else None)
+        icon = ICON if ICON.is_file() else None
+        window = DesktopWindow(paths.root, ui_arguments, EventLog(events_file), icon, keep_running)
         single.serve(window.bring_to_front)
         window.run()
     finally:

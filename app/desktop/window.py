@@ -69,8 +69,14 @@ class DesktopWindow:
         ui_arguments: Sequence[str],
         events: EventLog,
         icon: Path | None,
+        keep_running: bool = False,
     ) -> None:
+        """``keep_running``: closing the window hides it, and Hearth goes on serving (the API, a later launch)
+        until Quit in its tray icon; only where the desktop has a tray."""
         self._root = root
+        self._keep_running = keep_running
+        self._tray: object | None = None
+        self._quitting = False
         self._ui_arguments = list(ui_arguments)
         self._events = events
         self._icon = icon
@@ -99,10 +105,15 @@ class DesktopWindow:
             raise RuntimeError("pywebview made no window")
         self._window = window
         window.events.resized += self._resized
+        window.events.closing += self._closing_asked
         window.events.closed += self._closed
         self._events.write(WindowEvent("splash"))
         driver = threading.Thread(target=self._drive, name="desktop-driver", daemon=True)
         gui = _name_qt_application() if sys.platform.startswith("linux") else None
+        if self._keep_running:
+            self._tray = self._make_tray() if gui == "qt" else None
+            if self._tray is None:
+                print("This desktop has no tray: closing the window will quit Hearth.", file=sys.stderr, flush=True)
         try:
             webview.start(
                 driver.start,
@@ -128,6 +139,25 @@ class DesktopWindow:
         window.show()
         window.restore()  # un-minimizes it, raises it and gives it the focus (Qt)
         self._events.write(WindowEvent("shown"))
+
+    def quit(self) -> None:
+        """Close the window for good (the tray's Quit): the server stops with it."""
+        self._quitting = True
+        if self._window is not None:
+            self._window.destroy()
+
+    def _make_tray(self) -> object | None:
+        from app.desktop.tray import make_tray
+
+        return make_tray(self._icon, "Hearth: running in the background", self.bring_to_front, self.quit)
+
+    def _closing_asked(self) -> bool:
+        """False (the window stays, hidden) when Hearth keeps running in the tray; True lets it close."""
+        if self._tray is None or self._quitting:
+            return True
+        self._window.hide()
+        self._events.write(WindowEvent("hidden"))
+        return False
 
     def _resized(self, width: int, height: int) -> None:
         self._size = WindowSize(max(width, MIN_WIDTH), max(height, MIN_HEIGHT))

@@ -4,17 +4,20 @@ manager (Openbox), showing the real page of a real `hearth ui` child with the em
 Seen through the X server (wmctrl, xprop, xdotool) and the window's own ``--events`` file, never through Hearth's
 internals: the window shows the chat; a second launch un-minimizes and activates it; a server killed under it gives
 the page that says so, and Enter on its Restart button brings the chat back; closing the window ends every process
-it started; without a display it says so and opens the browser instead.
+it started; kept running, closing hides it behind a tray icon whose Quit ends it; without a display it says so and
+opens the browser instead.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ pytestmark = pytest.mark.e2e
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 START_S = 150.0  # a first start under a busy suite: Qt's web engine, Gradio, the stores, the engine
+TRAY_ICON = re.compile(r'\("hearth" "Hearth"\)\s+(\d+)x(\d+)\+-?\d+\+-?\d+\s+\+(-?\d+)\+(-?\d+)')
 GRAB = """
 import sys
 from PyQt6.QtWidgets import QApplication
@@ -40,7 +44,14 @@ sys.exit(0 if app.primaryScreen().grabWindow(0).save(sys.argv[1], "PNG") else 1)
 @pytest.fixture(scope="module")
 def display() -> Iterator[str]:
     """A private X server with a window manager, as a desktop session has."""
-    for tool, package in [("Xvfb", "xvfb"), ("openbox", "openbox"), ("wmctrl", "wmctrl"), ("xdotool", "xdotool")]:
+    tools = [
+        ("Xvfb", "xvfb"),
+        ("openbox", "openbox"),
+        ("trayer", "trayer"),
+        ("wmctrl", "wmctrl"),
+        ("xdotool", "xdotool"),
+    ]
+    for tool, package in tools:
         require(shutil.which(tool) is not None, tool, f"apt-get install {package}")
     read, write = os.pipe()
     xvfb = subprocess.Popen(
@@ -55,10 +66,22 @@ def display() -> Iterator[str]:
     manager = subprocess.Popen(
         ["openbox"], env={**os.environ, "DISPLAY": name}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+    # A panel with a system tray (XEmbed), for the tray icon of a Hearth kept running in the background.
+    tray = subprocess.Popen(
+        ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "24"],
+        env={**os.environ, "DISPLAY": name},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for(lambda: _x(name, "wmctrl", "-m").returncode == 0, 20, "the window manager to start")
+        _wait_for(
+            lambda: '("panel" "trayer")' in _x(name, "xwininfo", "-root", "-tree").stdout, 20, "the tray to start"
+        )
         yield name
     finally:
+        tray.terminate()
+        tray.wait(timeout=10)
         manager.terminate()
         xvfb.terminate()
         manager.wait(timeout=10)
@@ -68,14 +91,14 @@ def display() -> Iterator[str]:
 class Desktop:
     """One `hearth desktop` launch and what it has said in its events file."""
 
-    def __init__(self, display: str, home: Path, events: Path, port: int) -> None:
+    def __init__(self, display: str, home: Path, events: Path, port: int, *flags: str) -> None:
         self.display = display
         self.home = home
         self.events_file = events
         self.port = port
         self.log = events.with_suffix(".log")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "desktop", "--port", str(port), "--events", str(events)],
+            [sys.executable, "-m", "app", "desktop", "--port", str(port), "--events", str(events), *flags],
             env=_env(display, home),
             stdout=self.log.open("w"),
             stderr=subprocess.STDOUT,
@@ -112,11 +135,11 @@ class Desktop:
 
 
 @pytest.fixture
-def launch(display: str, isolated_home: Path, embedded_model: Path, tmp_path: Path) -> Iterator[Callable[[], Desktop]]:
+def launch(display: str, isolated_home: Path, embedded_model: Path, tmp_path: Path) -> Iterator[Callable[..., Desktop]]:
     started: list[Desktop] = []
 
-    def start() -> Desktop:
-        desktop = Desktop(display, isolated_home, tmp_path / f"events-{len(started)}.jsonl", free_port())
+    def start(*flags: str) -> Desktop:
+        desktop = Desktop(display, isolated_home, tmp_path / f"events-{len(started)}.jsonl", free_port(), *flags)
         started.append(desktop)
         return desktop
 
@@ -161,7 +184,7 @@ def test_the_window_shows_the_chat_comes_to_the_front_on_a_second_launch_and_clo
         10,
         "the window to be the active one",
     )
-    assert len(_x(display, "wmctrl", "-l").stdout.splitlines()) == 1  # no second window
+    assert desktop.window_id() == window  # one Hearth window, the same
 
     started = psutil.Process(desktop.process.pid).children(recursive=True)
     names = " ".join(" ".join(p.cmdline()) for p in started)
@@ -185,11 +208,54 @@ def test_a_server_that_dies_under_the_window_is_reported_and_restart_brings_the_
     assert stopped["detail"] == "The Hearth server was ended by SIGKILL."
     window = desktop.window_id()
     _x(display, "xdotool", "windowactivate", "--sync", window)
+    _x(display, "xdotool", "windowfocus", "--sync", window)
     _x(display, "xdotool", "key", "Return")  # the Restart button has the focus
     desktop.wait_for_event("restart", timeout=20)
     again = desktop.wait_for_event("page", count=2)
     assert again["pid"] != first["pid"]
     assert psutil.pid_exists(again["pid"])
+
+
+def test_kept_running_closing_hides_the_window_the_server_goes_on_and_quit_in_the_tray_ends_it(
+    launch: Callable[..., Desktop], display: str, isolated_home: Path
+) -> None:
+    desktop = launch("--keep-running")
+    page = desktop.wait_for_event("page")
+    _x(display, "wmctrl", "-c", "Hearth")
+    desktop.wait_for_event("hidden", timeout=20)
+    assert "Hearth" not in _x(display, "wmctrl", "-l").stdout  # hidden, not closed
+    assert desktop.process.poll() is None and psutil.pid_exists(page["pid"])
+    key = (isolated_home / "api-key").read_text().strip()
+    asked = urllib.request.Request(
+        f"http://127.0.0.1:{desktop.port}/v1/models", headers={"Authorization": f"Bearer {key}"}
+    )
+    with urllib.request.urlopen(asked, timeout=10) as reply:  # the API still answers
+        assert reply.status == 200
+
+    reopened = subprocess.run(
+        [sys.executable, "-m", "app", "desktop"], env=_env(display, isolated_home), capture_output=True, timeout=60
+    )
+    assert reopened.returncode == 0
+    desktop.wait_for_event("shown", timeout=10)
+    _wait_for(lambda: "Hearth" in _x(display, "wmctrl", "-l").stdout, 10, "the window to come back")
+
+    x, y = _tray_icon_centre(display)
+    _x(display, "xdotool", "mousemove", str(x), str(y), "click", "3")  # the tray icon's menu
+    time.sleep(1)
+    _x(display, "xdotool", "key", "Up", "Return")  # its last item: Quit Hearth
+    desktop.process.wait(timeout=60)
+    assert desktop.process.returncode == 0
+    _wait_for(lambda: not psutil.pid_exists(page["pid"]), 20, "the server to end")
+    assert [e["event"] for e in desktop.events()][-1] == "closed"
+
+
+def _tray_icon_centre(display: str) -> tuple[int, int]:
+    """Where Hearth's icon sits in the tray: the small window of class Hearth that trayer's panel holds."""
+    tree = _x(display, "xwininfo", "-root", "-tree").stdout
+    for width, height, left, top in TRAY_ICON.findall(tree):
+        if int(width) <= 64 and int(height) <= 64:
+            return int(left) + int(width) // 2, int(top) + int(height) // 2
+    raise AssertionError(f"no Hearth icon in the tray:\n{tree}")
 
 
 def test_without_a_display_it_says_so_and_opens_the_page_in_the_browser(
