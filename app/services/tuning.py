@@ -115,8 +115,7 @@ def gpu_room(inventory: HardwareInventory, options: TuneOptions) -> GpuRoom | No
     if torch_version.endswith("+cpu"):
         return None
     gpu = inventory.gpus[0]
-    free = gpu.free_bytes if not options.gpu_memory_mib else min(gpu.free_bytes, options.gpu_memory_mib << 20)
-    return GpuRoom(gpu.name, free, gpu.compute_capability >= (8, 0))
+    return GpuRoom.capped(gpu.name, gpu.free_bytes, gpu.compute_capability >= (8, 0), options.gpu_memory_mib)
 
 
 PROBE_STEPS = 4  # the first warms up; the pace is that of the rest

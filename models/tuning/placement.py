@@ -35,6 +35,11 @@ class GpuRoom:
     def usable_bytes(self) -> int:
         return int(self.free_bytes * GPU_USABLE_SHARE)
 
+    @classmethod
+    def capped(cls, name: str, free_bytes: int, bf16: bool, cap_mib: int | None) -> GpuRoom:
+        """The room of a GPU with ``free_bytes`` free, held to the user's ``cap_mib`` (``--gpu-memory``) if set."""
+        return cls(name, min(free_bytes, cap_mib << 20) if cap_mib else free_bytes, bf16)
+
 
 @dataclass(frozen=True)
 class Placement:

@@ -203,9 +203,8 @@ def _gpu_room(options: TuneOptions) -> GpuRoom | None:
             )
         return None
     free, _total = torch.cuda.mem_get_info(0)
-    if options.gpu_memory_mib:
-        free = min(free, options.gpu_memory_mib << 20)
-    return GpuRoom(torch.cuda.get_device_name(0), int(free), bool(torch.cuda.is_bf16_supported()))
+    name, bf16 = torch.cuda.get_device_name(0), bool(torch.cuda.is_bf16_supported())
+    return GpuRoom.capped(name, int(free), bf16, options.gpu_memory_mib)
 
 
 def last_checkpoint(folder: Path) -> Path | None:

@@ -102,3 +102,9 @@ def test_the_memory_line_says_when_the_run_would_train_on_the_gpu() -> None:
     assert line.startswith("**GPU memory**: it trains on NVIDIA RTX 4090 (bfloat16, all 30 layers)")
     assert line.endswith("of GPU memory is free now: it fits.")
     assert memory_summary(300 << 20, 1 << 20, "300 MB").startswith("**Memory**: about 300 MB.")
+
+
+def test_a_memory_cap_holds_the_room_below_what_is_free_and_no_cap_leaves_it() -> None:
+    assert GpuRoom.capped("H200", 80 << 30, True, 2048).free_bytes == 2048 << 20
+    assert GpuRoom.capped("H200", 1 << 30, True, 2048).free_bytes == 1 << 30
+    assert GpuRoom.capped("H200", 80 << 30, False, None) == GpuRoom("H200", 80 << 30, False)
