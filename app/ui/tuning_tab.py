@@ -277,10 +277,7 @@ class TuningPanel:
         except HearthError as exc:
             base_line = _problem(exc)
         conversations = [(c.title, c.id) for c in self.services.store.list() if c.message_count >= 2]
-        try:
-            collections = [info.name for info in self.services.documents.get().manifest.collections()]
-        except HearthError:
-            collections = []
+        collections = self._collection_names()
         runs = self._run_choices()
         chosen = runs[0][1] if runs else None
         return (
@@ -477,11 +474,14 @@ class TuningPanel:
             titles = {c.id: c.title for c in self.services.store.list()[: view.TARGET_CONVERSATIONS]}
         except HearthError:
             titles = {}
+        return titles, self._collection_names()
+
+    def _collection_names(self) -> list[str]:
+        """The collections' names; none when the documents store cannot be read (the Documents tab says why)."""
         try:
-            collections = [info.name for info in self.services.documents.get().manifest.collections()]
+            return [info.name for info in self.services.documents.get().manifest.collections()]
         except HearthError:
-            collections = []
-        return titles, collections
+            return []
 
     def attach(self, name: str | None, scale: float, target: str | None) -> tuple[Any, ...]:
         if not name:
