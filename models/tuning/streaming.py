@@ -36,7 +36,6 @@ class LayerWindow:
         self._arriving: dict[int, Any] = {}  # layer -> the CUDA event its copy completes
         self._copier = torch.cuda.Stream(self.device) if self._cuda else None  # type: ignore[no-untyped-call]
         self._last = -1
-        self.loads = 0  # copies onto the device, prefetches included
         self.most_resident = 0
         self.visits: list[int] = []  # the order the layers ran in, recomputations included
         self._hooks = [
@@ -87,7 +86,6 @@ class LayerWindow:
         else:
             copies = [kept.to(self.device, non_blocking=self._cuda) for kept in self._host[index]]
         self._resident[index] = copies
-        self.loads += 1
         self.most_resident = max(self.most_resident, len(self._resident))
 
     def _evict(self, index: int) -> None:
@@ -95,6 +93,10 @@ class LayerWindow:
         self._arriving.pop(index, None)
         for param, kept in zip(self._frozen[index], self._host[index], strict=True):
             param.data = kept
+
+    def streamed(self) -> set[int]:
+        """The ids of the parameters this window moves (every layer's frozen weights); the rest stay put."""
+        return {id(p) for params in self._frozen for p in params}
 
     def close(self) -> None:
         for hook in self._hooks:
@@ -129,7 +131,7 @@ def stream_layers(model: Any, device: Any, size: int) -> LayerWindow:
 
     layers = decoder_layers(model)
     window = LayerWindow(layers, device, size)
-    streamed = {id(p) for params in window._frozen for p in params}
+    streamed = window.streamed()
     target = torch.device(device)
     for param in model.parameters():
         if id(param) not in streamed:
