@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test run desktop install-desktop uninstall-desktop test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
+.PHONY: setup setup-test run desktop install-desktop uninstall-desktop package test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
 
 setup:
 	@bash packaging/bootstrap.sh
@@ -30,6 +30,11 @@ install-desktop: setup
 
 uninstall-desktop:
 	@bash packaging/desktop-entry.sh uninstall
+
+# The self-contained folder dist/hearth/ (PyInstaller), then its smoke test (docs/packaging.md).
+package: setup
+	@bash packaging/build-bundle.sh
+	@bash packaging/smoke-bundle.sh dist/hearth
 
 test: setup-test
 	$(PY) -m pytest $(PYTEST_ARGS)

