@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--events", type=Path, help="append what the window does to this file, one JSON line each (for scripts)"
     )
 
+    worker = commands.add_parser("worker", help="serve this machine's CPU to a Hearth that splits a model's layers")
+    worker.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback only, the default)")
+    worker.add_argument("--port", type=int, default=50052, help="port (default 50052)")
+    worker.add_argument("--threads", type=int, help="CPU threads for the layers it holds (default: half the cores)")
+
     open_ = commands.add_parser("open", help="open the running Hearth's page in the default browser")
     open_.add_argument(
         "--print", action="store_true", dest="print_address", help="print the page's address instead (yours alone)"
@@ -350,6 +355,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         follow_parent()  # started by a desktop window: end with it
         return commands.run_ui(settings, open_browser=args.open)
+    if args.command == "worker":
+        from app.commands_worker import run_worker
+        from app.paths import ensure_data_dir, resolve_data_paths
+
+        cache = ensure_data_dir(resolve_data_paths(settings.home)).root / "cache" / "worker-tensors"
+        return run_worker(args.host, args.port, args.threads, cache)
     if args.command == "desktop":
         from app.commands_desktop import run_desktop
 

@@ -94,7 +94,7 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
     if open_browser and not open_in_browser(services.paths.root, server.entry_url):
         _err("No web browser could be started here; open the address above in one.")
     # `kill PID` (SIGTERM) shuts down as Ctrl+C does: the engine is stopped and the server record removed.
-    signal.signal(signal.SIGTERM, _exit_on_terminate)
+    signal.signal(signal.SIGTERM, exit_on_terminate)
     try:
         server.block_thread()
     finally:
@@ -138,7 +138,7 @@ def run_open(settings: Settings, print_address: bool) -> int:
     return EXIT_OK
 
 
-def _exit_on_terminate(signum: int, _frame: object) -> None:
+def exit_on_terminate(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 

@@ -1,0 +1,138 @@
+"""llama.cpp's RPC backend from Python: a worker serves this machine's device to llama.cpp in other processes or
+on other machines; an engine adds the workers' devices to its own and llama.cpp splits a model's layers across them.
+
+Both sides go through the shared libraries llama-cpp-python ships, opened by their versioned names
+(``libggml.so.0``, ``libggml-rpc.so.0``): the unversioned names are other files to the loader, and a second copy of
+ggml keeps a device registry of its own that llama.cpp never reads. ggml's RPC has no authentication and no
+encryption: a worker listens on loopback only, and anything else is refused here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import ipaddress
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import HearthError
+
+DEFAULT_PORT = 50052
+_WRITE_IT = "Write the worker's address as HOST:PORT, for example 127.0.0.1:50052."
+_attached: set[str] = set()
+_attach_lock = threading.Lock()
+# ggml_backend_dev_type: the CPU device
+_DEVICE_CPU = 0
+
+
+class RpcUnavailable(HearthError):
+    """This llama.cpp build has no RPC backend, or its libraries cannot be opened."""
+
+
+class BadEndpoint(HearthError):
+    """A worker address that is not HOST:PORT, or names a host Hearth will not expose RPC on."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_endpoint(text: str, default_port: int = DEFAULT_PORT) -> Endpoint:
+    """``HOST:PORT``, ``HOST`` (the default port) or ``[IPv6]:PORT``."""
+    text = text.strip()
+    host, port_text = text, ""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    if not host:
+        raise BadEndpoint(f"{text!r} names no host.", _WRITE_IT)
+    if not port_text:
+        return Endpoint(host, default_port)
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise BadEndpoint(
+            f"{text!r} has no valid port.", "Write the worker's address as HOST:PORT, e.g. 127.0.0.1:50052."
+        )
+    return Endpoint(host, int(port_text))
+
+
+@functools.cache
+def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL]:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise RpcUnavailable(f"llama-cpp-python is not installed ({exc}).", "Run `make setup`.") from exc
+    folder = Path(llama_cpp.__file__).resolve().parent / "lib"
+    try:
+        ggml = ctypes.CDLL(str(folder / "libggml.so.0"), mode=ctypes.RTLD_GLOBAL)
+        rpc = ctypes.CDLL(str(folder / "libggml-rpc.so.0"), mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise RpcUnavailable(
+            f"This llama.cpp build has no RPC backend ({exc}).",
+            "Rebuild it with `make setup` (Hearth builds llama.cpp with GGML_RPC=ON).",
+        ) from exc
+    ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    ggml.ggml_backend_register.restype = None
+    ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
+    rpc.ggml_backend_rpc_start_server.restype = None
+    rpc.ggml_backend_rpc_start_server.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_void_p),
+    ]
+    rpc.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
+    rpc.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
+    return ggml, rpc
+
+
+def serve(endpoint: Endpoint, cache_dir: Path, threads: int) -> None:
+    """Serve this machine's CPU to llama.cpp clients on ``endpoint`` until the process ends (it does not return).
+    ``cache_dir`` keeps the tensors clients sent, so loading the same model again sends only their hashes."""
+    if not endpoint.loopback:
+        raise BadEndpoint(
+            f"ggml's RPC has no authentication or encryption; Hearth does not expose it on {endpoint.host}.",
+            "Serve on 127.0.0.1 (the default).",
+        )
+    ggml, rpc = _libraries()
+    device = ggml.ggml_backend_dev_by_type(_DEVICE_CPU)
+    if not device:
+        raise RpcUnavailable("llama.cpp lists no CPU device to serve.", "Rebuild it with `make setup`.")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    devices = (ctypes.c_void_p * 1)(device)
+    rpc.ggml_backend_rpc_start_server(str(endpoint).encode(), str(cache_dir).encode(), max(threads, 1), 1, devices)
+
+
+def attach_workers(endpoints: tuple[Endpoint, ...]) -> None:
+    """Add the workers' devices to this process's llama.cpp (once each): a model loaded with layers on GPUs
+    afterwards may place them on these devices, in this order. An unreachable worker is reported by llama.cpp when
+    the model loads."""
+    ggml, rpc = _libraries()
+    with _attach_lock:
+        for endpoint in endpoints:
+            key = str(endpoint)
+            if key in _attached:
+                continue
+            registry = rpc.ggml_backend_rpc_add_server(key.encode())
+            if not registry:
+                raise RpcUnavailable(f"llama.cpp could not add the worker at {key}.", "Check that it is running.")
+            ggml.ggml_backend_register(registry)
+            _attached.add(key)

@@ -1,0 +1,20 @@
+"""``python -m backends.rpc_worker HOST:PORT CACHE_DIR THREADS``: the process ``hearth worker`` starts to serve
+this machine's CPU over llama.cpp's RPC (the call blocks in C for good, so it lives in a process of its own that
+``hearth worker`` ends on Ctrl+C)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from backends.rpc import parse_endpoint, serve
+
+
+def main(argv: list[str]) -> int:
+    endpoint, cache_dir, threads = argv
+    serve(parse_endpoint(endpoint), Path(cache_dir), int(threads))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
