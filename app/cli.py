@@ -27,8 +27,14 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=int, help="context window in tokens (default 4096)")
     parser.add_argument(
         "--backend",
-        choices=["auto", "llamacpp", "cuda", "openvino", "fake"],
-        help="inference backend (default auto: the best for this machine)",
+        choices=["auto", "llamacpp", "cuda", "openvino", "pipeline", "fake"],
+        help="inference backend (default auto: the best for this machine; pipeline: split across --worker)",
+    )
+    parser.add_argument(
+        "--worker",
+        action="append",
+        metavar="HOST:PORT",
+        help="a `hearth worker` the pipeline backend puts layers on (repeat for several)",
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N, gpu or npu (default auto)")
     parser.add_argument("--gpu-layers", type=int, help="layers on the GPU (default: as many as fit)")
@@ -289,6 +295,7 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "device": ("backend", "device"),
         "gpu_layers": ("backend", "gpu_layers"),
         "slots": ("backend", "slots"),
+        "worker": ("backend", "workers"),
         "system": ("generation", "system_prompt"),
         "temperature": ("generation", "temperature"),
         "max_tokens": ("generation", "max_new_tokens"),
@@ -303,7 +310,7 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {section: values for section, values in overrides.items() if values}
 
 
-_FORWARDED_TO_UI = ("model", "context", "backend", "device", "gpu_layers", "threads", "slots", "port")
+_FORWARDED_TO_UI = ("model", "context", "backend", "worker", "device", "gpu_layers", "threads", "slots", "port")
 
 
 def ui_arguments(args: argparse.Namespace) -> list[str]:
@@ -311,8 +318,9 @@ def ui_arguments(args: argparse.Namespace) -> list[str]:
     forwarded: list[str] = []
     for name in _FORWARDED_TO_UI:
         value = getattr(args, name, None)
-        if value is not None:
-            forwarded += [f"--{name.replace('_', '-')}", str(value)]
+        for one in value if isinstance(value, list) else [value]:
+            if one is not None:
+                forwarded += [f"--{name.replace('_', '-')}", str(one)]
     return forwarded
 
 

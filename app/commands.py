@@ -253,6 +253,8 @@ def memory_bar(placement: dict[str, Any], width: int = 30) -> str:
     """One device's share of the plan as a text bar: what the model takes of what is free there."""
     memory = placement["memory"]
     need = memory["weights_bytes"] + memory["kv_cache_bytes"] + memory["compute_bytes"]
+    if not placement["available_bytes"]:  # a worker: its memory is not known here
+        return f"{placement['device']}: {placement['layers']} layers (the worker's free memory is not measured yet)"
     free = max(placement["available_bytes"], 1)
     filled = min(width, round(width * need / free))
     layers = f"{placement['layers']} layers, " if placement["layers"] else ""

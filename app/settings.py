@@ -30,9 +30,14 @@ class ModelSettings(BaseModel):
 
 
 class BackendSettings(BaseModel):
-    name: Literal["auto", "llamacpp", "cuda", "openvino", "fake"] = Field(
+    name: Literal["auto", "llamacpp", "cuda", "openvino", "pipeline", "fake"] = Field(
         default="auto",
-        description="Inference backend; auto picks the best one for this machine (cuda: llama.cpp on NVIDIA GPUs).",
+        description="Inference backend; auto picks the best one for this machine (cuda: llama.cpp on NVIDIA GPUs; "
+        "pipeline: llama.cpp with the model's layers split across the workers).",
+    )
+    workers: list[str] = Field(
+        default_factory=list,
+        description="`hearth worker` addresses (HOST:PORT) the pipeline backend splits a model's layers across.",
     )
     device: str = Field(
         default="auto",

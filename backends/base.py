@@ -72,6 +72,7 @@ class LoadOptions:
     cache_dir: str | None = None  # where a backend may keep compiled models between runs
     max_prompt_tokens: int | None = None  # a device's fixed prompt limit (an NPU's static shapes); None: the context
     slots: int = 1  # sequences answered at once; each has ``context_length`` tokens of its own
+    workers: tuple[str, ...] = ()  # `hearth worker` addresses whose devices hold layers (llama.cpp's RPC)
 
 
 @dataclass(frozen=True)

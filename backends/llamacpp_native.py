@@ -80,6 +80,10 @@ class NativeModel:
         import llama_cpp
 
         _init_backend()
+        if options.workers:  # their devices join llama.cpp's list before the model is placed on devices
+            from backends.rpc import attach_workers, parse_endpoint
+
+            attach_workers(tuple(parse_endpoint(worker) for worker in options.workers))
         self._tensor_split: Any = None
         self.model: Any = None
         self.ctx: Any = None
@@ -119,9 +123,10 @@ class NativeModel:
         context_params.n_ubatch = BATCH_TOKENS
         context_params.n_threads = options.threads
         context_params.n_threads_batch = options.threads
-        # On GPUs flash attention saves memory and time; the CPU keeps llama.cpp's default path.
+        # On GPUs flash attention saves memory and time; CPUs keep llama.cpp's default path, workers' CPUs too.
+        on_gpu = options.gpu_layers and not options.workers
         context_params.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if options.gpu_layers else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on_gpu else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
         self.ctx = llama_cpp.llama_init_from_model(self.model, context_params)
         if not self.ctx:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import ipaddress
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,9 +67,7 @@ def parse_endpoint(text: str, default_port: int = DEFAULT_PORT) -> Endpoint:
     if not port_text:
         return Endpoint(host, default_port)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise BadEndpoint(
-            f"{text!r} has no valid port.", "Write the worker's address as HOST:PORT, e.g. 127.0.0.1:50052."
-        )
+        raise BadEndpoint(f"{text!r} has no valid port.", _WRITE_IT)
     return Endpoint(host, int(port_text))
 
 
@@ -131,8 +130,27 @@ def attach_workers(endpoints: tuple[Endpoint, ...]) -> None:
             key = str(endpoint)
             if key in _attached:
                 continue
+            _check_answers(endpoint)  # llama.cpp aborts the whole process on a worker it cannot reach
             registry = rpc.ggml_backend_rpc_add_server(key.encode())
             if not registry:
                 raise RpcUnavailable(f"llama.cpp could not add the worker at {key}.", "Check that it is running.")
             ggml.ggml_backend_register(registry)
             _attached.add(key)
+
+
+WORKER_CONNECT_S = 5.0
+
+
+class WorkerUnreachable(HearthError):
+    """A worker that does not accept a connection."""
+
+
+def _check_answers(endpoint: Endpoint) -> None:
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=WORKER_CONNECT_S):
+            return
+    except OSError as exc:
+        raise WorkerUnreachable(
+            f"The worker at {endpoint} does not answer ({exc.strerror or exc}).",
+            "Start `hearth worker` there (or check the address), or leave that worker out.",
+        ) from None

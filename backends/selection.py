@@ -64,6 +64,7 @@ class Preferences:
     device: str = "auto"  # auto, cpu, cuda, cuda:N, gpu (Intel, OpenVINO), npu, or an OpenVINO id such as GPU.1
     gpu_layers: int | None = None
     slots: int = 1  # answers written at once, each with a context of its own (backends that batch; others: 1)
+    workers: tuple[str, ...] = ()  # `hearth worker` addresses, for the pipeline backend
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class BackendPlan:
     main_gpu: int = 0
     device: str = ""  # the backend's own device string
     slots: int = 1  # answers written at once; ``context_length`` is each one's
+    workers: tuple[str, ...] = ()  # `hearth worker` addresses holding layers (the pipeline backend)
 
     def load_options(self, seed: int = 0, cache_dir: str | None = None) -> LoadOptions:
         return LoadOptions(
@@ -104,6 +106,7 @@ class BackendPlan:
             main_gpu=self.main_gpu,
             cache_dir=cache_dir,
             slots=self.slots,
+            workers=self.workers,
         )
 
 
@@ -171,6 +174,8 @@ def select_backend(
     automatic: Sequence[type[Backend]],
     named: Mapping[str, type[Backend]],
 ) -> BackendPlan:
+    if prefs.backend == "pipeline":
+        return _pipeline(inventory, model, prefs, automatic, named)
     classes = _candidate_classes(prefs, automatic, named)
     context, context_reason = choose_context(model, prefs.context_length)
     threads, threads_reason = choose_threads(inventory, prefs.threads)
@@ -205,6 +210,25 @@ def select_backend(
     return dataclasses.replace(
         best, reasons=(headline, *best.reasons, *others, threads_reason, context_reason, slots_reason)
     )
+
+
+def _pipeline(
+    inventory: HardwareInventory,
+    model: ModelInfo,
+    prefs: Preferences,
+    automatic: Sequence[type[Backend]],
+    named: Mapping[str, type[Backend]],
+) -> BackendPlan:
+    """llama.cpp's CPU plan with the layers on the workers (``backends.pipeline_plan``)."""
+    from backends.pipeline_plan import pipeline_plan
+
+    if not prefs.workers:
+        raise BackendUnavailable(
+            "The pipeline backend splits a model across workers, and none was given.",
+            "Start `hearth worker` where the layers should run, then pass --worker HOST:PORT for each.",
+        )
+    on_cpu = dataclasses.replace(prefs, backend="llamacpp", device="cpu", gpu_layers=None, workers=())
+    return pipeline_plan(select_backend(inventory, model, on_cpu, automatic, named), model.block_count, prefs.workers)
 
 
 def _rank_why(option: _Option) -> str:

@@ -121,6 +121,7 @@ def preferences(settings: Settings) -> Preferences:
         device=settings.backend.device,
         gpu_layers=settings.backend.gpu_layers,
         slots=settings.backend.slots,
+        workers=tuple(settings.backend.workers),
     )
 
 

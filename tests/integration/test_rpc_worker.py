@@ -131,3 +131,45 @@ def test_a_worker_refuses_to_serve_beyond_loopback_and_a_port_in_use(isolated_ho
         )
     assert busy.returncode == 1
     assert f"Cannot listen on 127.0.0.1:{port}" in busy.stderr
+
+
+def _chat(home: Path, model: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "chat",
+            "--model",
+            str(model),
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "24",
+            *flags,
+            "Name three primary colours.",
+        ],
+        env={**os.environ, "HEARTH_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_hearth_answers_through_its_engine_with_the_layers_on_the_workers(
+    workers: list[str], embedded_model: Path, isolated_home: Path
+) -> None:
+    alone = _chat(isolated_home, embedded_model)
+    flags = [flag for worker in workers for flag in ("--worker", worker)]
+    split = _chat(isolated_home, embedded_model, "--backend", "pipeline", *flags)
+    assert alone.returncode == 0 and split.returncode == 0, split.stderr[-2000:]
+    assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10
+
+
+def test_a_worker_that_is_not_there_is_named_instead_of_an_abort(embedded_model: Path, isolated_home: Path) -> None:
+    absent = f"127.0.0.1:{free_port()}"
+    failed = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", absent)
+    assert failed.returncode == 1
+    assert f"The worker at {absent} does not answer" in failed.stderr
+    assert "SIGABRT" not in failed.stderr
