@@ -145,6 +145,20 @@ class WorkerUnreachable(HearthError):
     """A worker that does not accept a connection."""
 
 
+def reachable(endpoint: Endpoint, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts connections at ``endpoint`` (a worker that died no longer does)."""
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def stopped_workers(workers: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``workers`` that no longer accept connections."""
+    return tuple(worker for worker in workers if not reachable(parse_endpoint(worker)))
+
+
 def _check_answers(endpoint: Endpoint) -> None:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=WORKER_CONNECT_S):

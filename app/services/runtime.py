@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -447,10 +448,25 @@ class ModelRuntime:
                 return
             self._state = "restarting"
             self._message = f"The model stopped unexpectedly ({exit_.description}); it is restarting…"
+            if exit_.stopped_workers:
+                self._message = f"Worker {', '.join(exit_.stopped_workers)} stopped; restarting the model without it…"
         log.error("engine process %s died (%s); restarting it", exit_.pid, exit_.description)
-        threading.Thread(target=self._restart, args=(generation,), name="hearth-engine-restart", daemon=True).start()
+        threading.Thread(
+            target=self._restart, args=(generation, exit_.stopped_workers), name="hearth-engine-restart", daemon=True
+        ).start()
 
-    def _restart(self, generation: int) -> None:
+    def _without_workers(
+        self, choice: ModelChoice, lost: tuple[str, ...]
+    ) -> tuple[ModelChoice, ModelInfo, BackendPlan]:
+        """The choice planned again without the workers that stopped: the others, or this machine alone."""
+        remaining = tuple(w for w in choice.prefs.workers if w not in lost)
+        backend = choice.prefs.backend if remaining else "auto"
+        prefs = dataclasses.replace(choice.prefs, backend=backend, workers=remaining)
+        fewer = dataclasses.replace(choice, prefs=prefs)
+        model, plan = self.plan(fewer)
+        return fewer, model, plan
+
+    def _restart(self, generation: int, lost: tuple[str, ...] = ()) -> None:
         decision = self._policy.after_crash(time.monotonic(), while_loading=False)
         while True:
             if not decision.restart:
@@ -462,6 +478,14 @@ class ModelRuntime:
                     if generation != self._generation or self._closed or self._good is None:
                         return  # a switch or a close happened meanwhile
                     choice, model, plan = self._good
+                if lost:  # planned again without them; a model that no longer fits says so
+                    try:
+                        choice, model, plan = self._without_workers(choice, lost)
+                    except HearthError as exc:
+                        with self._changed:
+                            self._fail(exc, choice)
+                        return
+                    lost = ()
                 try:
                     for _ in self._start(choice, model, plan):
                         pass

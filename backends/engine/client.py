@@ -40,6 +40,7 @@ from backends.engine.protocol import (
     Shutdown,
     Start,
 )
+from backends.rpc import stopped_workers
 from models.gguf import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,12 @@ class EngineExit:
     pid: int
     returncode: int | None
     expected: bool  # True when Hearth asked it to stop
+    stopped_workers: tuple[str, ...] = ()  # workers holding layers that no longer answer (llama.cpp aborts then)
 
     @property
     def description(self) -> str:
+        if self.stopped_workers:
+            return f"worker {', '.join(self.stopped_workers)} stopped"
         code = self.returncode
         if code is None:
             return "it stopped answering"
@@ -249,6 +253,11 @@ class EngineProcess:
     def _stopped_error(self, exit_: EngineExit) -> EngineStopped:
         if exit_.expected:
             return EngineStopped("The model was closed.", "Send your message again.")
+        if exit_.stopped_workers:
+            return EngineStopped(
+                f"Worker {', '.join(exit_.stopped_workers)} stopped; continuing without it.",
+                "What was written so far is kept; send your message again in a moment.",
+            )
         return EngineStopped(
             f"The model stopped unexpectedly ({exit_.description}); it is restarting.",
             "What was written so far is kept; send your message again in a moment.",
@@ -309,7 +318,9 @@ class EngineProcess:
             # The connection broke but the process lives on (it closed its end): it is of no use any more.
             self._process.kill()
             returncode = self._process.wait()
-        died = _Died(EngineExit(self._process.pid, returncode, self._stopping))
+        # llama.cpp aborts when a worker holding layers goes away: say which one, so the restart can leave it out.
+        lost = stopped_workers(self.options.workers) if self.options.workers and not self._stopping else ()
+        died = _Died(EngineExit(self._process.pid, returncode, self._stopping, lost))
         with self._waiting_lock:
             self._exit = died.exit
         if died.exit.expected:

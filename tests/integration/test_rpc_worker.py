@@ -5,6 +5,7 @@ gives. The worker refuses to serve beyond loopback, and a port in use gets a cle
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -173,3 +174,54 @@ def test_a_worker_that_is_not_there_is_named_instead_of_an_abort(embedded_model:
     assert failed.returncode == 1
     assert f"The worker at {absent} does not answer" in failed.stderr
     assert "SIGABRT" not in failed.stderr
+
+
+def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_question_works_without_it(
+    workers: list[str], embedded_model: Path, isolated_home: Path
+) -> None:
+    from app.errors import EngineStopped
+    from app.services.chat import TurnSaved, TurnStarted
+    from app.services.container import build_services
+    from app.settings import load_settings
+    from backends.base import GenerationParams, TextDelta
+
+    services = build_services(
+        load_settings(model={"context_length": 1024}, backend={"name": "pipeline", "workers": workers, "threads": 1})
+    )
+    try:
+        list(services.control.start())
+        assert services.runtime.status.state == "ready"
+        victim = _worker_process_on(int(workers[0].rsplit(":", 1)[1]))
+        seen: list[object] = []
+        long = GenerationParams(temperature=0.7, max_new_tokens=400, seed=3)
+        with pytest.raises(EngineStopped) as caught:
+            for event in services.chat.send(None, "Write a long story about the sea.", long, "You tell stories."):
+                seen.append(event)
+                if sum(isinstance(e, TextDelta) for e in seen) == 10:
+                    os.kill(victim, signal.SIGKILL)
+        assert caught.value.message == f"Worker {workers[0]} stopped; continuing without it."
+        started = seen[0]
+        assert isinstance(started, TurnStarted)
+        stored = services.store.get(started.conversation_id).messages
+        assert stored[-1].role == "assistant" and stored[-1].content  # what was written is kept
+
+        deadline = time.monotonic() + 120
+        while services.runtime.status.state != "ready" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert services.runtime.status.state == "ready", services.runtime.status
+        assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1],)
+        follow_up = list(services.chat.send(started.conversation_id, "And then?", GenerationParams(0.0, 12), "s"))
+        assert isinstance(follow_up[-1], TurnSaved) and follow_up[-1].message.content
+    finally:
+        services.close()
+
+
+def _worker_process_on(port: int) -> int:
+    """The `hearth worker` process serving ``port`` (its server child ends with it)."""
+    import psutil
+
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "worker" in cmdline and "--port" in cmdline and str(port) in cmdline:
+            return int(process.pid)
+    raise AssertionError(f"no hearth worker serves {port}")
