@@ -282,6 +282,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parallel.add_argument("--max-tokens", type=_at_least_one, default=128, help="tokens per answer (default 128)")
     bench_parallel.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_parallel.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    bench_pipeline = bench_kinds.add_parser(
+        "pipeline", help="one process vs the model split across workers, and vs llama.cpp's own RPC client"
+    )
+    bench_pipeline.add_argument("--users", default="1,2,4,8", help="answers at once, comma-separated (default 1,2,4,8)")
+    bench_pipeline.add_argument("--runs", type=_at_least_one, default=3, help="rounds (default 3)")
+    bench_pipeline.add_argument("--max-tokens", type=_at_least_one, default=64, help="tokens per answer (default 64)")
+    bench_pipeline.add_argument("--threads", type=_at_least_one, default=2, help="the engine's threads (default 2)")
+    bench_pipeline.add_argument(
+        "--workers", type=_at_least_one, default=2, help="loopback workers to start, 1 thread each (default 2)"
+    )
+    bench_pipeline.add_argument("--worker", action="append", metavar="HOST:PORT", help="use these workers instead")
+    bench_pipeline.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
+    bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
     return parser
 
 
@@ -354,6 +368,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from app.bench_parallel import run_parallel_bench
 
             return run_parallel_bench(args)
+        if args.bench_kind == "pipeline":
+            from app.bench_pipeline import run_pipeline_bench
+
+            return run_pipeline_bench(args)
         from app import bench
 
         return bench.run_chat_bench(args)

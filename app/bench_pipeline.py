@@ -1,0 +1,407 @@
+"""``hearth bench pipeline``: one process against the model split across `hearth worker`s, and Hearth's split against
+llama.cpp's own RPC client driven directly with the same split, in the same run.
+
+For each plan and each number of users at once (1, 2, 4, 8 by default): aggregate tokens/s, latency per token per
+user (p50/p95 of each answer's time between tokens), time to the first token, and the bytes the workers read and
+wrote per generated token (their processes' I/O counters). Load time once per plan. Energy per token where the
+machine exposes it (Intel RAPL under /sys/class/powercap); otherwise the report says it cannot measure energy here.
+
+Rounds interleave the plans so drift on a shared machine hits them alike; the workers are started here on loopback
+(1 thread each) unless given with --worker. A ggml RPC server serves one client at a time, so the direct llama.cpp
+client gets workers of its own (started here too; with --worker it is left out). Progress goes to stderr; the
+table to stdout; --json and --chart too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.bench import QUESTIONS, SYSTEM, progress
+from app.bench_stats import paired_ratios, spread
+from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta
+
+RAPL = Path("/sys/class/powercap")
+SINGLE, SPLIT, RAW = "one process", "split (Hearth)", "split (llama.cpp RPC, direct)"
+
+
+@dataclass(frozen=True)
+class Answer:
+    first_token_s: float  # from the request
+    tokens: int
+    between_tokens_s: float  # mean time between tokens after the first
+
+
+@dataclass(frozen=True)
+class Round:
+    plan: str
+    users: int
+    tokens: int
+    wall_s: float
+    answers: tuple[Answer, ...]
+    worker_bytes: int = 0
+    energy_j: float | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
+class Report:
+    model: str
+    workers: list[str]
+    threads: int
+    max_tokens: int
+    load_s: dict[str, float] = field(default_factory=dict)
+    rounds: list[Round] = field(default_factory=list)
+    energy: str = ""
+
+
+def run_pipeline_bench(args: argparse.Namespace) -> int:
+    from app.services.container import build_services
+    from app.settings import load_settings
+
+    users = sorted({int(c) for c in args.users.split(",")})
+    with (
+        tempfile.TemporaryDirectory(prefix="hearth-bench-") as home,
+        _workers(args.worker, args.workers, home) as endpoints,
+        _workers(None, 0 if args.worker else args.workers, home) as raw_endpoints,
+    ):
+        common: dict[str, Any] = {"home": home, "model": {"context_length": 1024}}
+        if args.model:
+            common["model"]["path"] = str(args.model)
+        threads = args.threads
+        plans = {
+            SINGLE: load_settings(**common, backend={"name": "llamacpp", "slots": max(users), "threads": threads}),
+            SPLIT: load_settings(
+                **common,
+                backend={"name": "pipeline", "workers": endpoints, "slots": max(users), "threads": threads},
+            ),
+        }
+        report = Report("", endpoints, threads, args.max_tokens, energy=_energy_source())
+        services = {}
+        try:
+            for name, settings in plans.items():
+                progress(f"loading: {name}")
+                started = time.perf_counter()
+                services[name] = build_services(settings)
+                list(services[name].control.start())
+                report.load_s[name] = time.perf_counter() - started
+            model = services[SINGLE].runtime.model
+            split_plan = services[SPLIT].runtime.status.plan
+            assert model is not None and split_plan is not None
+            report.model = model.display_name
+            raw = None
+            if raw_endpoints:
+                progress("loading: llama.cpp's own RPC client with the same split, on workers of its own")
+                started = time.perf_counter()
+                raw = _raw_split(model.path, raw_endpoints, split_plan.tensor_split, threads)
+                report.load_s[RAW] = time.perf_counter() - started
+            params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
+            for name in plans:  # warm-up, not counted
+                _hearth_round(name, services[name].runtime, 1, GenerationParams(0.0, 8), endpoints)
+            for index in range(args.runs):
+                for count in users:
+                    for name in plans:
+                        progress(f"round {index + 1} of {args.runs}: {name}, {count} at once")
+                        report.rounds.append(_hearth_round(name, services[name].runtime, count, params, endpoints))
+                if raw is not None:
+                    progress(f"round {index + 1} of {args.runs}: {RAW}, 1 at a time")
+                    report.rounds.append(_raw_round(raw, args.max_tokens, raw_endpoints))
+            if raw is not None:
+                raw.close()
+        finally:
+            for service in services.values():
+                service.close()
+    summary = summarise(report, users)
+    print_summary(summary)
+    if args.json:
+        args.json.write_text(json.dumps(summary | {"rounds": [asdict(r) for r in report.rounds]}, indent=2))
+    if args.chart:
+        write_chart(summary, args.chart)
+    return 0
+
+
+@contextmanager
+def _workers(given: Sequence[str] | None, count: int, home: str) -> Iterator[list[str]]:
+    """The workers to split across: those given, or ``count`` started here on loopback (1 thread each), keeping
+    their tensor caches in the benchmark's own data folder."""
+    if given:
+        yield list(given)
+        return
+    started: list[subprocess.Popen[str]] = []
+    endpoints: list[str] = []
+    try:
+        for _ in range(count):
+            port = _free_port()
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "app", "worker", "--port", str(port), "--threads", "1"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,  # the servers' per-tensor log lines
+                    env={**os.environ, "HEARTH_HOME": home},
+                    text=True,
+                )
+            )
+            endpoints.append(f"127.0.0.1:{port}")
+        for process in started:
+            line = process.stdout.readline() if process.stdout else ""
+            if "serving" not in line:
+                raise RuntimeError(f"a worker did not start: {line!r}")
+        yield endpoints
+    finally:
+        for process in started:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+def _worker_io(endpoints: Sequence[str]) -> int:
+    """Bytes the workers have sent and received so far on their open connections (the kernel's TCP counters, read
+    with iproute2's ``ss``; RPC traffic goes through send/recv, which per-process I/O counters do not see)."""
+    ports = {endpoint.rsplit(":", 1)[1] for endpoint in endpoints}
+    if not ports:
+        return 0
+    try:
+        listed = subprocess.run(
+            ["ss", "-tinH", "state", "established"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return tcp_bytes(listed, ports)
+
+
+def tcp_bytes(listed: str, ports: set[str]) -> int:
+    """The bytes sent and received on the connections of ``ss -tinH`` output whose local port is in ``ports``."""
+    total, counting = 0, False
+    for line in listed.splitlines():
+        if not line.startswith(
+            (" ", "\t")
+        ):  # a connection: state-less with -H and a state filter: Recv-Q Send-Q local peer
+            fields = line.split()
+            local = fields[2] if len(fields) > 2 else ""
+            counting = local.rsplit(":", 1)[-1] in ports
+        elif counting:
+            for item in line.split():
+                name, _, value = item.partition(":")
+                if name in ("bytes_sent", "bytes_received") and value.isdigit():
+                    total += int(value)
+    return total
+
+
+def _energy_source() -> str:
+    zones = sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if RAPL.is_dir() else []
+    readable = [z for z in zones if os.access(z, os.R_OK)]
+    if readable:
+        return f"RAPL ({', '.join(z.parent.name for z in readable)})"
+    return "cannot measure energy here: no readable RAPL counters under /sys/class/powercap"
+
+
+def _energy_j() -> float | None:
+    zones = sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if RAPL.is_dir() else []
+    try:
+        return sum(int(z.read_text()) for z in zones) / 1e6 if zones else None
+    except OSError:
+        return None
+
+
+def _measured(plan: str, users: int, workers: Sequence[str], work: Callable[[], list[Answer]]) -> Round:
+    io_before, energy_before = _worker_io(workers), _energy_j()
+    started = time.perf_counter()
+    answers = work()
+    wall = time.perf_counter() - started
+    energy_after = _energy_j()
+    energy = energy_after - energy_before if energy_after is not None and energy_before is not None else None
+    bytes_moved = _worker_io(workers) - io_before if plan != SINGLE else 0
+    return Round(plan, users, sum(a.tokens for a in answers), wall, tuple(answers), bytes_moved, energy)
+
+
+def _timed(pieces: Iterator[str], requested: float) -> Answer:
+    stamps = [time.perf_counter() for piece in pieces if piece]
+    if not stamps:
+        return Answer(0.0, 0, 0.0)
+    between = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else 0.0
+    return Answer(stamps[0] - requested, len(stamps), between)
+
+
+def _hearth_round(plan: str, runtime: Any, users: int, params: GenerationParams, workers: Sequence[str]) -> Round:
+    answers: list[Answer | None] = [None] * users
+    errors: list[BaseException] = []
+    go = threading.Barrier(users + 1)
+
+    def answer(index: int) -> None:
+        messages = [ChatMessage("system", SYSTEM), ChatMessage("user", QUESTIONS[index % len(QUESTIONS)])]
+        try:
+            with runtime.lease() as engine:
+                go.wait()
+                requested = time.perf_counter()
+                events = engine.stream_chat(messages, params, CancelToken())
+                pieces = (e.text for e in events if isinstance(e, TextDelta))
+                answers[index] = _timed(pieces, requested)
+        except BaseException as exc:  # reported after the round
+            errors.append(exc)
+
+    def work() -> list[Answer]:
+        threads = [threading.Thread(target=answer, args=(i,)) for i in range(users)]
+        for thread in threads:
+            thread.start()
+        go.wait()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return [a for a in answers if a is not None]
+
+    return _measured(plan, users, workers if plan != SINGLE else (), work)
+
+
+def _raw_split(path: Path, endpoints: Sequence[str], tensor_split: Sequence[float], threads: int) -> Any:
+    from backends.llamacpp import route_llama_logs
+    from backends.llamacpp_buffers import open_llama
+    from backends.rpc import attach_workers, parse_endpoint
+
+    attach_workers(tuple(parse_endpoint(e) for e in endpoints))
+    route_llama_logs()
+    llm = open_llama(
+        model_path=str(path),
+        n_ctx=1024,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_gpu_layers=-1,
+        tensor_split=list(tensor_split),
+        verbose=True,
+    )
+    llm.verbose = False
+    return llm
+
+
+def _raw_round(raw: Any, max_tokens: int, workers: Sequence[str]) -> Round:
+    def work() -> list[Answer]:
+        requested = time.perf_counter()
+        stream = raw.create_chat_completion(
+            messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTIONS[0]}],
+            max_tokens=max_tokens,
+            temperature=0.0,
+            repeat_penalty=1.0,
+            stream=True,
+        )
+        return [_timed((c["choices"][0]["delta"].get("content") or "" for c in stream), requested)]
+
+    return _measured(RAW, 1, workers, work)
+
+
+def _percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def summarise(report: Report, users: Sequence[int]) -> dict[str, Any]:
+    def rounds(plan: str, count: int) -> list[Round]:
+        return [r for r in report.rounds if r.plan == plan and r.users == count]
+
+    rows = []
+    for plan in (SINGLE, SPLIT, RAW):
+        for count in users if plan != RAW else [1]:
+            these = rounds(plan, count)
+            if not these:
+                continue
+            answers = [a for r in these for a in r.answers]
+            tokens = sum(r.tokens for r in these)
+            energies = [r.energy_j for r in these]
+            rows.append(
+                {
+                    "plan": plan,
+                    "users": count,
+                    "aggregate_tokens_per_s": statistics.median(r.tokens_per_s for r in these),
+                    "ms_per_token_p50": 1000 * _percentile([a.between_tokens_s for a in answers], 0.5),
+                    "ms_per_token_p95": 1000 * _percentile([a.between_tokens_s for a in answers], 0.95),
+                    "first_token_ms_p50": 1000 * _percentile([a.first_token_s for a in answers], 0.5),
+                    "bytes_per_token": sum(r.worker_bytes for r in these) / tokens if tokens and plan != SINGLE else 0,
+                    "joules_per_token": sum(e for e in energies if e is not None) / tokens
+                    if tokens and all(e is not None for e in energies)
+                    else None,
+                }
+            )
+    single_one = [r.tokens_per_s for r in rounds(SINGLE, 1)]
+    split_one = [r.tokens_per_s for r in rounds(SPLIT, 1)]
+    raw_one = [r.tokens_per_s for r in rounds(RAW, 1)]
+    return {
+        "model": report.model,
+        "workers": report.workers,
+        "threads": report.threads,
+        "max_tokens": report.max_tokens,
+        "load_s": report.load_s,
+        "energy": report.energy,
+        "rows": rows,
+        "split_vs_one_process": spread(paired_ratios(split_one, single_one)).as_dict() if single_one else None,
+        "split_vs_llama_cpp_rpc": spread(paired_ratios(split_one, raw_one)).as_dict() if raw_one else None,
+    }
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    out = sys.stdout
+    out.write(
+        f"model {summary['model']}, workers {', '.join(summary['workers'])}, {summary['threads']} threads in the "
+        f"engine, {summary['max_tokens']} tokens per answer; medians over rounds\n"
+    )
+    out.write("load: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary["load_s"].items()) + "\n")
+    head = f"{'plan':<32}{'users':>6}{'tok/s':>9}{'ms/tok p50':>12}{'p95':>8}{'TTFT ms':>9}{'B/tok':>10}{'J/tok':>8}"
+    out.write(head + "\n")
+    for row in summary["rows"]:
+        joules = f"{row['joules_per_token']:.3f}" if row["joules_per_token"] is not None else "-"
+        out.write(
+            f"{row['plan']:<32}{row['users']:>6}{row['aggregate_tokens_per_s']:>9.1f}{row['ms_per_token_p50']:>12.1f}"
+            f"{row['ms_per_token_p95']:>8.1f}{row['first_token_ms_p50']:>9.0f}{row['bytes_per_token']:>10.0f}"
+            f"{joules:>8}\n"
+        )
+    for key, words in (("split_vs_one_process", "split / one process"), ("split_vs_llama_cpp_rpc", "split / raw RPC")):
+        value = summary[key]
+        if value:
+            out.write(
+                f"{words}, 1 user, per round: median {value['median']:.2f} "
+                f"(min {value['low']:.2f}, max {value['high']:.2f}, {value['runs']} rounds)\n"
+            )
+    out.write(f"energy: {summary['energy']}\n")
+    out.flush()
+
+
+def write_chart(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.0))
+    for plan in (SINGLE, SPLIT):
+        rows = [r for r in summary["rows"] if r["plan"] == plan]
+        axis.plot([r["users"] for r in rows], [r["aggregate_tokens_per_s"] for r in rows], marker="o", label=plan)
+    axis.set_xlabel("users at once")
+    axis.set_ylabel("aggregate tokens/s")
+    axis.set_title(f"{summary['model']}: one process vs split across {len(summary['workers'])} workers")
+    axis.legend()
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
