@@ -4,6 +4,7 @@
 #   bash packaging/smoke-bundle.sh dist/hearth
 # With a display (or Xvfb installed) it also opens the desktop window and waits for the chat in it.
 set -euo pipefail
+trap 'echo "FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 BUNDLE="$(cd "${1:?usage: $0 BUNDLE_FOLDER}" && pwd)"
 HEARTH="$BUNDLE/hearth"
 SCRATCH="$(mktemp -d)"
@@ -42,8 +43,14 @@ done
 grep -q "Hearth is running at" "$SCRATCH/ui.log" || { cat "$SCRATCH/ui.log" >&2; echo "FAILED: no page" >&2; exit 1; }
 echo "page served after $(since "$started") s"
 key=$("${clean_env[@]}" "$HEARTH" api-key)
-model=$(curl -s --max-time 30 -H "Authorization: Bearer $key" "http://127.0.0.1:$PORT/v1/models" |
-    grep -o '"id":"[^"]*"' | cut -d'"' -f4 | grep -v -i minilm | head -1)  # the chat model, not the embedder
+model=""
+for _ in $(seq 1 240); do  # the API lists the chat model once it has loaded
+    listed=$(curl -s --max-time 10 -H "Authorization: Bearer $key" "http://127.0.0.1:$PORT/v1/models" || true)
+    model=$(echo "$listed" | grep -o '"id":"[^"]*"' | cut -d'"' -f4 | grep -v -i minilm | head -1 || true)
+    [ -n "$model" ] && break
+    sleep 0.5
+done
+[ -n "$model" ] || { echo "FAILED: the API listed no chat model: $listed" >&2; exit 1; }
 reply=$(curl -s --max-time 120 -H "Authorization: Bearer $key" -H "Content-Type: application/json" \
     -d "{\"model\":\"$model\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hi.\"}],\"max_tokens\":8}" \
     "http://127.0.0.1:$PORT/v1/chat/completions")
