@@ -107,29 +107,24 @@ def test_stopping_a_worker_stops_its_server(isolated_home: Path) -> None:
 
 
 def test_a_worker_refuses_to_serve_beyond_loopback_and_a_port_in_use(isolated_home: Path) -> None:
-    env = {**os.environ, "HEARTH_HOME": str(isolated_home)}
-    exposed = subprocess.run(
-        [sys.executable, "-m", "app", "worker", "--host", "0.0.0.0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    def worker(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "app", "worker", *flags],
+            env={**os.environ, "HEARTH_HOME": str(isolated_home)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    exposed = worker("--host", "0.0.0.0")
     assert exposed.returncode == 1
     assert "no authentication or encryption" in exposed.stderr and "127.0.0.1" in exposed.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        busy = subprocess.run(
-            [sys.executable, "-m", "app", "worker", "--port", str(port)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        busy = worker("--port", str(port))
     assert busy.returncode == 1
     assert f"Cannot listen on 127.0.0.1:{port}" in busy.stderr
 
