@@ -23,6 +23,7 @@ import gradio as gr
 from app.errors import ConversationNotFound, EngineStopped, HearthError
 from app.services.chat import TurnEvent
 from app.services.container import Services
+from app.services.tuning import forget_scope
 from app.ui.chat_controls import STILL_WRITING, ChatControls, chat_controls
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.errors import as_gradio_error
@@ -209,8 +210,6 @@ class ChatPage:
                 self.services.store.delete(conversation_id)
             except HearthError as exc:
                 raise as_gradio_error(exc) from exc
-            from app.services.tuning import forget_scope
-
             forget_scope(self.services.paths, conversation_scope(conversation_id))
         return [], None, self.sidebar(None), "", NO_COLLECTION
 

@@ -14,6 +14,7 @@ from app.database import disk_full, is_disk_full
 from app.errors import HearthError
 from app.services.container import Services
 from app.services.documents import DocumentServices
+from app.services.tuning import forget_scope
 from app.services.uploads import add_uploads
 from app.ui.document_text import cancelling_line, collection_summary, file_rows, progress_line, upload_report
 from app.ui.errors import as_gradio_error
@@ -97,8 +98,6 @@ class DocumentsPanel:
             info = self.docs().delete_collection(collection)
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
-        from app.services.tuning import forget_scope
-
         forget_scope(self.services.paths, collection_scope(info.name))
         gr.Info(
             f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.",
