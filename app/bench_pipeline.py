@@ -7,9 +7,9 @@ wrote per generated token (their processes' I/O counters). Load time once per pl
 machine exposes it (Intel RAPL under /sys/class/powercap); otherwise the report says it cannot measure energy here.
 
 Rounds interleave the plans so drift on a shared machine hits them alike; the workers are started here on loopback
-(1 thread each) unless given with --worker. A ggml RPC server serves one client at a time, so the direct llama.cpp
-client gets workers of its own (started here too; with --worker it is left out). Progress goes to stderr; the
-table to stdout; --json and --chart too.
+(1 thread each) and paired with the benchmark's own data folder. A ggml RPC server serves one client at a time, so
+the direct llama.cpp client gets workers of its own. Progress goes to stderr; the table to stdout; --json and
+--chart too.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
     users = sorted({int(c) for c in args.users.split(",")})
     with (
         tempfile.TemporaryDirectory(prefix="hearth-bench-") as home,
-        _workers(args.worker, args.workers, home) as endpoints,
-        _workers(None, 0 if args.worker else args.workers, home) as raw_endpoints,
+        _workers(args.workers, home, Path(home) / "workers.json") as endpoints,
+        _workers(args.workers, home, Path(home) / "raw-workers.json") as raw_endpoints,
     ):
         common: dict[str, Any] = {"home": home, "model": {"context_length": 1024}}
         if args.model:
@@ -88,7 +88,7 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
             SINGLE: load_settings(**common, backend={"name": "llamacpp", "slots": max(users), "threads": threads}),
             SPLIT: load_settings(
                 **common,
-                backend={"name": "pipeline", "workers": endpoints, "slots": max(users), "threads": threads},
+                backend={"name": "pipeline", "slots": max(users), "threads": threads},  # every paired worker
             ),
         }
         report = Report("", endpoints, threads, args.max_tokens, energy=_energy_source())
@@ -136,32 +136,36 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _workers(given: Sequence[str] | None, count: int, home: str) -> Iterator[list[str]]:
-    """The workers to split across: those given, or ``count`` started here on loopback (1 thread each), keeping
-    their tensor caches in the benchmark's own data folder."""
-    if given:
-        yield list(given)
-        return
+def _workers(count: int, home: str, book: Path) -> Iterator[list[str]]:
+    """``count`` workers started here on loopback (1 thread each, their caches in ``home``), paired into ``book``;
+    yields their llama.cpp RPC addresses."""
+    import importlib.metadata
+
+    from app import __version__
+    from app.services.workers import WorkerBook
+
     started: list[subprocess.Popen[str]] = []
-    endpoints: list[str] = []
     try:
         for _ in range(count):
-            port = _free_port()
             started.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "app", "worker", "--port", str(port), "--threads", "1"],
+                    [sys.executable, "-m", "app", "worker", "--port", str(_free_port()), "--threads", "1"],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,  # the servers' per-tensor log lines
                     env={**os.environ, "HEARTH_HOME": home},
                     text=True,
                 )
             )
-            endpoints.append(f"127.0.0.1:{port}")
+        paired = WorkerBook(book)
+        llama_cpp = importlib.metadata.version("llama_cpp_python")
         for process in started:
-            line = process.stdout.readline() if process.stdout else ""
-            if "serving" not in line:
-                raise RuntimeError(f"a worker did not start: {line!r}")
-        yield endpoints
+            serving = process.stdout.readline() if process.stdout else ""
+            code_line = process.stdout.readline() if process.stdout else ""
+            if "serving" not in serving or not code_line.startswith("pairing code: "):
+                raise RuntimeError(f"a worker did not start: {serving!r} {code_line!r}")
+            address = serving.split(" on ", 1)[1].split(" ", 1)[0]
+            paired.add(address, code_line.removeprefix("pairing code: ").strip(), __version__, llama_cpp)
+        yield [worker.facts.rpc for worker in paired.paired()]
     finally:
         for process in started:
             process.terminate()

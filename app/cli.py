@@ -34,7 +34,7 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
         "--worker",
         action="append",
         metavar="HOST:PORT",
-        help="a `hearth worker` the pipeline backend puts layers on (repeat for several)",
+        help="a paired `hearth worker` the pipeline backend puts layers on (repeat; default: all paired)",
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N, gpu or npu (default auto)")
     parser.add_argument("--gpu-layers", type=int, help="layers on the GPU (default: as many as fit)")
@@ -86,6 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback only, the default)")
     worker.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     worker.add_argument("--threads", type=int, help="CPU threads for the layers it holds (default: half the cores)")
+
+    workers = commands.add_parser("workers", help="the workers this Hearth splits models across: add, list, remove")
+    worker_actions = workers.add_subparsers(dest="workers_action", required=True, metavar="ACTION")
+    workers_add = worker_actions.add_parser("add", help="pair with a `hearth worker` (it printed its code)")
+    workers_add.add_argument("address", metavar="HOST:PORT")
+    workers_add.add_argument("--code", required=True, help="the pairing code the worker printed")
+    worker_actions.add_parser("list", help="the paired workers: online or not, device, free memory, round trip")
+    workers_remove = worker_actions.add_parser("remove", help="stop using a worker")
+    workers_remove.add_argument("address", metavar="HOST:PORT")
 
     open_ = commands.add_parser("open", help="open the running Hearth's page in the default browser")
     open_.add_argument(
@@ -292,7 +301,6 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_argument(
         "--workers", type=_at_least_one, default=2, help="loopback workers to start, 1 thread each (default 2)"
     )
-    bench_pipeline.add_argument("--worker", action="append", metavar="HOST:PORT", help="use these workers instead")
     bench_pipeline.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
@@ -385,8 +393,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         from app.commands_worker import run_worker
         from app.paths import ensure_data_dir, resolve_data_paths
 
-        cache = ensure_data_dir(resolve_data_paths(settings.home)).root / "cache" / "worker-tensors"
-        return run_worker(args.host, args.port, args.threads, cache)
+        return run_worker(args.host, args.port, args.threads, ensure_data_dir(resolve_data_paths(settings.home)).root)
+    if args.command == "workers":
+        from app.commands_workers import run_workers
+
+        return run_workers(settings, args.workers_action, getattr(args, "address", None), getattr(args, "code", None))
     if args.command == "desktop":
         from app.commands_desktop import run_desktop
 

@@ -22,8 +22,12 @@ EXIT_OK = 0
 LISTEN_WAIT_S = 30.0
 
 
-def run_worker(host: str, port: int, threads: int | None, cache_dir: Path) -> int:
+def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int:
+    """Serve on ``host:port`` (the control port mains pair with) and llama.cpp's RPC on a loopback port of its own,
+    printing the pairing code on a line of its own."""
     from app.commands import ensure_port_free, exit_on_terminate
+    from app.worker_control import ControlServer, load_tokens
+    from backends.pairing import WorkerFacts, WorkerState, new_code
 
     endpoint = Endpoint(host, port)
     if not endpoint.loopback:
@@ -34,29 +38,40 @@ def run_worker(host: str, port: int, threads: int | None, cache_dir: Path) -> in
         )
     ensure_port_free(host, port)
     threads = threads or max((os.cpu_count() or 2) // 2, 1)
+    rpc = Endpoint("127.0.0.1", _free_port())
+    cache_dir = data_dir / "cache" / "worker-tensors"
     child = subprocess.Popen(
-        [sys.executable, "-m", "backends.rpc_worker", str(endpoint), str(cache_dir), str(threads)],
+        [sys.executable, "-m", "backends.rpc_worker", str(rpc), str(cache_dir), str(threads)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # llama.cpp's banner; Hearth says what matters below
         start_new_session=True,  # Ctrl+C reaches this process, which ends the server
     )
     previous = signal.signal(signal.SIGTERM, exit_on_terminate)  # `kill PID` stops the server too
+    control: ControlServer | None = None
     try:
-        _wait_listening(endpoint, child)
+        _wait_listening(rpc, child)
+        code = new_code()
+        tokens_file = data_dir / "worker-paired.json"
+        facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, _hearth_version(), _llama_version())
+        control = ControlServer(host, port, WorkerState(code, facts, load_tokens(tokens_file)), tokens_file)
         print(
             f"Hearth worker: serving this machine's CPU ({plural(threads, 'thread')}) on {endpoint} (Ctrl+C to stop).",
             flush=True,
         )
+        print(f"pairing code: {code}", flush=True)
+        print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
         print(f"  Tensors clients send are kept in {for_terminal(str(cache_dir))}.", flush=True)
-        code = child.wait()
+        status = child.wait()
         raise HearthError(
-            f"The worker's server ended by itself (status {code}).", "Start it again; `hearth -v worker` says more."
+            f"The worker's server ended by itself (status {status}).", "Start it again; `hearth -v worker` says more."
         )
     except KeyboardInterrupt:
         print("\nWorker stopped.", file=sys.stderr)
         return EXIT_OK
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if control is not None:
+            control.close()
         if child.poll() is None:
             child.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -64,6 +79,36 @@ def run_worker(host: str, port: int, threads: int | None, cache_dir: Path) -> in
             if child.poll() is None:
                 child.kill()
                 child.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _device_name() -> str:
+    from backends.hardware import probe
+
+    return f"CPU: {probe().cpu_model}"
+
+
+def _free_memory() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def _hearth_version() -> str:
+    from app import __version__
+
+    return __version__
+
+
+def _llama_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("llama_cpp_python")
 
 
 def _wait_listening(endpoint: Endpoint, child: subprocess.Popen[bytes]) -> None:

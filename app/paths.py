@@ -96,6 +96,11 @@ class DataPaths:
         return self.root / "api-key"
 
     @property
+    def workers_file(self) -> Path:
+        """The workers this Hearth has paired with (``hearth workers``), with their tokens: owner-only."""
+        return self.root / "workers.json"
+
+    @property
     def server_file(self) -> Path:
         """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
         return self.root / "server.json"
@@ -113,6 +118,8 @@ class DataPaths:
             self.page_files_dir,
             self.api_key_file,
             self.server_file,
+            self.workers_file,
+            self.root / "worker-paired.json",
         ]
 
 

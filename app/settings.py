@@ -37,7 +37,8 @@ class BackendSettings(BaseModel):
     )
     workers: list[str] = Field(
         default_factory=list,
-        description="`hearth worker` addresses (HOST:PORT) the pipeline backend splits a model's layers across.",
+        description="Paired `hearth worker` addresses (HOST:PORT) the pipeline backend splits a model's layers "
+        "across; empty means every paired worker.",
     )
     device: str = Field(
         default="auto",

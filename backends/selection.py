@@ -225,7 +225,8 @@ def _pipeline(
     if not prefs.workers:
         raise BackendUnavailable(
             "The pipeline backend splits a model across workers, and none was given.",
-            "Start `hearth worker` where the layers should run, then pass --worker HOST:PORT for each.",
+            "Start `hearth worker` where the layers should run, then pair with it: "
+            "hearth workers add HOST:PORT --code CODE (the code it printed).",
         )
     on_cpu = dataclasses.replace(prefs, backend="llamacpp", device="cpu", gpu_layers=None, workers=())
     return pipeline_plan(select_backend(inventory, model, on_cpu, automatic, named), model.block_count, prefs.workers)

@@ -121,8 +121,17 @@ def preferences(settings: Settings) -> Preferences:
         device=settings.backend.device,
         gpu_layers=settings.backend.gpu_layers,
         slots=settings.backend.slots,
-        workers=tuple(settings.backend.workers),
+        workers=_pipeline_workers(settings),
     )
+
+
+def _pipeline_workers(settings: Settings) -> tuple[str, ...]:
+    """The RPC addresses of the workers the pipeline backend uses: those named (paired ones), else every paired one."""
+    if settings.backend.name != "pipeline":
+        return ()
+    from app.services.workers import WorkerBook
+
+    return WorkerBook(resolve_data_paths(settings.home).workers_file).rpc_addresses(settings.backend.workers)
 
 
 def generation_params(settings: Settings) -> GenerationParams:

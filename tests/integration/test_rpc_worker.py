@@ -1,6 +1,7 @@
-"""`hearth worker` serves llama.cpp's RPC for real: two workers on loopback hold the embedded model's layers for a
-llama.cpp client that added them (through ``backends.rpc``), and greedy decoding gives the text a single process
-gives. The worker refuses to serve beyond loopback, and a port in use gets a clear message."""
+"""`hearth worker` serves llama.cpp's RPC for real, and a main Hearth pairs with it (`hearth workers add` with the
+code it printed): two paired workers on loopback hold the embedded model's layers, and greedy decoding gives the text a
+single process gives, through llama.cpp directly and through Hearth's engine. A wrong code, an unpaired or stopped
+worker, a port beyond loopback or in use, and a worker killed mid-answer each get a clear message."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,55 +57,128 @@ def _start_worker(home: Path, port: int) -> subprocess.Popen[str]:
         [sys.executable, "-m", "app", "worker", "--port", str(port), "--threads", "1"],
         env={**os.environ, "HEARTH_HOME": str(home)},
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.DEVNULL,  # the RPC server's per-tensor lines
         text=True,
     )
 
 
+def _pairing_code(process: subprocess.Popen[str], address: str) -> str:
+    """What the worker printed on start: where it serves, then its pairing code on a line of its own."""
+    assert process.stdout is not None
+    serving = process.stdout.readline()
+    assert f"serving this machine's CPU (1 thread) on {address}" in serving, serving
+    code_line = process.stdout.readline()
+    assert code_line.startswith("pairing code: "), code_line
+    return code_line.removeprefix("pairing code: ").strip()
+
+
+def _hearth(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        env={**os.environ, "HEARTH_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass
+class Worker:
+    address: str  # its control address (what `hearth workers add` takes)
+    rpc: str  # the llama.cpp RPC address it told the main when paired
+    process: subprocess.Popen[str]
+
+
 @pytest.fixture
-def workers(isolated_home: Path) -> Iterator[list[str]]:
-    started = []
-    endpoints = []
-    for _ in range(2):
-        port = free_port()
-        started.append(_start_worker(isolated_home, port))
-        endpoints.append(f"127.0.0.1:{port}")
+def workers(isolated_home: Path) -> Iterator[list[Worker]]:
+    """Two workers on loopback, paired with the isolated Hearth through `hearth workers add`."""
+    started: list[Worker] = []
     try:
-        for process, endpoint in zip(started, endpoints, strict=True):
-            line = process.stdout.readline() if process.stdout else ""
-            assert f"serving this machine's CPU (1 thread) on {endpoint}" in line, line
-        yield endpoints
+        for _ in range(2):
+            port = free_port()
+            process = _start_worker(isolated_home, port)
+            address = f"127.0.0.1:{port}"
+            code = _pairing_code(process, address)
+            added = _hearth(isolated_home, "workers", "add", address, "--code", code, timeout=60)
+            assert added.returncode == 0, added.stderr
+            assert f"Paired with the worker at {address}" in added.stdout
+            started.append(Worker(address, "", process))
+        from app.services.workers import WorkerBook
+
+        rpc = {w.address: w.facts.rpc for w in WorkerBook(isolated_home / "workers.json").paired()}
+        yield [Worker(w.address, rpc[w.address], w.process) for w in started]
     finally:
-        for process in started:
-            process.terminate()
-            process.wait(timeout=15)
+        for worker in started:
+            worker.process.terminate()
+            worker.process.wait(timeout=15)
 
 
 def test_two_workers_hold_the_layers_and_the_text_is_the_single_process_text(
-    workers: list[str], embedded_model: Path, isolated_home: Path
+    workers: list[Worker], embedded_model: Path, isolated_home: Path
 ) -> None:
     alone = _generate(embedded_model)
-    split = _generate(embedded_model, *workers)
+    split = _generate(embedded_model, *(w.rpc for w in workers))
     assert split == alone
     assert len(alone) > len("TEXT:") + 10
     cache = isolated_home / "cache" / "worker-tensors"
     assert any(cache.iterdir())  # the workers kept what they were sent, for the next load
 
 
-def test_stopping_a_worker_stops_its_server(isolated_home: Path) -> None:
+def test_stopping_a_worker_stops_its_servers_and_the_list_says_it_is_offline(
+    workers: list[Worker], isolated_home: Path
+) -> None:
+    listed = _hearth(isolated_home, "workers", "list", timeout=60)
+    assert listed.returncode == 0
+    lines = listed.stdout.splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [[w.address, "online"] for w in workers]
+    assert all(" ms\t" in line and "Hearth " in line for line in lines)
+
+    stopped = workers[0]
+    stopped.process.terminate()
+    stopped.process.wait(timeout=15)
+    for address in (stopped.address, stopped.rpc):  # its control port and its RPC server
+        host, port = address.rsplit(":", 1)
+        deadline = time.monotonic() + 10
+        while _listening(host, int(port)):
+            assert time.monotonic() < deadline, f"something still listens on {address} after the worker stopped"
+            time.sleep(0.2)
+    listed = _hearth(isolated_home, "workers", "list", timeout=60)
+    assert listed.stdout.splitlines()[0].startswith(f"{stopped.address}\toffline\tThe worker at {stopped.address}")
+
+    removed = _hearth(isolated_home, "workers", "remove", stopped.address, timeout=60)
+    assert removed.returncode == 0
+    assert _hearth(isolated_home, "workers", "list", timeout=60).stdout.count("\n") == 1
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_a_wrong_code_or_a_port_that_is_not_a_worker_is_refused_with_what_to_do(isolated_home: Path) -> None:
     port = free_port()
-    worker = _start_worker(isolated_home, port)
-    assert worker.stdout is not None and "serving" in worker.stdout.readline()
-    worker.terminate()
-    worker.wait(timeout=15)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"something still listens on {port} after the worker stopped")
+    process = _start_worker(isolated_home, port)
+    try:
+        code = _pairing_code(process, f"127.0.0.1:{port}")
+        wrong = "AAAA-AAAA" if code != "AAAA-AAAA" else "BBBB-BBBB"
+        refused = _hearth(isolated_home, "workers", "add", f"127.0.0.1:{port}", "--code", wrong, timeout=60)
+        assert refused.returncode == 1
+        assert "Wrong pairing code." in refused.stderr and "the worker printed" in refused.stderr
+        with socket.socket() as not_a_worker:
+            not_a_worker.bind(("127.0.0.1", 0))
+            not_a_worker.listen()
+            other = not_a_worker.getsockname()[1]
+            answered = _hearth(isolated_home, "workers", "add", f"127.0.0.1:{other}", "--code", code, timeout=60)
+        # It accepts and never answers: a timeout, not a hang.
+        assert answered.returncode == 1 and f"127.0.0.1:{other} does not answer (timed out)" in answered.stderr
+        assert "No workers are paired" in _hearth(isolated_home, "workers", "list", timeout=60).stdout
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
 
 
 def test_a_worker_refuses_to_serve_beyond_loopback_and_a_port_in_use(isolated_home: Path) -> None:
@@ -154,25 +229,34 @@ def _chat(home: Path, model: Path, *flags: str) -> subprocess.CompletedProcess[s
 
 
 def test_hearth_answers_through_its_engine_with_the_layers_on_the_workers(
-    workers: list[str], embedded_model: Path, isolated_home: Path
+    workers: list[Worker], embedded_model: Path, isolated_home: Path
 ) -> None:
     alone = _chat(isolated_home, embedded_model)
-    flags = [flag for worker in workers for flag in ("--worker", worker)]
-    split = _chat(isolated_home, embedded_model, "--backend", "pipeline", *flags)
+    split = _chat(isolated_home, embedded_model, "--backend", "pipeline")  # every paired worker
     assert alone.returncode == 0 and split.returncode == 0, split.stderr[-2000:]
     assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10
+    one = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
+    assert one.returncode == 0 and one.stdout == alone.stdout, one.stderr[-2000:]
 
 
-def test_a_worker_that_is_not_there_is_named_instead_of_an_abort(embedded_model: Path, isolated_home: Path) -> None:
-    absent = f"127.0.0.1:{free_port()}"
-    failed = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", absent)
+def test_an_unpaired_or_stopped_worker_is_named_instead_of_an_abort(
+    workers: list[Worker], embedded_model: Path, isolated_home: Path
+) -> None:
+    unknown = f"127.0.0.1:{free_port()}"
+    refused = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", unknown)
+    assert refused.returncode == 1
+    assert f"The worker at {unknown} is not paired with this Hearth." in refused.stderr
+    assert "hearth workers add" in refused.stderr
+    workers[0].process.terminate()
+    workers[0].process.wait(timeout=15)
+    failed = _chat(isolated_home, embedded_model, "--backend", "pipeline")
     assert failed.returncode == 1
-    assert f"The worker at {absent} does not answer" in failed.stderr
+    assert f"The worker at {workers[0].rpc} does not answer" in failed.stderr
     assert "SIGABRT" not in failed.stderr
 
 
 def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_question_works_without_it(
-    workers: list[str], embedded_model: Path, isolated_home: Path
+    workers: list[Worker], embedded_model: Path, isolated_home: Path
 ) -> None:
     from app.errors import EngineStopped
     from app.services.chat import TurnSaved, TurnStarted
@@ -181,12 +265,12 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
     from backends.base import GenerationParams, TextDelta
 
     services = build_services(
-        load_settings(model={"context_length": 1024}, backend={"name": "pipeline", "workers": workers, "threads": 1})
+        load_settings(model={"context_length": 1024}, backend={"name": "pipeline", "threads": 1})  # all paired
     )
     try:
         list(services.control.start())
         assert services.runtime.status.state == "ready"
-        victim = _worker_process_on(int(workers[0].rsplit(":", 1)[1]))
+        victim = workers[0].process.pid
         seen: list[object] = []
         long = GenerationParams(temperature=0.7, max_new_tokens=400, seed=3)
         with pytest.raises(EngineStopped) as caught:
@@ -194,7 +278,7 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
                 seen.append(event)
                 if sum(isinstance(e, TextDelta) for e in seen) == 10:
                     os.kill(victim, signal.SIGKILL)
-        assert caught.value.message == f"Worker {workers[0]} stopped; continuing without it."
+        assert caught.value.message == f"Worker {workers[0].rpc} stopped; continuing without it."
         started = seen[0]
         assert isinstance(started, TurnStarted)
         stored = services.store.get(started.conversation_id).messages
@@ -204,19 +288,8 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
         while services.runtime.status.state != "ready" and time.monotonic() < deadline:
             time.sleep(0.1)
         assert services.runtime.status.state == "ready", services.runtime.status
-        assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1],)
+        assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1].rpc,)
         follow_up = list(services.chat.send(started.conversation_id, "And then?", GenerationParams(0.0, 12), "s"))
         assert isinstance(follow_up[-1], TurnSaved) and follow_up[-1].message.content
     finally:
         services.close()
-
-
-def _worker_process_on(port: int) -> int:
-    """The `hearth worker` process serving ``port`` (its server child ends with it)."""
-    import psutil
-
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if "worker" in cmdline and "--port" in cmdline and str(port) in cmdline:
-            return int(process.pid)
-    raise AssertionError(f"no hearth worker serves {port}")

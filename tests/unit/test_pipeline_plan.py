@@ -56,4 +56,4 @@ def test_the_plan_puts_every_layer_on_the_workers_and_says_which(model: ModelInf
 def test_asking_for_the_pipeline_without_workers_says_how_to_get_one(model: ModelInfo) -> None:
     with pytest.raises(BackendUnavailable) as refused:
         select_backend(make_inventory(), model, Preferences(backend="pipeline"), registry.AUTOMATIC, registry.ALL)
-    assert "hearth worker" in refused.value.remedy and "--worker" in refused.value.remedy
+    assert "hearth worker" in refused.value.remedy and "hearth workers add" in refused.value.remedy
