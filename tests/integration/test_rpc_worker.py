@@ -182,24 +182,14 @@ def test_a_wrong_code_or_a_port_that_is_not_a_worker_is_refused_with_what_to_do(
 
 
 def test_a_worker_refuses_to_serve_beyond_loopback_and_a_port_in_use(isolated_home: Path) -> None:
-    def worker(*flags: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "app", "worker", *flags],
-            env={**os.environ, "HEARTH_HOME": str(isolated_home)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    exposed = worker("--host", "0.0.0.0")
+    exposed = _hearth(isolated_home, "worker", "--host", "0.0.0.0", timeout=60)
     assert exposed.returncode == 1
     assert "no authentication or encryption" in exposed.stderr and "127.0.0.1" in exposed.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        busy = worker("--port", str(port))
+        busy = _hearth(isolated_home, "worker", "--port", str(port), timeout=60)
     assert busy.returncode == 1
     assert f"Cannot listen on 127.0.0.1:{port}" in busy.stderr
 
