@@ -139,9 +139,7 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
 def _workers(count: int, home: str, book: Path) -> Iterator[list[str]]:
     """``count`` workers started here on loopback (1 thread each, their caches in ``home``), paired into ``book``;
     yields their llama.cpp RPC addresses."""
-    import importlib.metadata
-
-    from app import __version__
+    from app.commands_worker import free_port
     from app.services.workers import WorkerBook
 
     started: list[subprocess.Popen[str]] = []
@@ -149,7 +147,7 @@ def _workers(count: int, home: str, book: Path) -> Iterator[list[str]]:
         for _ in range(count):
             started.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "app", "worker", "--port", str(_free_port()), "--threads", "1"],
+                    [sys.executable, "-m", "app", "worker", "--port", str(free_port()), "--threads", "1"],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,  # the servers' per-tensor log lines
                     env={**os.environ, "HEARTH_HOME": home},
@@ -157,14 +155,13 @@ def _workers(count: int, home: str, book: Path) -> Iterator[list[str]]:
                 )
             )
         paired = WorkerBook(book)
-        llama_cpp = importlib.metadata.version("llama_cpp_python")
         for process in started:
             serving = process.stdout.readline() if process.stdout else ""
             code_line = process.stdout.readline() if process.stdout else ""
             if "serving" not in serving or not code_line.startswith("pairing code: "):
                 raise RuntimeError(f"a worker did not start: {serving!r} {code_line!r}")
             address = serving.split(" on ", 1)[1].split(" ", 1)[0]
-            paired.add(address, code_line.removeprefix("pairing code: ").strip(), __version__, llama_cpp)
+            paired.add(address, code_line.removeprefix("pairing code: ").strip())
         yield [worker.facts.rpc for worker in paired.paired()]
     finally:
         for process in started:
@@ -401,11 +398,3 @@ def write_chart(summary: dict[str, Any], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -16,7 +16,7 @@ from pathlib import Path
 from app.errors import HearthError
 from app.terminal_text import for_terminal
 from app.wording import plural
-from backends.rpc import BadEndpoint, Endpoint
+from backends.rpc import BadEndpoint, Endpoint, reachable
 
 EXIT_OK = 0
 LISTEN_WAIT_S = 30.0
@@ -26,6 +26,7 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
     """Serve on ``host:port`` (the control port mains pair with) and llama.cpp's RPC on a loopback port of its own,
     printing the pairing code on a line of its own."""
     from app.commands import ensure_port_free, exit_on_terminate
+    from app.services.workers import local_versions
     from app.worker_control import ControlServer, load_tokens
     from backends.pairing import WorkerFacts, WorkerState, new_code
 
@@ -38,10 +39,10 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         )
     ensure_port_free(host, port)
     threads = threads or max((os.cpu_count() or 2) // 2, 1)
-    rpc = Endpoint("127.0.0.1", _free_port())
+    rpc = Endpoint("127.0.0.1", free_port())
     cache_dir = data_dir / "cache" / "worker-tensors"
     child = subprocess.Popen(
-        [sys.executable, "-m", "backends.rpc_worker", str(rpc), str(cache_dir), str(threads)],
+        [sys.executable, "-m", "backends.rpc_worker", str(rpc), str(cache_dir), str(threads), str(os.getpid())],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # llama.cpp's banner; Hearth says what matters below
         start_new_session=True,  # Ctrl+C reaches this process, which ends the server
@@ -52,7 +53,7 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         _wait_listening(rpc, child)
         code = new_code()
         tokens_file = data_dir / "worker-paired.json"
-        facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, _hearth_version(), _llama_version())
+        facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, *local_versions())
         control = ControlServer(host, port, WorkerState(code, facts, load_tokens(tokens_file)), tokens_file)
         print(
             f"Hearth worker: serving this machine's CPU ({plural(threads, 'thread')}) on {endpoint} (Ctrl+C to stop).",
@@ -81,7 +82,8 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
                 child.wait()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -99,18 +101,6 @@ def _free_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def _hearth_version() -> str:
-    from app import __version__
-
-    return __version__
-
-
-def _llama_version() -> str:
-    import importlib.metadata
-
-    return importlib.metadata.version("llama_cpp_python")
-
-
 def _wait_listening(endpoint: Endpoint, child: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + LISTEN_WAIT_S
     while time.monotonic() < deadline:
@@ -119,7 +109,7 @@ def _wait_listening(endpoint: Endpoint, child: subprocess.Popen[bytes]) -> None:
                 f"The worker's server could not start on {endpoint} (status {child.returncode}).",
                 "Check that this llama.cpp build has RPC (`hearth doctor` says) and that the port is free.",
             )
-        with contextlib.suppress(OSError), socket.create_connection((endpoint.host, endpoint.port), timeout=1):
+        if reachable(endpoint):
             return
         time.sleep(0.1)
     raise HearthError(f"The worker's server did not listen on {endpoint} within 30 s.", "Start it again.")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-
-from app import __version__
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.workers import WorkerBook
@@ -20,7 +17,7 @@ def run_workers(settings: Settings, action: str, address: str | None, code: str 
     if action == "add":
         if not address or not code:
             raise HearthError("Adding a worker needs its address and code.", "hearth workers add HOST:PORT --code CODE")
-        worker = book.add(address, code, __version__, importlib.metadata.version("llama_cpp_python"))
+        worker = book.add(address, code)
         print(
             f"Paired with the worker at {worker.address}: {for_terminal(worker.facts.device)}, "
             f"{format_bytes(worker.facts.free_bytes)} free, {worker.facts.threads} threads, "

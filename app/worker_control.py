@@ -45,9 +45,7 @@ class ControlServer:
                         reply = outer.answer(request if isinstance(request, dict) else {})
                         self.wfile.write((json.dumps(reply) + "\n").encode())
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._server = socketserver.ThreadingTCPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="worker-control", daemon=True)
         self._thread.start()
 
@@ -62,6 +60,11 @@ class ControlServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True  # a restarted worker takes its port back at once
+    daemon_threads = True
 
 
 def load_tokens(path: Path) -> set[str]:

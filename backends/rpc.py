@@ -148,10 +148,10 @@ class WorkerUnreachable(HearthError):
 def reachable(endpoint: Endpoint, timeout_s: float = 1.0) -> bool:
     """Whether something accepts connections at ``endpoint`` (a worker that died no longer does)."""
     try:
-        with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
-            return True
-    except OSError:
+        _check_answers(endpoint, timeout_s)
+    except WorkerUnreachable:
         return False
+    return True
 
 
 def stopped_workers(workers: tuple[str, ...]) -> tuple[str, ...]:
@@ -159,9 +159,9 @@ def stopped_workers(workers: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(worker for worker in workers if not reachable(parse_endpoint(worker)))
 
 
-def _check_answers(endpoint: Endpoint) -> None:
+def _check_answers(endpoint: Endpoint, timeout_s: float = WORKER_CONNECT_S) -> None:
     try:
-        with socket.create_connection((endpoint.host, endpoint.port), timeout=WORKER_CONNECT_S):
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
             return
     except OSError as exc:
         raise WorkerUnreachable(

@@ -100,13 +100,8 @@ class ServerChild:
 def follow_parent() -> None:
     """In a server started by the window: end (SIGTERM) when the window's process dies, however it dies. Linux
     only; elsewhere the window stops the server when it closes, and a killed window leaves it running."""
-    parent = os.environ.get(PARENT_ENV)
-    if not parent or not sys.platform.startswith("linux"):
-        return
-    import ctypes
+    from backends.parent_death import end_with_parent
 
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != int(parent):  # the window died before the request took hold
-        os.kill(os.getpid(), signal.SIGTERM)
+    parent = os.environ.get(PARENT_ENV)
+    if parent and parent.isdigit():
+        end_with_parent(signal.SIGTERM, int(parent))

@@ -26,8 +26,8 @@ from app.services.instance import ServerRecord, process_alive, read_record
 TITLE = "Hearth"
 POLL_S = 0.25
 PAGE_READY_S = 120.0  # a first start imports Gradio and opens the stores: tens of seconds on a slow laptop
+_KEPT: list[object] = []  # the Qt application made here, which Python must not free while pywebview uses it
 # The chat is usable: its tab, its messages and the message box are on the page.
-_KEPT: list[object] = []
 _CHAT_SHOWN = "['#chat-tab', '#chat', '#message textarea'].every(s => document.querySelector(s) !== null)"
 
 
@@ -260,7 +260,7 @@ def _name_qt_application() -> Literal["qt"]:
     from qtpy.QtWidgets import QApplication
 
     if QApplication.instance() is None:
-        _KEPT.append(QApplication(["hearth"]))  # pywebview finds it through instance(); Python must not free it
+        _KEPT.append(QApplication(["hearth"]))  # pywebview finds it through instance()
     QGuiApplication.setApplicationName("Hearth")
     QGuiApplication.setDesktopFileName("hearth")
     return "qt"

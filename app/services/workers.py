@@ -15,6 +15,15 @@ from backends.pairing import WorkerFacts, facts_from, pair_request
 from backends.rpc import parse_endpoint
 
 
+def local_versions() -> tuple[str, str]:
+    """This Hearth's version and its llama-cpp-python's: a worker and its main must run the same of both."""
+    import importlib.metadata
+
+    from app import __version__
+
+    return __version__, importlib.metadata.version("llama_cpp_python")
+
+
 class WorkerRefused(HearthError):
     """A worker that refused to pair (wrong code, another version), or one this Hearth does not know."""
 
@@ -59,11 +68,11 @@ class WorkerBook:
                 continue  # a damaged entry: the others still work; `hearth workers add` writes it again
         return found
 
-    def add(self, address: str, code: str, hearth_version: str, llama_cpp_version: str) -> PairedWorker:
+    def add(self, address: str, code: str) -> PairedWorker:
         from app.worker_control import ask, round_trip_ms
 
         where = parse_endpoint(address)
-        reply = ask((where.host, where.port), pair_request(code, hearth_version, llama_cpp_version))
+        reply = ask((where.host, where.port), pair_request(code, *local_versions()))
         if "error" in reply:
             raise WorkerRefused(f"The worker at {where} refused: {reply['error']}", str(reply.get("remedy", "")))
         distance = round_trip_ms((where.host, where.port))
