@@ -26,8 +26,14 @@ pytestmark = pytest.mark.e2e
 
 
 def engine_pids(app: RunningApp) -> set[int]:
-    children = psutil.Process(app.process.pid).children()
-    return {child.pid for child in children if "backends.engine" in " ".join(child.cmdline())}
+    pids: set[int] = set()
+    for child in psutil.Process(app.process.pid).children():
+        try:
+            if "backends.engine" in " ".join(child.cmdline()):
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:  # a short-lived child (a probe) ended between the listing and the reading
+            continue
+    return pids
 
 
 class EngineFreezer:
