@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     worker = commands.add_parser("worker", help="serve this machine's CPU to a Hearth that splits a model's layers")
-    worker.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback only, the default)")
+    worker.add_argument(
+        "--host", default="127.0.0.1", help="address to serve (default 127.0.0.1; others let paired mains in by TLS)"
+    )
     worker.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     worker.add_argument("--threads", type=int, help="CPU threads for the layers it holds (default: half the cores)")
 

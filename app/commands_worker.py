@@ -1,6 +1,6 @@
 """``hearth worker``: this machine's CPU served to llama.cpp over its RPC protocol, for a Hearth that splits a
-model's layers across machines. Loopback only until Hearth's own encrypted, paired channel carries the traffic
-(ggml's RPC has neither authentication nor encryption)."""
+model's layers across machines. llama.cpp's RPC server (no authentication, no encryption) listens on this machine's
+loopback only; mains reach it through the worker's port, a TLS link only paired mains may use."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from app.errors import HearthError
 from app.terminal_text import for_terminal
 from app.wording import plural
-from backends.rpc import BadEndpoint, Endpoint, reachable
+from backends.rpc import Endpoint, reachable
 
 EXIT_OK = 0
 LISTEN_WAIT_S = 30.0
@@ -29,15 +29,11 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
     from app.services.workers import local_versions
     from app.worker_control import ControlServer, load_tokens
     from backends.pairing import WorkerFacts, WorkerState, new_code
+    from backends.secure_link import load_or_create_identity
 
     endpoint = Endpoint(host, port)
-    if not endpoint.loopback:
-        raise BadEndpoint(
-            f"A worker serves llama.cpp's RPC, which has no authentication or encryption; Hearth does not expose "
-            f"it on {host}.",
-            "Serve on 127.0.0.1 (the default) and reach it through an SSH tunnel from the main machine for now.",
-        )
     ensure_port_free(host, port)
+    identity = load_or_create_identity(data_dir / "worker-identity")
     threads = threads or max((os.cpu_count() or 2) // 2, 1)
     rpc = Endpoint("127.0.0.1", free_port())
     cache_dir = data_dir / "cache" / "worker-tensors"
@@ -54,13 +50,20 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         code = new_code()
         tokens_file = data_dir / "worker-paired.json"
         facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, *local_versions())
-        control = ControlServer(host, port, WorkerState(code, facts, load_tokens(tokens_file)), tokens_file)
+        state = WorkerState(code, identity.fingerprint, facts, load_tokens(tokens_file))
+        control = ControlServer(host, port, state, identity, tokens_file, _announce_code)
         print(
             f"Hearth worker: serving this machine's CPU ({plural(threads, 'thread')}) on {endpoint} (Ctrl+C to stop).",
             flush=True,
         )
         print(f"pairing code: {code}", flush=True)
         print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
+        print(f"  Certificate fingerprint: {identity.fingerprint[:16]}… (mains pin it when they pair).", flush=True)
+        if not endpoint.loopback:
+            print(
+                f"  Reachable from other machines on {host}: only paired mains are served, over TLS.",
+                flush=True,
+            )
         print(f"  Tensors clients send are kept in {for_terminal(str(cache_dir))}.", flush=True)
         status = child.wait()
         raise HearthError(
@@ -80,6 +83,11 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
             if child.poll() is None:
                 child.kill()
                 child.wait()
+
+
+def _announce_code(code: str) -> None:
+    print("The last code is used up (a main paired with it, or gave a wrong one); the next main needs this one:")
+    print(f"pairing code: {code}", flush=True)
 
 
 def free_port() -> int:

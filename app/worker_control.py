@@ -1,5 +1,7 @@
-"""The worker's control port and the main's client for it: one JSON object per line each way (``backends/pairing.py``
-has the messages). The worker keeps the tokens of the mains paired with it in its data folder (owner-only)."""
+"""The worker's control port and the main's client for it: TLS (``backends/secure_link.py``), then one JSON object
+per line each way (``backends/pairing.py`` has the messages); a paired main's ``rpc`` request turns its connection
+into llama.cpp's RPC stream to the worker's loopback. The worker keeps the tokens of the mains paired with it in its
+data folder (owner-only)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,18 @@ import contextlib
 import json
 import socket
 import socketserver
+import ssl
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError
 from app.paths import write_private_text
 from backends.pairing import WorkerState
+from backends.rpc import parse_endpoint
+from backends.secure_link import Identity, LinkRefused, carry, connect, server_context
 
 MAX_LINE_BYTES = 4096
 CONTROL_TIMEOUT_S = 5.0
@@ -25,11 +31,21 @@ class WorkerUnavailable(HearthError):
 
 
 class ControlServer:
-    """Answers pairing, info and ping requests on ``host:port`` in daemon threads until :meth:`close`."""
+    """Answers pairing, info, ping and RPC requests on ``host:port`` (TLS with ``identity``) in daemon threads until
+    :meth:`close`. ``announce`` gets each new pairing code."""
 
-    def __init__(self, host: str, port: int, state: WorkerState, tokens_file: Path) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        state: WorkerState,
+        identity: Identity,
+        tokens_file: Path,
+        announce: Callable[[str], None] = lambda code: None,
+    ) -> None:
         self._state = state
         self._tokens_file = tokens_file
+        self._announce = announce
         self._lock = threading.Lock()
         outer = self
 
@@ -38,24 +54,37 @@ class ControlServer:
 
             def handle(self) -> None:
                 with contextlib.suppress(OSError, ValueError):
+                    self.request.do_handshake()  # in this connection's thread, not the one accepting them
                     while line := self.rfile.readline(MAX_LINE_BYTES + 1):
                         if len(line) > MAX_LINE_BYTES:
                             return
                         request = json.loads(line)
                         reply = outer.answer(request if isinstance(request, dict) else {})
                         self.wfile.write((json.dumps(reply) + "\n").encode())
+                        if request.get("op") == "rpc" and reply.get("ok"):
+                            outer.carry_rpc(self.request)
+                            return
 
-        self._server = _Server((host, port), Handler)
+        self._server = _Server((host, port), Handler, server_context(identity))
         self._thread = threading.Thread(target=self._server.serve_forever, name="worker-control", daemon=True)
         self._thread.start()
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            before = len(self._state.tokens)
+            before, code = len(self._state.tokens), self._state.code
             reply = self._state.answer(request)
             if len(self._state.tokens) != before:
                 write_private_text(self._tokens_file, json.dumps(sorted(self._state.tokens)))
+            if self._state.code != code:
+                self._announce(self._state.code)
             return reply
+
+    def carry_rpc(self, link: socket.socket) -> None:
+        """llama.cpp's RPC stream between a paired main's link and the server on this machine's loopback."""
+        rpc = parse_endpoint(self._state.facts.rpc)
+        local = socket.create_connection((rpc.host, rpc.port), timeout=CONTROL_TIMEOUT_S)
+        local.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        carry(link, local)
 
     def close(self) -> None:
         self._server.shutdown()
@@ -66,6 +95,15 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True  # a restarted worker takes its port back at once
     daemon_threads = True
 
+    def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler], tls: ssl.SSLContext):
+        self._tls = tls
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self._tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
+
 
 def load_tokens(path: Path) -> set[str]:
     try:
@@ -75,13 +113,19 @@ def load_tokens(path: Path) -> set[str]:
     return {t for t in listed if isinstance(t, str)} if isinstance(listed, list) else set()
 
 
-def ask(address: tuple[str, int], request: dict[str, Any], timeout_s: float = CONTROL_TIMEOUT_S) -> dict[str, Any]:
-    """One request to a worker's control port, and its reply."""
+def ask(
+    address: tuple[str, int], request: dict[str, Any], pin: str | None, timeout_s: float = CONTROL_TIMEOUT_S
+) -> tuple[dict[str, Any], str]:
+    """One request to a worker's control port (refused unless its certificate is ``pin``, when given), its reply,
+    and the fingerprint of the certificate it showed."""
     where = f"{address[0]}:{address[1]}"
     try:
-        with socket.create_connection(address, timeout=timeout_s) as connection:
-            connection.sendall((json.dumps(request) + "\n").encode())
-            reply = connection.makefile("rb").readline(MAX_LINE_BYTES * 4)
+        link, seen = connect(address[0], address[1], pin, timeout_s)
+        with link:
+            link.sendall((json.dumps(request) + "\n").encode())
+            reply = link.makefile("rb").readline(MAX_LINE_BYTES * 4)
+    except LinkRefused:
+        raise
     except OSError as exc:
         raise WorkerUnavailable(
             f"The worker at {where} does not answer ({exc.strerror or exc}).",
@@ -95,17 +139,18 @@ def ask(address: tuple[str, int], request: dict[str, Any], timeout_s: float = CO
         raise WorkerUnavailable(
             f"{where} did not answer as a Hearth worker does.", "Give the address `hearth worker` printed there."
         )
-    return parsed
+    return parsed, seen
 
 
-def round_trip_ms(address: tuple[str, int], times: int = 5) -> float:
-    """The median time of ``times`` pings on one connection, in milliseconds."""
-    with socket.create_connection(address, timeout=CONTROL_TIMEOUT_S) as connection:
-        reader = connection.makefile("rb")
+def round_trip_ms(address: tuple[str, int], pin: str, times: int = 5) -> float:
+    """The median time of ``times`` pings on one link, in milliseconds."""
+    link, _ = connect(address[0], address[1], pin)
+    with link:
+        reader = link.makefile("rb")
         measured = []
         for _ in range(times):
             started = time.perf_counter()
-            connection.sendall(b'{"op": "ping"}\n')
+            link.sendall(b'{"op": "ping"}\n')
             reader.readline(MAX_LINE_BYTES)
             measured.append((time.perf_counter() - started) * 1000)
     return sorted(measured)[len(measured) // 2]

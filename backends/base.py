@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -61,6 +61,16 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class WorkerLink:
+    """How an engine reaches a paired `hearth worker`: its control address, the certificate fingerprint pinned at
+    pairing, and the token it issued (a secret: never printed)."""
+
+    address: str
+    fingerprint: str
+    token: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class LoadOptions:
     context_length: int
     threads: int
@@ -73,6 +83,7 @@ class LoadOptions:
     max_prompt_tokens: int | None = None  # a device's fixed prompt limit (an NPU's static shapes); None: the context
     slots: int = 1  # sequences answered at once; each has ``context_length`` tokens of its own
     workers: tuple[str, ...] = ()  # `hearth worker` addresses whose devices hold layers (llama.cpp's RPC)
+    worker_links: tuple[WorkerLink, ...] = ()  # how to reach those of ``workers`` that are paired ones
 
 
 @dataclass(frozen=True)

@@ -81,9 +81,10 @@ class NativeModel:
 
         _init_backend()
         if options.workers:  # their devices join llama.cpp's list before the model is placed on devices
-            from backends.rpc import attach_workers, parse_endpoint
+            from backends.rpc import attach_workers
+            from backends.worker_link import local_endpoints
 
-            attach_workers(tuple(parse_endpoint(worker) for worker in options.workers))
+            attach_workers(local_endpoints(options.workers, options.worker_links))
         self._tensor_split: Any = None
         self.model: Any = None
         self.ctx: Any = None

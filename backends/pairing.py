@@ -1,11 +1,16 @@
 """Pairing a main Hearth with a `hearth worker`: the worker prints a code, the main proves it knows the code without
 sending it, and gets a token it shows on every later request. Pure: messages in, messages out; ``app`` does the I/O.
 
-One JSON object per line on the worker's control port. The main sends ``{"op": "pair", "version": …, "nonce": …,
-"proof": HMAC-SHA256(code, "pair:" + nonce)}``; a worker of another Hearth or llama.cpp version refuses with the
-reason, a wrong proof is refused, and a right one gets ``{"token": …}`` plus what the worker serves (its RPC address,
-device, free memory, threads, versions). ``{"op": "info", "token": …}`` answers the same facts to a paired main, and
-``{"op": "ping"}`` answers at once (the main measures the round-trip time with it).
+One JSON object per line, inside the TLS link of ``backends/secure_link.py``. The main sends ``{"op": "pair",
+"version": …, "nonce": …, "proof": HMAC-SHA256(code, "pair:" + nonce + ":" + fingerprint)}``, where fingerprint is
+that of the certificate the link showed it: a machine in the middle shows another one, and its proof fails. A worker
+of another Hearth or llama.cpp version refuses with the reason, a wrong proof is refused, and a right one gets
+``{"token": …, "proof": …}`` (the worker's own proof that it knows the code, which the main checks before it pins the
+fingerprint) plus what the worker serves (device, free memory, threads, versions). A code pairs once: after a
+pairing, and after a wrong proof, the worker takes a new one, so a code guessed from a captured proof is dead.
+``{"op": "info", "token": …}`` answers the same facts to a paired main, ``{"op": "rpc", "token": …}`` turns the
+connection into llama.cpp's RPC stream once answered ``{"ok": true}``, and ``{"op": "ping"}`` answers at once (the
+main measures the round-trip time with it).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ CODE_LENGTH = 8
 
 @dataclass(frozen=True)
 class WorkerFacts:
-    rpc: str  # the llama.cpp RPC address the main adds
+    rpc: str  # llama.cpp's RPC on the worker's loopback: mains reach it through the link (op "rpc")
     device: str
     free_bytes: int
     threads: int
@@ -41,28 +46,44 @@ def normalise_code(code: str) -> str:
     return "".join(c for c in code.upper() if c.isalnum())
 
 
-def proof(code: str, nonce: str) -> str:
-    return hmac.new(normalise_code(code).encode(), f"pair:{nonce}".encode(), hashlib.sha256).hexdigest()
+def proof(code: str, nonce: str, fingerprint: str, side: str = "pair") -> str:
+    """What the main (``side="pair"``) or the worker (``side="paired"``) shows to prove it knows ``code``, bound to
+    the certificate the main saw."""
+    message = f"{side}:{nonce}:{fingerprint}".encode()
+    return hmac.new(normalise_code(code).encode(), message, hashlib.sha256).hexdigest()
 
 
-def pair_request(code: str, hearth_version: str, llama_cpp_version: str) -> dict[str, str]:
+def pair_request(code: str, fingerprint: str, hearth_version: str, llama_cpp_version: str) -> dict[str, str]:
     nonce = secrets.token_hex(16)
     return {
         "op": "pair",
         "version": hearth_version,
         "llama_cpp": llama_cpp_version,
         "nonce": nonce,
-        "proof": proof(code, nonce),
+        "proof": proof(code, nonce, fingerprint),
     }
 
 
-class WorkerState:
-    """The worker's side: its code, the tokens of the mains paired with it, and what it serves."""
+def worker_proved(code: str, request: Mapping[str, Any], fingerprint: str, reply: Mapping[str, Any]) -> bool:
+    """Whether the worker's reply to ``request`` shows it knows ``code`` too (the main checks this before it pins)."""
+    given = reply.get("proof")
+    expected = proof(code, str(request["nonce"]), fingerprint, side="paired")
+    return isinstance(given, str) and hmac.compare_digest(expected, given)
 
-    def __init__(self, code: str, facts: WorkerFacts, tokens: set[str] | None = None) -> None:
+
+class WorkerState:
+    """The worker's side: its code, its certificate's fingerprint, the tokens of the mains paired with it, and what it
+    serves. :attr:`code` changes after each pairing and each wrong proof (the caller prints the new one)."""
+
+    def __init__(self, code: str, fingerprint: str, facts: WorkerFacts, tokens: set[str] | None = None) -> None:
         self.code = code
+        self.fingerprint = fingerprint
         self.facts = facts
         self.tokens = set(tokens or ())
+
+    def paired(self, request: Mapping[str, Any]) -> bool:
+        token = request.get("token")
+        return isinstance(token, str) and token in self.tokens
 
     def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The reply to one request; a new token is added to :attr:`tokens` (the caller saves them)."""
@@ -71,10 +92,10 @@ class WorkerState:
             return {"pong": True}
         if op == "pair":
             return self._pair(request)
-        if op == "info":
-            if not isinstance(request.get("token"), str) or request["token"] not in self.tokens:
+        if op in ("info", "rpc"):
+            if not self.paired(request):
                 return {"error": "This main Hearth is not paired with this worker.", "remedy": "Pair it again."}
-            return {"facts": asdict(self.facts)}
+            return {"facts": asdict(self.facts)} if op == "info" else {"ok": True}
         return {"error": f"Unknown request {op!r}.", "remedy": "Use the same Hearth version on both machines."}
 
     def _pair(self, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,11 +110,19 @@ class WorkerState:
         nonce, given = request.get("nonce"), request.get("proof")
         if not isinstance(nonce, str) or not isinstance(given, str) or len(nonce) < 16:
             return {"error": "The pairing request is incomplete.", "remedy": "Pair with `hearth workers add`."}
-        if not hmac.compare_digest(proof(self.code, nonce), given):
-            return {"error": "Wrong pairing code.", "remedy": "Type the code the worker printed (pairing code: …)."}
+        code, self.code = self.code, new_code()  # used, right or wrong
+        if not hmac.compare_digest(proof(code, nonce, self.fingerprint), given):
+            return {
+                "error": "Wrong or already used pairing code.",
+                "remedy": "A code pairs once; the worker has printed a new one (pairing code: …): pair with that.",
+            }
         token = secrets.token_urlsafe(24)
         self.tokens.add(token)
-        return {"token": token, "facts": asdict(self.facts)}
+        return {
+            "token": token,
+            "proof": proof(code, nonce, self.fingerprint, side="paired"),
+            "facts": asdict(self.facts),
+        }
 
 
 def facts_from(reply: Mapping[str, Any]) -> WorkerFacts:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.errors import BackendUnavailable, DoesNotFit
-from backends.base import Backend, LoadOptions
+from backends.base import Backend, LoadOptions, WorkerLink
 from backends.hardware import GpuDevice, HardwareInventory, OpenVinoDevice
 from backends.memory import (
     MIB,
@@ -95,7 +95,9 @@ class BackendPlan:
     slots: int = 1  # answers written at once; ``context_length`` is each one's
     workers: tuple[str, ...] = ()  # `hearth worker` addresses holding layers (the pipeline backend)
 
-    def load_options(self, seed: int = 0, cache_dir: str | None = None) -> LoadOptions:
+    def load_options(
+        self, seed: int = 0, cache_dir: str | None = None, worker_links: tuple[WorkerLink, ...] = ()
+    ) -> LoadOptions:
         return LoadOptions(
             context_length=self.context_length,
             threads=self.threads,
@@ -107,6 +109,7 @@ class BackendPlan:
             cache_dir=cache_dir,
             slots=self.slots,
             workers=self.workers,
+            worker_links=worker_links,
         )
 
 

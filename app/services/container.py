@@ -15,7 +15,7 @@ from app.services.documents import LazyDocuments, build_documents
 from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
-from backends.base import GenerationParams
+from backends.base import GenerationParams, WorkerLink
 from backends.hardware import HardwareInventory, probe, with_current_memory
 from backends.selection import Preferences
 from models.embedded import embedded_chat_model
@@ -109,7 +109,8 @@ def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoic
     pick = start_model(paths, inventory, prefs, flag)
     path, why = (pick.path, pick.why) if pick else (embedded_chat_model(), RULE_WORDS["fallback"])
     cache = str(paths.compiled_cache_dir)
-    return StartChoice(ModelChoice(path, prefs, settings.generation.seed or 0, cache), why)
+    links = worker_links(settings)
+    return StartChoice(ModelChoice(path, prefs, settings.generation.seed or 0, cache, links), why)
 
 
 def preferences(settings: Settings) -> Preferences:
@@ -126,12 +127,17 @@ def preferences(settings: Settings) -> Preferences:
 
 
 def _pipeline_workers(settings: Settings) -> tuple[str, ...]:
-    """The RPC addresses of the workers the pipeline backend uses: those named (paired ones), else every paired one."""
+    """The addresses of the workers the pipeline backend uses: those named (paired ones), else every paired one."""
+    return tuple(link.address for link in worker_links(settings))
+
+
+def worker_links(settings: Settings) -> tuple[WorkerLink, ...]:
+    """The links to the workers the pipeline backend uses (none for any other backend)."""
     if settings.backend.name != "pipeline":
         return ()
     from app.services.workers import WorkerBook
 
-    return WorkerBook(resolve_data_paths(settings.home).workers_file).rpc_addresses(settings.backend.workers)
+    return WorkerBook(resolve_data_paths(settings.home).workers_file).links(settings.backend.workers)
 
 
 def generation_params(settings: Settings) -> GenerationParams:

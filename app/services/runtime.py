@@ -28,7 +28,16 @@ from typing import Literal
 from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady
 from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
 from app.services.supervision import RestartPolicy
-from backends.base import Backend, CancelToken, ChatEvent, ChatMessage, GenerationParams, LoadOptions, LoadProgress
+from backends.base import (
+    Backend,
+    CancelToken,
+    ChatEvent,
+    ChatMessage,
+    GenerationParams,
+    LoadOptions,
+    LoadProgress,
+    WorkerLink,
+)
 from backends.engine.base import Engine
 from backends.engine.client import EngineExit, EngineProcess
 from backends.hardware import HardwareInventory
@@ -79,6 +88,7 @@ class ModelChoice:
     prefs: Preferences
     seed: int = 0
     cache_dir: str | None = None
+    worker_links: tuple[WorkerLink, ...] = ()  # how to reach the paired workers among ``prefs.workers``
 
 
 class Lease:
@@ -386,7 +396,7 @@ class ModelRuntime:
             self._last_generation += 1
             generation = self._last_generation
             self._cancel_requested = False
-        options = plan.load_options(choice.seed, choice.cache_dir)
+        options = plan.load_options(choice.seed, choice.cache_dir, choice.worker_links)
         engine = self._make_engine(plan.backend, model, options, lambda exit_: self._engine_exited(generation, exit_))
         with self._changed:
             self._booting = engine

@@ -1,9 +1,10 @@
 """The workers this Hearth has paired with (``workers.json`` in the data folder, owner-only): added with the code a
-worker printed, listed with whether each answers now and how far away it is, removed; and the llama.cpp RPC
-addresses the pipeline backend puts layers on."""
+worker printed (its certificate pinned then), listed with whether each answers now and how far away it is, removed;
+and the links the pipeline backend reaches them through."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from app.errors import HearthError
 from app.paths import write_private_text
-from backends.pairing import WorkerFacts, facts_from, pair_request
+from backends.base import WorkerLink
+from backends.pairing import WorkerFacts, facts_from, pair_request, worker_proved
 from backends.rpc import parse_endpoint
 
 
@@ -32,8 +34,13 @@ class WorkerRefused(HearthError):
 class PairedWorker:
     address: str  # the worker's control address, as given to `hearth workers add`
     token: str
+    fingerprint: str  # of the certificate the worker showed when paired: any other is refused
     facts: WorkerFacts
     round_trip_ms: float
+
+    @property
+    def link(self) -> WorkerLink:
+        return WorkerLink(self.address, self.fingerprint, self.token)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class WorkerBook:
                     PairedWorker(
                         str(item["address"]),
                         str(item["token"]),
+                        str(item["fingerprint"]),
                         facts_from({"facts": item["facts"]}),
                         float(item["round_trip_ms"]),
                     )
@@ -69,14 +77,29 @@ class WorkerBook:
         return found
 
     def add(self, address: str, code: str) -> PairedWorker:
-        from app.worker_control import ask, round_trip_ms
+
+        from app.worker_control import WorkerUnavailable, ask, round_trip_ms
+        from backends.secure_link import connect
 
         where = parse_endpoint(address)
-        reply = ask((where.host, where.port), pair_request(code, *local_versions()))
+        try:
+            _, seen = connect(where.host, where.port, pin=None)  # the certificate the proof is bound to
+        except OSError as exc:
+            raise WorkerUnavailable(
+                f"The worker at {where} does not answer ({exc.strerror or exc}).",
+                "Check that `hearth worker` runs there and that the address is right.",
+            ) from None
+        request = pair_request(code, seen, *local_versions())
+        reply, _ = ask((where.host, where.port), request, pin=seen)
         if "error" in reply:
             raise WorkerRefused(f"The worker at {where} refused: {reply['error']}", str(reply.get("remedy", "")))
-        distance = round_trip_ms((where.host, where.port))
-        worker = PairedWorker(str(where), str(reply["token"]), facts_from(reply), distance)
+        if not worker_proved(code, request, seen, reply):
+            raise WorkerRefused(
+                f"{where} did not prove it knows the pairing code: it is not the worker that printed it.",
+                "Check the address; pair only over a network you trust.",
+            )
+        distance = round_trip_ms((where.host, where.port), seen)
+        worker = PairedWorker(str(where), str(reply["token"]), seen, facts_from(reply), distance)
         self._save([*(w for w in self.paired() if w.address != worker.address), worker])
         return worker
 
@@ -91,29 +114,33 @@ class WorkerBook:
 
     def status(self) -> list[WorkerStatus]:
         """Each paired worker, asked now (its facts refreshed: free memory changes)."""
-        from app.worker_control import WorkerUnavailable, ask, round_trip_ms
+        from app.worker_control import ask, round_trip_ms
 
         statuses = []
         for worker in self.paired():
             where = parse_endpoint(worker.address)
             try:
-                reply = ask((where.host, where.port), {"op": "info", "token": worker.token})
+                reply, _ = ask((where.host, where.port), {"op": "info", "token": worker.token}, worker.fingerprint)
                 if "error" in reply:
                     statuses.append(WorkerStatus(worker, False, None, str(reply["error"])))
                     continue
-                fresh = PairedWorker(worker.address, worker.token, facts_from(reply), worker.round_trip_ms)
-                statuses.append(WorkerStatus(fresh, True, round_trip_ms((where.host, where.port))))
-            except (WorkerUnavailable, OSError) as exc:
+                fresh = dataclasses.replace(worker, facts=facts_from(reply))
+                statuses.append(WorkerStatus(fresh, True, round_trip_ms((where.host, where.port), worker.fingerprint)))
+            except (HearthError, OSError) as exc:
                 statuses.append(WorkerStatus(worker, False, None, getattr(exc, "message", str(exc))))
         return statuses
 
-    def rpc_addresses(self, chosen: Sequence[str] = ()) -> tuple[str, ...]:
-        """The RPC addresses of ``chosen`` paired workers (their control addresses), or of all of them."""
+    def links(self, chosen: Sequence[str] = ()) -> tuple[WorkerLink, ...]:
+        """The links to ``chosen`` paired workers (their control addresses), or to all of them."""
+        return tuple(worker.link for worker in self.chosen(chosen))
+
+    def chosen(self, chosen: Sequence[str] = ()) -> tuple[PairedWorker, ...]:
+        """The paired workers at the ``chosen`` control addresses, or all of them; refused for one not paired."""
         paired = self.paired()
         if not chosen:
-            return tuple(w.facts.rpc for w in paired)
+            return tuple(paired)
         by_address = {w.address: w for w in paired}
-        addresses = []
+        found = []
         for address in chosen:
             key = str(parse_endpoint(address))
             if key not in by_address:
@@ -121,8 +148,8 @@ class WorkerBook:
                     f"The worker at {key} is not paired with this Hearth.",
                     f"Pair it first: hearth workers add {key} --code CODE (the code it printed).",
                 )
-            addresses.append(by_address[key].facts.rpc)
-        return tuple(addresses)
+            found.append(by_address[key])
+        return tuple(found)
 
     def _save(self, workers: Sequence[PairedWorker]) -> None:
         write_private_text(self._path, json.dumps([asdict(w) for w in workers], indent=2))

@@ -1,7 +1,8 @@
 """`hearth worker` serves llama.cpp's RPC for real, and a main Hearth pairs with it (`hearth workers add` with the
 code it printed): two paired workers on loopback hold the embedded model's layers, and greedy decoding gives the text a
-single process gives, through llama.cpp directly and through Hearth's engine. A wrong code, an unpaired or stopped
-worker, a port beyond loopback or in use, and a worker killed mid-answer each get a clear message."""
+single process gives, through llama.cpp directly and through Hearth's engine (over the workers' TLS links). A wrong or
+used code, an unpaired or stopped worker, another worker behind a pinned address, a link that is not TLS or shows no
+token, a port in use, and a worker killed mid-answer each get a clear message."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.rpc import parse_endpoint
 from tests.e2e.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -67,6 +69,16 @@ def _pairing_code(process: subprocess.Popen[str], address: str) -> str:
     assert process.stdout is not None
     serving = process.stdout.readline()
     assert f"serving this machine's CPU (1 thread) on {address}" in serving, serving
+    code_line = process.stdout.readline()
+    assert code_line.startswith("pairing code: "), code_line
+    return code_line.removeprefix("pairing code: ").strip()
+
+
+def _next_code(process: subprocess.Popen[str]) -> str:
+    """The code a worker printed after its last one was used up."""
+    assert process.stdout is not None
+    while "code is used up" not in (line := process.stdout.readline()):
+        assert line, "the worker ended without printing a new code"
     code_line = process.stdout.readline()
     assert code_line.startswith("pairing code: "), code_line
     return code_line.removeprefix("pairing code: ").strip()
@@ -167,7 +179,8 @@ def test_a_wrong_code_or_a_port_that_is_not_a_worker_is_refused_with_what_to_do(
         wrong = "AAAA-AAAA" if code != "AAAA-AAAA" else "BBBB-BBBB"
         refused = _hearth(isolated_home, "workers", "add", f"127.0.0.1:{port}", "--code", wrong, timeout=60)
         assert refused.returncode == 1
-        assert "Wrong pairing code." in refused.stderr and "the worker printed" in refused.stderr
+        assert "Wrong or already used pairing code." in refused.stderr and "printed a new one" in refused.stderr
+        code = _next_code(process)  # the wrong try ended the old one
         with socket.socket() as not_a_worker:
             not_a_worker.bind(("127.0.0.1", 0))
             not_a_worker.listen()
@@ -176,15 +189,55 @@ def test_a_wrong_code_or_a_port_that_is_not_a_worker_is_refused_with_what_to_do(
         # It accepts and never answers: a timeout, not a hang.
         assert answered.returncode == 1 and f"127.0.0.1:{other} does not answer (timed out)" in answered.stderr
         assert "No workers are paired" in _hearth(isolated_home, "workers", "list", timeout=60).stdout
+        paired = _hearth(isolated_home, "workers", "add", f"127.0.0.1:{port}", "--code", code, timeout=60)
+        assert paired.returncode == 0, paired.stderr  # the new code pairs
+        again = _hearth(isolated_home, "workers", "add", f"127.0.0.1:{port}", "--code", code, timeout=60)
+        assert again.returncode == 1 and "already used" in again.stderr  # once
     finally:
         process.terminate()
         process.wait(timeout=15)
 
 
-def test_a_worker_refuses_to_serve_beyond_loopback_and_a_port_in_use(isolated_home: Path) -> None:
-    exposed = _hearth(isolated_home, "worker", "--host", "0.0.0.0", timeout=60)
-    assert exposed.returncode == 1
-    assert "no authentication or encryption" in exposed.stderr and "127.0.0.1" in exposed.stderr
+def test_the_worker_port_speaks_only_tls_and_serves_rpc_only_to_a_paired_main(
+    workers: list[Worker], isolated_home: Path
+) -> None:
+    from app.services.workers import WorkerBook
+    from backends.base import WorkerLink
+    from backends.secure_link import LinkRefused
+    from backends.worker_link import open_rpc
+
+    host, port = workers[0].address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as plain:
+        plain.sendall(b'{"op": "ping"}\n')
+        assert plain.recv(4096) == b""  # no answer in the clear: the handshake failed and the worker hung up
+    paired = WorkerBook(isolated_home / "workers.json").paired()[0]
+    assert paired.address == workers[0].address and parse_endpoint(paired.facts.rpc).loopback  # RPC stays inside
+    with pytest.raises(LinkRefused) as refused:
+        open_rpc(WorkerLink(paired.address, paired.fingerprint, "not-the-token"))
+    assert "is not paired with this worker" in refused.value.message
+    open_rpc(paired.link).close()  # the token it was given works
+
+
+def test_another_worker_at_a_paired_address_is_refused_by_its_certificate(
+    workers: list[Worker], embedded_model: Path, isolated_home: Path, tmp_path: Path
+) -> None:
+    first = workers[0]
+    first.process.terminate()
+    first.process.wait(timeout=15)
+    impostor = _start_worker(tmp_path / "elsewhere", int(first.address.rsplit(":", 1)[1]))  # a certificate of its own
+    try:
+        _pairing_code(impostor, first.address)
+        listed = _hearth(isolated_home, "workers", "list", timeout=60)
+        assert f"{first.address}\toffline\tThe worker at {first.address} showed another certificate" in listed.stdout
+        refused = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", first.address)
+        assert refused.returncode == 1 and "showed another certificate" in refused.stderr
+        assert f"hearth workers remove {first.address}" in refused.stderr
+    finally:
+        impostor.terminate()
+        impostor.wait(timeout=15)
+
+
+def test_a_worker_refuses_a_port_in_use(isolated_home: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -241,7 +294,7 @@ def test_an_unpaired_or_stopped_worker_is_named_instead_of_an_abort(
     workers[0].process.wait(timeout=15)
     failed = _chat(isolated_home, embedded_model, "--backend", "pipeline")
     assert failed.returncode == 1
-    assert f"The worker at {workers[0].rpc} does not answer" in failed.stderr
+    assert f"The worker at {workers[0].address} does not answer" in failed.stderr
     assert "SIGABRT" not in failed.stderr
 
 
@@ -268,7 +321,7 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
                 seen.append(event)
                 if sum(isinstance(e, TextDelta) for e in seen) == 10:
                     os.kill(victim, signal.SIGKILL)
-        assert caught.value.message == f"Worker {workers[0].rpc} stopped; continuing without it."
+        assert caught.value.message == f"Worker {workers[0].address} stopped; continuing without it."
         started = seen[0]
         assert isinstance(started, TurnStarted)
         stored = services.store.get(started.conversation_id).messages
@@ -278,7 +331,7 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
         while services.runtime.status.state != "ready" and time.monotonic() < deadline:
             time.sleep(0.1)
         assert services.runtime.status.state == "ready", services.runtime.status
-        assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1].rpc,)
+        assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1].address,)
         follow_up = list(services.chat.send(started.conversation_id, "And then?", GenerationParams(0.0, 12), "s"))
         assert isinstance(follow_up[-1], TurnSaved) and follow_up[-1].message.content
     finally:

@@ -1,0 +1,114 @@
+"""The engine's end of the links to paired workers: for each, a port on this machine's loopback that llama.cpp's RPC
+client connects to as if it were the worker; each connection goes on through the encrypted link
+(``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+
+from app.errors import HearthError
+from backends.base import WorkerLink
+from backends.rpc import BadEndpoint, Endpoint, WorkerUnreachable, parse_endpoint
+from backends.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
+
+_relays: dict[WorkerLink, Relay] = {}
+_relays_lock = threading.Lock()
+
+
+def open_rpc(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> socket.socket:
+    """A connection that carries llama.cpp's RPC to the worker of ``link``, through its encrypted link."""
+    where = parse_endpoint(link.address)
+    try:
+        tls, _ = connect(where.host, where.port, link.fingerprint, timeout_s)
+    except OSError as exc:
+        raise WorkerUnreachable(
+            f"The worker at {where} does not answer ({exc.strerror or exc}).",
+            "Start `hearth worker` there (or check the address), or leave that worker out.",
+        ) from None
+    try:
+        tls.sendall((json.dumps({"op": "rpc", "token": link.token}) + "\n").encode())
+        reply = _read_line(tls)
+    except OSError as exc:
+        tls.close()
+        raise WorkerUnreachable(f"The worker at {where} stopped answering ({exc}).", "Start it again.") from None
+    if reply.get("ok") is not True:
+        tls.close()
+        raise LinkRefused(
+            f"The worker at {where} refused: {reply.get('error', 'no reason given')}",
+            str(reply.get("remedy", "Pair with it again: hearth workers add HOST:PORT --code CODE.")),
+        )
+    return tls
+
+
+def _read_line(connection: socket.socket) -> dict[str, object]:
+    # byte by byte: whatever follows the line is llama.cpp's, and a buffered reader could swallow some of it
+    line = bytearray()
+    while not line.endswith(b"\n") and len(line) < 4096:
+        byte = connection.recv(1)
+        if not byte:
+            break
+        line += byte
+    try:
+        parsed = json.loads(line)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+class Relay:
+    """A loopback port whose connections go on to one worker through its link, until the process ends."""
+
+    def __init__(self, link: WorkerLink) -> None:
+        self.link = link
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = Endpoint("127.0.0.1", int(self._listener.getsockname()[1]))
+        threading.Thread(target=self._accept, name=f"relay-{link.address}", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                local, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(local,), name="relay-link", daemon=True).start()
+
+    def _carry(self, local: socket.socket) -> None:
+        try:
+            remote = open_rpc(self.link)
+        except HearthError:
+            local.close()  # llama.cpp sees the worker gone; the engine's supervisor names it
+            return
+        for end in (local, remote):
+            with contextlib.suppress(OSError):
+                end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        carry(local, remote)
+
+
+def local_endpoints(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> tuple[Endpoint, ...]:
+    """Where llama.cpp reaches each of ``workers``: the relay of its link (started once per process, after checking
+    the link works: llama.cpp aborts the process on a worker it cannot reach), or, for an address with no link, the
+    worker's RPC server itself, which only a loopback address may be."""
+    by_address = {str(parse_endpoint(link.address)): link for link in links}
+    endpoints = []
+    for worker in workers:
+        where = parse_endpoint(worker)
+        link = by_address.get(str(where))
+        if link is None:
+            if not where.loopback:
+                raise BadEndpoint(
+                    f"The worker at {where} is not paired, and llama.cpp's RPC is never used unencrypted beyond "
+                    "this machine.",
+                    f"Pair with it: hearth workers add {where} --code CODE (the code it printed).",
+                )
+            endpoints.append(where)
+            continue
+        with _relays_lock:
+            relay = _relays.get(link)
+            if relay is None:
+                open_rpc(link).close()  # reachable, the pinned certificate, a token it knows: or a clear error
+                relay = _relays[link] = Relay(link)
+        endpoints.append(relay.endpoint)
+    return tuple(endpoints)
