@@ -154,11 +154,6 @@ def reachable(endpoint: Endpoint, timeout_s: float = 1.0) -> bool:
     return True
 
 
-def stopped_workers(workers: tuple[str, ...]) -> tuple[str, ...]:
-    """Those of ``workers`` that no longer accept connections."""
-    return tuple(worker for worker in workers if not reachable(parse_endpoint(worker)))
-
-
 def _check_answers(endpoint: Endpoint, timeout_s: float = WORKER_CONNECT_S) -> None:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):

@@ -156,8 +156,9 @@ def carry(one: socket.socket, other: socket.socket) -> None:
     try:
         while open_ends == {one, other} or any(pending[end] for end in open_ends):
             for end in ends:
-                wants = _wants(end, pending, peer, open_ends)
-                watch.modify(end, wants or selectors.EVENT_READ)  # EVENT_READ alone when idle also sees a reset
+                wants = _wants(end, pending, peer, open_ends) or selectors.EVENT_READ  # idle: still sees a reset
+                if watch.get_key(end).events != wants:  # a system call saved per message when nothing changed
+                    watch.modify(end, wants)
             selected = {key.fd for key, _ in watch.select()}
             # TLS may hold decrypted bytes the selector cannot see
             ready = [end for end in ends if end.fileno() in selected or (end in open_ends and _holds_bytes(end))]

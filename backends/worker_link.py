@@ -1,21 +1,31 @@
 """The engine's end of the links to paired workers: for each, a port on this machine's loopback that llama.cpp's RPC
 client connects to as if it were the worker; each connection goes on through the encrypted link
-(``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server."""
+(``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server.
+
+llama.cpp waits for a worker's reply without a timeout, so a worker that hangs (stopped, or cut off by the network)
+would hang the answer forever. While a relay carries anything it pings its worker every couple of seconds on a link
+of its own; a worker that has not answered within :data:`HEARTBEAT_TIMEOUT_S` has its connections cut, llama.cpp
+gives up on it (ending the engine), and the supervisor names the worker and plans without it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import threading
+import time
 
 from app.errors import HearthError
 from backends.base import WorkerLink
 from backends.rpc import BadEndpoint, Endpoint, WorkerUnreachable, parse_endpoint
 from backends.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
 
+HEARTBEAT_EVERY_S = 2.0
+HEARTBEAT_TIMEOUT_S = 10.0
 _relays: dict[WorkerLink, Relay] = {}
 _relays_lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def open_rpc(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> socket.socket:
@@ -43,6 +53,33 @@ def open_rpc(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> socket.sock
     return tls
 
 
+def answers(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> bool:
+    """Whether the worker of ``link`` answers a ping through its link within ``timeout_s`` (a stopped or cut-off
+    worker may still have its connections accepted by the system, so a bare connect says nothing)."""
+    where = parse_endpoint(link.address)
+    try:
+        tls, _ = connect(where.host, where.port, link.fingerprint, timeout_s)
+        with tls:
+            tls.sendall(b'{"op": "ping"}\n')
+            return _read_line(tls).get("pong") is True
+    except (OSError, HearthError):
+        return False
+
+
+def stopped_workers(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> tuple[str, ...]:
+    """Those of ``workers`` that do not answer now: through their link, or, for one without, by connecting."""
+    from backends.rpc import reachable
+
+    by_address = {str(parse_endpoint(link.address)): link for link in links}
+    stopped = []
+    for worker in workers:
+        link = by_address.get(str(parse_endpoint(worker)))
+        alive = answers(link) if link is not None else reachable(parse_endpoint(worker))
+        if not alive:
+            stopped.append(worker)
+    return tuple(stopped)
+
+
 def _read_line(connection: socket.socket) -> dict[str, object]:
     # byte by byte: whatever follows the line is llama.cpp's, and a buffered reader could swallow some of it
     line = bytearray()
@@ -61,11 +98,32 @@ def _read_line(connection: socket.socket) -> dict[str, object]:
 class Relay:
     """A loopback port whose connections go on to one worker through its link, until the process ends."""
 
-    def __init__(self, link: WorkerLink) -> None:
+    def __init__(self, link: WorkerLink, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
         self.link = link
+        self._heartbeat_timeout_s = heartbeat_timeout_s
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.endpoint = Endpoint("127.0.0.1", int(self._listener.getsockname()[1]))
+        self._carrying: set[socket.socket] = set()  # the llama.cpp ends of the connections being carried
+        self._lock = threading.Lock()
         threading.Thread(target=self._accept, name=f"relay-{link.address}", daemon=True).start()
+        threading.Thread(target=self._heartbeat, name=f"heartbeat-{link.address}", daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_EVERY_S)
+            with self._lock:
+                busy = bool(self._carrying)
+            if not busy or answers(self.link, self._heartbeat_timeout_s):
+                continue
+            log.error(
+                "the worker at %s has not answered for %.0f s; cutting its link",
+                self.link.address,
+                self._heartbeat_timeout_s,
+            )
+            with self._lock:
+                for local in self._carrying:
+                    with contextlib.suppress(OSError):
+                        local.shutdown(socket.SHUT_RDWR)  # carry() sees the end and closes both sides
 
     def _accept(self) -> None:
         while True:
@@ -84,7 +142,13 @@ class Relay:
         for end in (local, remote):
             with contextlib.suppress(OSError):
                 end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        carry(local, remote)
+        with self._lock:
+            self._carrying.add(local)
+        try:
+            carry(local, remote)
+        finally:
+            with self._lock:
+                self._carrying.discard(local)
 
 
 def local_endpoints(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> tuple[Endpoint, ...]:

@@ -108,6 +108,12 @@ class ModelControl:
         if backend is not None or device is not None:
             checked = _checked_backend(backend or prefs.backend, device or prefs.device)
             prefs = dataclasses.replace(prefs, backend=checked.name, device=checked.device)
+            if checked.name == "pipeline" and not prefs.workers:  # every paired worker, as `--backend pipeline`
+                from app.services.workers import WorkerBook
+
+                links = WorkerBook(self._paths.workers_file).links()
+                prefs = dataclasses.replace(prefs, workers=tuple(link.address for link in links))
+                choice = dataclasses.replace(choice, worker_links=links)
         if context_length is not None:
             prefs = dataclasses.replace(prefs, context_length=_checked_context(context_length))
         yield from self._runtime.switch(dataclasses.replace(choice, prefs=prefs), cancel_running)
@@ -129,7 +135,8 @@ def _checked_backend(backend: str, device: str) -> BackendSettings:
         fields = " and ".join(sorted({named.get(str(e["loc"][0]), "setting") for e in exc.errors() if e["loc"]}))
         raise InvalidChoice(
             f"That {fields or 'backend or device'} is not valid: {problems}.",
-            "Pick a backend (auto, llamacpp, cuda, openvino, fake) and a device (auto, cpu, cuda, cuda:N, gpu, npu).",
+            "Pick a backend (auto, llamacpp, cuda, openvino, pipeline, fake) and a device (auto, cpu, cuda, cuda:N, "
+            "gpu, npu).",
         ) from None
 
 

@@ -23,6 +23,7 @@ from app.ui.page_key import page_key
 from app.ui.page_uploads import PageUploads
 from app.ui.render import answering_from, upload_limit_note
 from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
+from app.ui.workers import WorkersPanel, build_workers_section, wire_workers_section
 from rag.loaders import SUPPORTED_SUFFIXES
 
 log = logging.getLogger(__name__)
@@ -281,6 +282,7 @@ def build_ui(services: Services) -> gr.Blocks:
                     )
                     switch_button = gr.Button("Use these (reloads the model)", elem_id="switch", scale=1)
                 switch_progress = gr.Markdown("", elem_id="switch-progress")
+                workers_ui = build_workers_section()
                 api_section(services)
         timer = gr.Timer(1.0, active=True)
 
@@ -353,6 +355,9 @@ def build_ui(services: Services) -> gr.Blocks:
         # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
         refresh_machine.click(hardware.machine, outputs=[machine], queue=False)
+        wire_workers_section(
+            WorkersPanel(services.paths.workers_file), workers_ui, hardware_tab, hardware.backend_picker, backend_choice
+        )
         switch_button.click(
             hardware.switch,
             [backend_choice, device_choice],

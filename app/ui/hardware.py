@@ -81,9 +81,18 @@ class HardwarePanel:
         if not choices:
             return gr.update(value=prefs.backend), gr.update(value=prefs.device)
         return (
-            gr.update(choices=backend_choices(inventory), value=prefs.backend),
+            gr.update(choices=backend_choices(inventory, self._paired_workers()), value=prefs.backend),
             gr.update(choices=device_choices(inventory), value=prefs.device),
         )
+
+    def backend_picker(self) -> Any:
+        """The backend picker with its choices labelled again (pairing a worker makes the split available)."""
+        return self._pickers(choices=True)[0]
+
+    def _paired_workers(self) -> int:
+        from app.services.workers import WorkerBook
+
+        return len(WorkerBook(self.services.paths.workers_file).paired())
 
     def _status(self) -> str:
         return status_markdown(self.services.runtime.status)

@@ -14,14 +14,17 @@ BACKEND_CHOICES = [
     ("llama.cpp", "llamacpp"),
     ("llama.cpp on NVIDIA GPUs (CUDA)", "cuda"),
     ("OpenVINO (Intel NPU, GPU or CPU)", "openvino"),
+    ("Split across the paired workers (llama.cpp RPC)", "pipeline"),
 ]
 
 
-def backend_choices(inventory: HardwareInventory) -> list[tuple[str, str]]:
+def backend_choices(inventory: HardwareInventory, paired_workers: int = 0) -> list[tuple[str, str]]:
     """The backend picker: a backend that cannot run here keeps its place, labelled with the reason."""
     choices = []
     for label, value in BACKEND_CHOICES:
         reason = unavailable_backend_reason(inventory, value)
+        if value == "pipeline" and not reason and not paired_workers:
+            reason = "no worker is paired (pair one under Workers)"
         choices.append((f"{label} — not available here: {reason}" if reason else label, value))
     return choices
 

@@ -40,7 +40,7 @@ from backends.engine.protocol import (
     Shutdown,
     Start,
 )
-from backends.rpc import stopped_workers
+from backends.worker_link import stopped_workers
 from models.gguf import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -319,7 +319,11 @@ class EngineProcess:
             self._process.kill()
             returncode = self._process.wait()
         # llama.cpp aborts when a worker holding layers goes away: say which one, so the restart can leave it out.
-        lost = stopped_workers(self.options.workers) if self.options.workers and not self._stopping else ()
+        lost = (
+            stopped_workers(self.options.workers, self.options.worker_links)
+            if self.options.workers and not self._stopping
+            else ()
+        )
         died = _Died(EngineExit(self._process.pid, returncode, self._stopping, lost))
         with self._waiting_lock:
             self._exit = died.exit

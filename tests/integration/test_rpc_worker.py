@@ -298,9 +298,11 @@ def test_an_unpaired_or_stopped_worker_is_named_instead_of_an_abort(
     assert "SIGABRT" not in failed.stderr
 
 
-def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_question_works_without_it(
-    workers: list[Worker], embedded_model: Path, isolated_home: Path
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
+def test_a_worker_killed_or_hung_mid_answer_ends_the_answer_naming_it_and_the_next_question_works_without_it(
+    workers: list[Worker], embedded_model: Path, isolated_home: Path, how: signal.Signals
 ) -> None:
+    # hung: stopped, its connections stay open and nothing comes back; the link's heartbeat cuts it
     from app.errors import EngineStopped
     from app.services.chat import TurnSaved, TurnStarted
     from app.services.container import build_services
@@ -320,7 +322,7 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
             for event in services.chat.send(None, "Write a long story about the sea.", long, "You tell stories."):
                 seen.append(event)
                 if sum(isinstance(e, TextDelta) for e in seen) == 10:
-                    os.kill(victim, signal.SIGKILL)
+                    os.kill(victim, how)
         assert caught.value.message == f"Worker {workers[0].address} stopped; continuing without it."
         started = seen[0]
         assert isinstance(started, TurnStarted)
@@ -336,3 +338,5 @@ def test_a_worker_killed_mid_answer_ends_the_answer_naming_it_and_the_next_quest
         assert isinstance(follow_up[-1], TurnSaved) and follow_up[-1].message.content
     finally:
         services.close()
+        if how == signal.SIGSTOP:
+            os.kill(workers[0].process.pid, signal.SIGCONT)  # so that it can be stopped as the others are

@@ -45,6 +45,9 @@ def test_backends_that_cannot_run_here_are_labelled_with_the_reason() -> None:
     assert choices["auto"] == "Automatic (best for this machine)"
     no_openvino = dict((value, label) for label, value in backend_choices(make_inventory()))
     assert no_openvino["openvino"].endswith("not available here: OpenVINO GenAI is not installed")
+    assert choices["pipeline"].endswith("not available here: no worker is paired (pair one under Workers)")
+    paired = dict((value, label) for label, value in backend_choices(cpu_only, paired_workers=2))
+    assert paired["pipeline"] == "Split across the paired workers (llama.cpp RPC)"
 
 
 def test_the_ram_line_says_when_it_was_read_and_a_step_shows_its_seconds() -> None:

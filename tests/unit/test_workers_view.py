@@ -1,0 +1,36 @@
+"""The Hardware tab's workers table: a row per paired worker as it answered, the problem of one that is down, text
+from a worker escaped, and what to do when none is paired."""
+
+from __future__ import annotations
+
+from app.services.workers import PairedWorker, WorkerStatus
+from app.ui.workers_view import NONE_PAIRED, pair_note, workers_html
+from backends.pairing import WorkerFacts
+
+
+def _worker(address: str, device: str = "CPU: Test CPU") -> PairedWorker:
+    facts = WorkerFacts("127.0.0.1:41000", device, 6 << 30, 4, "0.1.0", "0.3.36")
+    return PairedWorker(address, "token", "f" * 64, facts, 0.3)
+
+
+def test_online_and_offline_workers_each_get_a_row_with_what_is_known() -> None:
+    page = workers_html(
+        [
+            WorkerStatus(_worker("10.0.0.2:50052"), True, 0.42),
+            WorkerStatus(_worker("10.0.0.3:50052"), False, None, "The worker at 10.0.0.3:50052 does not answer."),
+        ],
+        as_of="09:15:02",
+    )
+    online, offline = page.split("<tr>")[2:]
+    assert "<code>10.0.0.2:50052</code>" in online and "online" in online
+    assert "6.0 GiB" in online and "0.42 ms" in online and "Hearth 0.1.0, llama.cpp 0.3.36" in online
+    assert "offline</span>: The worker at 10.0.0.3:50052 does not answer." in offline
+    assert "GiB" not in offline  # its free memory was not read now
+    assert "Asked at 09:15:02." in page
+
+
+def test_text_from_a_worker_is_escaped_and_none_paired_says_how_to_pair() -> None:
+    page = workers_html([WorkerStatus(_worker("10.0.0.2:50052", "CPU: <img src=x onerror=alert(1)>"), True, 1.0)])
+    assert "<img" not in page and "&lt;img src=x" in page
+    assert workers_html([]) == NONE_PAIRED and "hearth worker --host ADDRESS" in NONE_PAIRED
+    assert "Split across the paired workers" in pair_note("10.0.0.2:50052", "CPU: X", 1 << 30, 0.5)
