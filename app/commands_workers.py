@@ -7,6 +7,7 @@ from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.workers import WorkerBook
 from app.settings import Settings
 from app.terminal_text import for_terminal
+from app.wording import format_bits_per_s
 from backends.memory import format_bytes
 
 EXIT_OK = 0
@@ -21,7 +22,8 @@ def run_workers(settings: Settings, action: str, address: str | None, code: str 
         print(
             f"Paired with the worker at {worker.address}: {for_terminal(worker.facts.device)}, "
             f"{format_bytes(worker.facts.free_bytes)} free, {worker.facts.threads} threads, "
-            f"round trip {worker.round_trip_ms:.2f} ms."
+            f"round trip {worker.round_trip_ms:.2f} ms, {format_bits_per_s(worker.bandwidth_bytes_per_s)} through the "
+            "encrypted link."
         )
         print("`--backend pipeline` now splits models across the paired workers.")
         return EXIT_OK
@@ -41,7 +43,8 @@ def run_workers(settings: Settings, action: str, address: str | None, code: str 
         if status.online:
             print(
                 f"{where}online\t{for_terminal(facts.device)}\t{format_bytes(facts.free_bytes)} free\t"
-                f"{status.round_trip_ms:.2f} ms\tHearth {facts.hearth_version}, llama.cpp {facts.llama_cpp_version}"
+                f"{status.round_trip_ms:.2f} ms\t{format_bits_per_s(status.bandwidth_bytes_per_s or 0.0)}\t"
+                f"Hearth {facts.hearth_version}, llama.cpp {facts.llama_cpp_version}"
             )
         else:
             print(f"{where}offline\t{for_terminal(status.problem)}")

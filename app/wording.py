@@ -21,3 +21,13 @@ def format_eta(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s left"
     return f"{seconds / 60:.0f} min left"
+
+
+def format_bits_per_s(bytes_per_s: float) -> str:
+    """A link's speed as networks are rated: 940 Mbit/s, 12.5 Gbit/s."""
+    bits = bytes_per_s * 8
+    for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bits >= size:
+            value = bits / size
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{bits:.0f} bit/s"

@@ -64,6 +64,9 @@ class ControlServer:
                         if request.get("op") == "rpc" and reply.get("ok"):
                             outer.carry_rpc(self.request)
                             return
+                        if request.get("op") == "sink" and "ready" in reply:
+                            received = _drain(self.rfile, int(reply["ready"]))
+                            self.wfile.write((json.dumps({"received": received}) + "\n").encode())
 
         self._server = _Server((host, port), Handler, server_context(identity))
         self._thread = threading.Thread(target=self._server.serve_forever, name="worker-control", daemon=True)
@@ -89,6 +92,13 @@ class ControlServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _drain(reader: Any, size: int) -> int:
+    received = 0
+    while received < size and (chunk := reader.read1(min(size - received, 1 << 20))):
+        received += len(chunk)
+    return received
 
 
 class _Server(socketserver.ThreadingTCPServer):
@@ -154,3 +164,27 @@ def round_trip_ms(address: tuple[str, int], pin: str, times: int = 5) -> float:
             reader.readline(MAX_LINE_BYTES)
             measured.append((time.perf_counter() - started) * 1000)
     return sorted(measured)[len(measured) // 2]
+
+
+def bandwidth_bytes_per_s(address: tuple[str, int], pin: str, token: str, size: int = 2 << 20) -> float:
+    """Bytes per second from here to the worker through its link: ``size`` bytes sent, timed until it says they
+    all arrived (the round trip of that last answer included, which a real transfer pays too)."""
+    link, _ = connect(address[0], address[1], pin)
+    with link:
+        reader = link.makefile("rb")
+        link.sendall((json.dumps({"op": "sink", "token": token, "bytes": size}) + "\n").encode())
+        ready = json.loads(reader.readline(MAX_LINE_BYTES) or b"{}")
+        if ready.get("ready") != size:
+            raise WorkerUnavailable(
+                f"The worker at {address[0]}:{address[1]} refused the bandwidth test: {ready.get('error', '?')}",
+                "Pair with it again.",
+            )
+        block = bytes(1 << 16)
+        started = time.perf_counter()
+        for offset in range(0, size, len(block)):
+            link.sendall(block[: min(len(block), size - offset)])
+        done = json.loads(reader.readline(MAX_LINE_BYTES) or b"{}")
+        elapsed = time.perf_counter() - started
+    if done.get("received") != size:
+        raise WorkerUnavailable(f"The worker at {address[0]}:{address[1]} lost part of the test.", "Try again.")
+    return size / max(elapsed, 1e-9)

@@ -9,8 +9,9 @@ of another Hearth or llama.cpp version refuses with the reason, a wrong proof is
 fingerprint) plus what the worker serves (device, free memory, threads, versions). A code pairs once: after a
 pairing, and after a wrong proof, the worker takes a new one, so a code guessed from a captured proof is dead.
 ``{"op": "info", "token": …}`` answers the same facts to a paired main, ``{"op": "rpc", "token": …}`` turns the
-connection into llama.cpp's RPC stream once answered ``{"ok": true}``, and ``{"op": "ping"}`` answers at once (the
-main measures the round-trip time with it).
+connection into llama.cpp's RPC stream once answered ``{"ok": true}``, ``{"op": "sink", "token": …, "bytes": N}``
+answered ``{"ready": N}`` takes N bytes and answers ``{"received": N}`` (the main measures the link's bandwidth with
+it), and ``{"op": "ping"}`` answers at once (the main measures the round-trip time with it).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I to misread
 CODE_LENGTH = 8
+MAX_SINK_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,14 @@ class WorkerState:
             return {"pong": True}
         if op == "pair":
             return self._pair(request)
-        if op in ("info", "rpc"):
+        if op in ("info", "rpc", "sink"):
             if not self.paired(request):
                 return {"error": "This main Hearth is not paired with this worker.", "remedy": "Pair it again."}
+            if op == "sink":
+                size = request.get("bytes")
+                if not isinstance(size, int) or not 0 < size <= MAX_SINK_BYTES:
+                    return {"error": f"A bandwidth test sends 1 byte to {MAX_SINK_BYTES} bytes.", "remedy": ""}
+                return {"ready": size}
             return {"facts": asdict(self.facts)} if op == "info" else {"ok": True}
         return {"error": f"Unknown request {op!r}.", "remedy": "Use the same Hearth version on both machines."}
 

@@ -37,6 +37,7 @@ class PairedWorker:
     fingerprint: str  # of the certificate the worker showed when paired: any other is refused
     facts: WorkerFacts
     round_trip_ms: float
+    bandwidth_bytes_per_s: float = 0.0  # through the link, measured at pairing (0: not measured)
 
     @property
     def link(self) -> WorkerLink:
@@ -49,6 +50,7 @@ class WorkerStatus:
     online: bool
     round_trip_ms: float | None
     problem: str = ""
+    bandwidth_bytes_per_s: float | None = None
 
 
 class WorkerBook:
@@ -70,6 +72,7 @@ class WorkerBook:
                         str(item["fingerprint"]),
                         facts_from({"facts": item["facts"]}),
                         float(item["round_trip_ms"]),
+                        float(item.get("bandwidth_bytes_per_s", 0.0)),
                     )
                 )
             except (KeyError, TypeError, ValueError):
@@ -78,7 +81,7 @@ class WorkerBook:
 
     def add(self, address: str, code: str) -> PairedWorker:
 
-        from app.worker_control import WorkerUnavailable, ask, round_trip_ms
+        from app.worker_control import WorkerUnavailable, ask, bandwidth_bytes_per_s, round_trip_ms
         from backends.secure_link import connect
 
         where = parse_endpoint(address)
@@ -99,7 +102,8 @@ class WorkerBook:
                 "Check the address; pair only over a network you trust.",
             )
         distance = round_trip_ms((where.host, where.port), seen)
-        worker = PairedWorker(str(where), str(reply["token"]), seen, facts_from(reply), distance)
+        speed = bandwidth_bytes_per_s((where.host, where.port), seen, str(reply["token"]))
+        worker = PairedWorker(str(where), str(reply["token"]), seen, facts_from(reply), distance, speed)
         self._save([*(w for w in self.paired() if w.address != worker.address), worker])
         return worker
 
@@ -114,7 +118,7 @@ class WorkerBook:
 
     def status(self) -> list[WorkerStatus]:
         """Each paired worker, asked now (its facts refreshed: free memory changes)."""
-        from app.worker_control import ask, round_trip_ms
+        from app.worker_control import ask, bandwidth_bytes_per_s, round_trip_ms
 
         statuses = []
         for worker in self.paired():
@@ -125,7 +129,10 @@ class WorkerBook:
                     statuses.append(WorkerStatus(worker, False, None, str(reply["error"])))
                     continue
                 fresh = dataclasses.replace(worker, facts=facts_from(reply))
-                statuses.append(WorkerStatus(fresh, True, round_trip_ms((where.host, where.port), worker.fingerprint)))
+                address = (where.host, where.port)
+                trip = round_trip_ms(address, worker.fingerprint)
+                speed = bandwidth_bytes_per_s(address, worker.fingerprint, worker.token)
+                statuses.append(WorkerStatus(fresh, True, trip, bandwidth_bytes_per_s=speed))
             except (HearthError, OSError) as exc:
                 statuses.append(WorkerStatus(worker, False, None, getattr(exc, "message", str(exc))))
         return statuses

@@ -63,7 +63,10 @@ class WorkersPanel:
         except HearthError as exc:
             gr.Warning(exc.for_page, title="Not paired")
             return f"Not paired: {exc.message} {exc.remedy}", *self.listing(), gr.update(value="")
-        note = pair_note(worker.address, worker.facts.device, worker.facts.free_bytes, worker.round_trip_ms)
+        facts = worker.facts
+        note = pair_note(
+            worker.address, facts.device, facts.free_bytes, worker.round_trip_ms, worker.bandwidth_bytes_per_s
+        )
         return note, *self.listing(), gr.update(value="")
 
     def remove(self, address: str | None) -> tuple[str, str, Any]:

@@ -6,6 +6,7 @@ import html
 from collections.abc import Sequence
 
 from app.services.workers import WorkerStatus
+from app.wording import format_bits_per_s
 from backends.memory import format_bytes
 
 NONE_PAIRED = (
@@ -25,6 +26,8 @@ def workers_html(statuses: Sequence[WorkerStatus], as_of: str = "") -> str:
         if status.online:
             state = "<span class='worker-online'>online</span>"
             trip = f"{status.round_trip_ms:.2f} ms" if status.round_trip_ms is not None else "–"
+            if status.bandwidth_bytes_per_s:
+                trip += f" · {format_bits_per_s(status.bandwidth_bytes_per_s)}"
         else:
             state = f"<span class='worker-offline'>offline</span>: {html.escape(status.problem)}"
             trip = "–"
@@ -39,14 +42,15 @@ def workers_html(statuses: Sequence[WorkerStatus], as_of: str = "") -> str:
         )
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     head = "".join(
-        f"<th>{name}</th>" for name in ("Worker", "State", "Device", "Free memory", "Threads", "Round trip", "Versions")
+        f"<th>{name}</th>" for name in ("Worker", "State", "Device", "Free memory", "Threads", "Link", "Versions")
     )
     when = f"<p class='workers-as-of'>Asked at {html.escape(as_of)}.</p>" if as_of else ""
     return f"<table class='workers'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{when}"
 
 
-def pair_note(address: str, device: str, free_bytes: int, round_trip_ms: float) -> str:
+def pair_note(address: str, device: str, free_bytes: int, round_trip_ms: float, bytes_per_s: float) -> str:
     return (
         f"Paired with the worker at `{address}` ({device}, {format_bytes(free_bytes)} free, round trip "
-        f"{round_trip_ms:.2f} ms). Pick **Split across the paired workers** above to use it."
+        f"{round_trip_ms:.2f} ms, {format_bits_per_s(bytes_per_s)}). Pick **Split across the paired workers** above "
+        "to use it."
     )

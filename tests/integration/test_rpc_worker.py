@@ -144,7 +144,7 @@ def test_stopping_a_worker_stops_its_servers_and_the_list_says_it_is_offline(
     assert listed.returncode == 0
     lines = listed.stdout.splitlines()
     assert [line.split("\t")[:2] for line in lines] == [[w.address, "online"] for w in workers]
-    assert all(" ms\t" in line and "Hearth " in line for line in lines)
+    assert all(" ms\t" in line and "bit/s\t" in line and "Hearth " in line for line in lines)
 
     stopped = workers[0]
     stopped.process.terminate()

@@ -80,3 +80,12 @@ def test_ping_and_unknown_requests() -> None:
     worker = WorkerState("ABCD-EFGH", MINE, FACTS)
     assert worker.answer({"op": "ping"}) == {"pong": True}
     assert "Unknown request" in worker.answer({"op": "format-disk"})["error"]
+
+
+def test_a_bandwidth_test_needs_a_token_and_a_sensible_size() -> None:
+    worker = WorkerState("ABCD-EFGH", MINE, FACTS)
+    token = worker.answer(pair_request("ABCD-EFGH", MINE, "0.1.0", "0.3.36"))["token"]
+    assert worker.answer({"op": "sink", "token": token, "bytes": 2 << 20}) == {"ready": 2 << 20}
+    assert "not paired" in worker.answer({"op": "sink", "token": "made-up", "bytes": 10})["error"]
+    for size in (0, -1, (64 << 20) + 1, "10", None):
+        assert "error" in worker.answer({"op": "sink", "token": token, "bytes": size})
