@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test run desktop install-desktop uninstall-desktop package test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench clean
+.PHONY: setup setup-test run desktop install-desktop uninstall-desktop package test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench bench-lan clean
 
 setup:
 	@bash packaging/bootstrap.sh
@@ -67,6 +67,10 @@ check: lint typecheck test
 
 bench: setup
 	$(VENV)/bin/hearth bench chat
+
+# A worker in a network namespace behind a shaped veth pair (needs root: ip netns, tc); see bench/lan_pipeline.py.
+bench-lan: setup
+	$(VENV)/bin/python bench/lan_pipeline.py --json bench/data/pipeline-lan.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -33,6 +33,7 @@ from backends.memory import (
     usable_bytes,
 )
 from backends.openvino import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_TOKENS
+from backends.pipeline_cost import LinkFacts
 from backends.plan_reasons import (
     INTEL_GPU,
     LLAMACPP_CPU,
@@ -65,6 +66,7 @@ class Preferences:
     gpu_layers: int | None = None
     slots: int = 1  # answers written at once, each with a context of its own (backends that batch; others: 1)
     workers: tuple[str, ...] = ()  # `hearth worker` addresses, for the pipeline backend
+    worker_links: tuple[LinkFacts, ...] = ()  # their links as measured at pairing (any order; matched by address)
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,8 @@ def _pipeline(
             "hearth workers add HOST:PORT --code CODE (the code it printed).",
         )
     on_cpu = dataclasses.replace(prefs, backend="llamacpp", device="cpu", gpu_layers=None, workers=())
-    return pipeline_plan(select_backend(inventory, model, on_cpu, automatic, named), model.block_count, prefs.workers)
+    cpu_plan = select_backend(inventory, model, on_cpu, automatic, named)
+    return pipeline_plan(cpu_plan, model, prefs.workers, prefs.worker_links)
 
 
 def _rank_why(option: _Option) -> str:

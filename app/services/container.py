@@ -17,6 +17,7 @@ from app.settings import Settings
 from backends import registry
 from backends.base import GenerationParams, WorkerLink
 from backends.hardware import HardwareInventory, probe, with_current_memory
+from backends.pipeline_cost import LinkFacts
 from backends.selection import Preferences
 from models.embedded import embedded_chat_model
 
@@ -123,12 +124,21 @@ def preferences(settings: Settings) -> Preferences:
         gpu_layers=settings.backend.gpu_layers,
         slots=settings.backend.slots,
         workers=_pipeline_workers(settings),
+        worker_links=_pipeline_link_facts(settings),
     )
 
 
 def _pipeline_workers(settings: Settings) -> tuple[str, ...]:
     """The addresses of the workers the pipeline backend uses: those named (paired ones), else every paired one."""
     return tuple(link.address for link in worker_links(settings))
+
+
+def _pipeline_link_facts(settings: Settings) -> tuple[LinkFacts, ...]:
+    if settings.backend.name != "pipeline":
+        return ()
+    from app.services.workers import WorkerBook
+
+    return WorkerBook(resolve_data_paths(settings.home).workers_file).link_facts(settings.backend.workers)
 
 
 def worker_links(settings: Settings) -> tuple[WorkerLink, ...]:

@@ -111,8 +111,10 @@ class ModelControl:
             if checked.name == "pipeline" and not prefs.workers:  # every paired worker, as `--backend pipeline`
                 from app.services.workers import WorkerBook
 
-                links = WorkerBook(self._paths.workers_file).links()
-                prefs = dataclasses.replace(prefs, workers=tuple(link.address for link in links))
+                book = WorkerBook(self._paths.workers_file)
+                links = book.links()
+                workers = tuple(link.address for link in links)
+                prefs = dataclasses.replace(prefs, workers=workers, worker_links=book.link_facts())
                 choice = dataclasses.replace(choice, worker_links=links)
         if context_length is not None:
             prefs = dataclasses.replace(prefs, context_length=_checked_context(context_length))

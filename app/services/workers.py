@@ -14,6 +14,7 @@ from app.errors import HearthError
 from app.paths import write_private_text
 from backends.base import WorkerLink
 from backends.pairing import WorkerFacts, facts_from, pair_request, worker_proved
+from backends.pipeline_cost import LinkFacts
 from backends.rpc import parse_endpoint
 
 
@@ -140,6 +141,12 @@ class WorkerBook:
     def links(self, chosen: Sequence[str] = ()) -> tuple[WorkerLink, ...]:
         """The links to ``chosen`` paired workers (their control addresses), or to all of them."""
         return tuple(worker.link for worker in self.chosen(chosen))
+
+    def link_facts(self, chosen: Sequence[str] = ()) -> tuple[LinkFacts, ...]:
+        """What pairing measured of the links to ``chosen`` paired workers (or all), for the planner."""
+        return tuple(
+            LinkFacts(w.round_trip_ms, w.bandwidth_bytes_per_s, w.address, w.facts.device) for w in self.chosen(chosen)
+        )
 
     def chosen(self, chosen: Sequence[str] = ()) -> tuple[PairedWorker, ...]:
         """The paired workers at the ``chosen`` control addresses, or all of them; refused for one not paired."""

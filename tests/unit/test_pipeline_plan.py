@@ -51,6 +51,24 @@ def test_the_plan_puts_every_layer_on_the_workers_and_says_which(model: ModelInf
     assert plan.reasons[0] == "llama.cpp split across 2 workers: chosen by you"
     assert plan.reasons[1].endswith("on the worker at 127.0.0.1:50052")
     assert plan.threads == 4 and options.slots == 2
+    assert plan.reasons[3].startswith("slower than this machine alone")  # two CPU workers, unmeasured links
+
+
+def test_the_plan_counts_the_measured_links_and_a_gpu_worker_is_not_called_slower(model: ModelInfo) -> None:
+    from backends.pipeline_cost import LinkFacts
+
+    workers = ("10.0.0.2:50052",)
+    links = (LinkFacts(round_trip_ms=5.0, bytes_per_s=12.5e6, address=workers[0], device="CUDA0: RTX 4090"),)
+    plan = select_backend(
+        make_inventory(),
+        model,
+        Preferences(backend="pipeline", workers=workers, worker_links=links),
+        registry.AUTOMATIC,
+        registry.ALL,
+    )
+    wait = plan.reasons[2]
+    assert wait.startswith("each token also waits about ") and wait.endswith(" ms on the links")
+    assert float(wait.split("about ")[1].split(" ms")[0]) > 5.0  # the round trip and the bytes at 100 Mbit/s
 
 
 def test_asking_for_the_pipeline_without_workers_says_how_to_get_one(model: ModelInfo) -> None:
