@@ -65,7 +65,10 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
                 flush=True,
             )
         print(f"  Tensors clients send are kept in {for_terminal(str(cache_dir))}.", flush=True)
-        status = child.wait()
+        # Not child.wait(): the system may hand `kill`'s SIGTERM to another thread (seen after a SIGSTOP and
+        # SIGCONT), and a main thread blocked in waitpid would then never run the handler that ends the worker.
+        while (status := child.poll()) is None:
+            time.sleep(0.5)
         raise HearthError(
             f"The worker's server ended by itself (status {status}).", "Start it again; `hearth -v worker` says more."
         )

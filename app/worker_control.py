@@ -47,6 +47,7 @@ class ControlServer:
         self._tokens_file = tokens_file
         self._announce = announce
         self._lock = threading.Lock()
+        self._serving: dict[str, int] = {}  # token -> its RPC connections open now
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -60,10 +61,10 @@ class ControlServer:
                             return
                         request = json.loads(line)
                         reply = outer.answer(request if isinstance(request, dict) else {})
-                        self.wfile.write((json.dumps(reply) + "\n").encode())
                         if request.get("op") == "rpc" and reply.get("ok"):
-                            outer.carry_rpc(self.request)
+                            outer.carry_rpc(self.request, str(request.get("token")), reply)
                             return
+                        self.wfile.write((json.dumps(reply) + "\n").encode())
                         if request.get("op") == "sink" and "ready" in reply:
                             received = _drain(self.rfile, int(reply["ready"]))
                             self.wfile.write((json.dumps({"received": received}) + "\n").encode())
@@ -76,18 +77,33 @@ class ControlServer:
         with self._lock:
             before, code = len(self._state.tokens), self._state.code
             reply = self._state.answer(request)
+            token = request.get("token")
+            if request.get("op") == "rpc" and reply.get("ok"):
+                if any(count for other, count in self._serving.items() if other != token):
+                    # llama.cpp's server takes one client at a time: another main would wait on it without end
+                    return {
+                        "error": "This worker is serving another main Hearth now.",
+                        "remedy": "Use it when that one is done with it, or start another `hearth worker`.",
+                    }
+                self._serving[str(token)] = self._serving.get(str(token), 0) + 1
             if len(self._state.tokens) != before:
                 write_private_text(self._tokens_file, json.dumps(sorted(self._state.tokens)))
             if self._state.code != code:
                 self._announce(self._state.code)
             return reply
 
-    def carry_rpc(self, link: socket.socket) -> None:
-        """llama.cpp's RPC stream between a paired main's link and the server on this machine's loopback."""
-        rpc = parse_endpoint(self._state.facts.rpc)
-        local = socket.create_connection((rpc.host, rpc.port), timeout=CONTROL_TIMEOUT_S)
-        local.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        carry(link, local)
+    def carry_rpc(self, link: socket.socket, token: str, reply: dict[str, Any]) -> None:
+        """Say yes, then carry llama.cpp's RPC stream between a paired main's link and the server on this machine's
+        loopback; the connection counts as serving that main until it ends, however it ends."""
+        try:
+            link.sendall((json.dumps(reply) + "\n").encode())
+            rpc = parse_endpoint(self._state.facts.rpc)
+            local = socket.create_connection((rpc.host, rpc.port), timeout=CONTROL_TIMEOUT_S)
+            local.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            carry(link, local)
+        finally:
+            with self._lock:
+                self._serving[token] -= 1
 
     def close(self) -> None:
         self._server.shutdown()

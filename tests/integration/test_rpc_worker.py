@@ -340,3 +340,37 @@ def test_a_worker_killed_or_hung_mid_answer_ends_the_answer_naming_it_and_the_ne
         services.close()
         if how == signal.SIGSTOP:
             os.kill(workers[0].process.pid, signal.SIGCONT)  # so that it can be stopped as the others are
+
+
+def test_two_mains_pair_with_one_worker_and_the_second_is_told_while_the_first_uses_it(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    from app.services.workers import WorkerBook
+    from backends.secure_link import LinkRefused
+    from backends.worker_link import open_rpc
+
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    process = _start_worker(isolated_home, port)
+    try:
+        first = WorkerBook(tmp_path / "first.json").add(address, _pairing_code(process, address))
+        second = WorkerBook(tmp_path / "second.json").add(address, _next_code(process))  # a code pairs once
+        using = open_rpc(first.link)
+        with pytest.raises(LinkRefused) as refused:
+            open_rpc(second.link)
+        busy = "This worker is serving another main Hearth now."
+        assert refused.value.message == f"The worker at {address} refused: {busy}"
+        also = open_rpc(first.link)  # the first main's own second connection is fine
+        also.close()
+        using.close()
+        deadline = time.monotonic() + 10
+        while True:  # the worker sees the first main's connections end
+            try:
+                open_rpc(second.link).close()
+                break
+            except LinkRefused:
+                assert time.monotonic() < deadline, "the worker kept refusing after the first main was done"
+                time.sleep(0.2)
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
