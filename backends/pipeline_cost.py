@@ -25,6 +25,7 @@ class LinkFacts:
     bytes_per_s: float  # 0: not measured
     address: str = ""
     device: str = "CPU"
+    free_bytes: int = 0  # the worker's free memory when paired; 0: not known
 
 
 def bytes_per_token(vocab_size: int, embedding_length: int, workers: int) -> list[int]:

@@ -1,18 +1,21 @@
 """The pipelined plan: one model's decoder layers split by whole ranges across `hearth worker` processes (llama.cpp's
 RPC devices), the rest of the run (the threads, the context, the answers at once) as llama.cpp's CPU plan has it.
 
-Pure. This plan splits the layers evenly, in the order the workers were given, and says what the links cost per
-token (``backends/pipeline_cost.py``) and when the split will be slower than this machine alone; weighing each
-worker's free memory and speed, and keeping a share on the local device, are still to come.
+Pure. The workers hold the layers in proportion to their free memory as pairing measured it (a worker whose memory is
+not known takes an even share), in the order they were given; this CPU holds the first layers when the workers
+cannot hold them all (llama.cpp keeps the layers it does not offload first, on the CPU), so a model too large for
+this machine alone runs. The plan says what the links cost per token (``backends/pipeline_cost.py``) and when the
+split will be slower than this machine alone. Weighing by each worker's measured speed is still to come.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
-
+from app.errors import BackendUnavailable
+from app.wording import plural
+from backends.hardware import HardwareInventory
+from backends.memory import estimate_offload, format_bytes, layers_that_fit, split_layers, usable_bytes
 from backends.pipeline_cost import LinkFacts, network_ms_per_token, slower_than_alone
-from backends.selection import BackendPlan, Placement
+from backends.selection import BackendPlan, Placement, Preferences
 from models.gguf import ModelInfo
 
 UNMEASURED = 0  # a worker's free memory, until pairing measures it
@@ -32,33 +35,93 @@ def layer_ranges(layers: int, workers: int) -> list[range]:
 
 
 def pipeline_plan(
-    cpu_plan: BackendPlan, model: ModelInfo, workers: Sequence[str], links: Sequence[LinkFacts] = ()
+    inventory: HardwareInventory,
+    model: ModelInfo,
+    prefs: Preferences,
+    context: tuple[int, str],
+    threads: tuple[int, str],
 ) -> BackendPlan:
-    """``cpu_plan`` (llama.cpp on this CPU) with every layer on the ``workers`` instead; ``links`` are what pairing
-    measured (matched by address; a worker without one is counted as an unmeasured CPU)."""
-    ranges = layer_ranges(model.block_count, len(workers))
-    placements = tuple(
-        Placement(f"RPC {worker}", f"hearth worker at {worker}", len(held), cpu_plan.memory, UNMEASURED)
-        for worker, held in zip(workers, ranges, strict=True)
+    """The layers on ``prefs.workers`` in proportion to their free memory (as pairing measured it), and on this CPU
+    the first ones they cannot hold; refused, with what each device can hold, when they all cannot. ``context`` and
+    ``threads`` are the chosen values with their reasons."""
+    workers = prefs.workers
+    context_length, slots = context[0], max(prefs.slots, 1)
+    by_address = {link.address: link for link in prefs.worker_links}
+    links = [by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers]
+    blocks = model.block_count
+    capacities = tuple(
+        layers_that_fit(model, context_length, usable_bytes(link.free_bytes), slots=slots)
+        if link.free_bytes
+        else blocks
+        for link in links
     )
-    held_lines = tuple(
-        f"layers {held.start}-{held.stop - 1} on the worker at {worker}" if len(held) else f"no layer on {worker}"
-        for worker, held in zip(workers, ranges, strict=True)
+    on_workers = split_layers(blocks, capacities) if any(capacities) else tuple(0 for _ in workers)
+    if not any(on_workers):
+        free = ", ".join(
+            f"{worker}: {format_bytes(link.free_bytes)} free" for worker, link in zip(workers, links, strict=True)
+        )
+        raise BackendUnavailable(
+            f"No worker has room for one of this model's layers with a {context_length}-token context ({free}).",
+            "Free memory on a worker, or pair another; or run the model on this machine alone (backend auto).",
+        )
+    local_room = usable_bytes(inventory.ram_available_bytes) - model.other_bytes
+    local_layers = blocks - sum(on_workers)
+    if local_layers > layers_that_fit(model, context_length, max(local_room, 0), slots=slots):
+        held = ", ".join(
+            f"{worker}: {count} ({format_bytes(link.free_bytes)} free)"
+            for worker, count, link in zip(workers, capacities, links, strict=True)
+        )
+        raise BackendUnavailable(
+            f"The workers and this machine cannot hold the model's {blocks} layers with a {context_length}-token "
+            f"context: the workers hold {held}; this machine has {format_bytes(inventory.ram_available_bytes)} free.",
+            "Pair another worker, free memory on them, or use a smaller context or model.",
+        )
+    offload = estimate_offload(model, context_length, on_workers, slots)
+    placements = (
+        Placement("CPU", inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes),
+        *(
+            Placement(f"RPC {worker}", f"hearth worker at {worker}", count, memory, link.free_bytes or UNMEASURED)
+            for worker, count, memory, link in zip(workers, on_workers, offload.gpus, links, strict=True)
+        ),
     )
-    label = f"llama.cpp split across {len(workers)} worker{'s' if len(workers) != 1 else ''}"
-    by_address = {link.address: link for link in links}
-    measured = [by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers]
-    network_ms = network_ms_per_token(measured, model.vocab_size, model.embedding_length)
-    warning = slower_than_alone(network_ms, fits_here=True, devices=[link.device for link in measured])
-    cost_line = warning or f"each token also waits about {network_ms:.1f} ms on the links"
-    return dataclasses.replace(
-        cpu_plan,
+    lines = [f"layers 0-{local_layers - 1} on this CPU (the workers cannot hold them)"] if local_layers else []
+    start = local_layers
+    for worker, count, capacity, link in zip(workers, on_workers, capacities, links, strict=True):
+        if count:
+            lines.append(f"layers {start}-{start + count - 1} on the worker at {worker}")
+        elif link.free_bytes and not capacity:
+            lines.append(f"no layer on {worker}: {format_bytes(link.free_bytes)} free holds none with its cache")
+        else:
+            lines.append(f"no layer on {worker}")
+        start += count
+    if any(link.free_bytes for link in links):
+        lines.append("layers in proportion to each worker's free memory when it was paired")
+    network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length)
+    fits_here = blocks <= layers_that_fit(model, context_length, max(local_room, 0), slots=slots)
+    warning = slower_than_alone(network_ms, fits_here=fits_here, devices=[link.device for link in links])
+    lines.append(warning or f"each token also waits about {network_ms:.1f} ms on the links")
+    label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")
+    everything = local_layers == 0
+    return BackendPlan(
+        backend="llamacpp",
         label=label,
-        devices=tuple(f"RPC {worker}" for worker in workers),
-        reasons=(f"{label}: chosen by you", *held_lines, cost_line, *cpu_plan.reasons[1:]),
-        placements=placements,
-        gpu_layers=-1,  # every layer on the workers' devices
-        tensor_split=tuple(float(len(held)) for held in ranges),
+        devices=("CPU", *(f"RPC {worker}" for worker in workers))
+        if local_layers
+        else tuple(f"RPC {worker}" for worker in workers),
+        threads=threads[0],
+        context_length=context_length,
+        memory=offload.cpu,
+        reasons=(f"{label}: chosen by you", *lines, threads[1], context[1], _slots_line(slots, context_length)),
+        placements=placements if local_layers else placements[1:],
+        gpu_layers=-1 if everything else sum(on_workers),
+        tensor_split=tuple(float(count) for count in on_workers),
         workers=tuple(workers),
         device="",
+        slots=slots,
     )
+
+
+def _slots_line(slots: int, context_length: int) -> str:
+    if slots == 1:
+        return "one answer at a time, as configured"
+    return f"{slots} parallel answers of {context_length} tokens each, each with its own context cache"

@@ -224,7 +224,7 @@ def _pipeline(
     automatic: Sequence[type[Backend]],
     named: Mapping[str, type[Backend]],
 ) -> BackendPlan:
-    """llama.cpp's CPU plan with the layers on the workers (``backends.pipeline_plan``)."""
+    """llama.cpp with the layers on the workers, and on this CPU what they cannot hold (``backends.pipeline_plan``)."""
     from backends.pipeline_plan import pipeline_plan
 
     if not prefs.workers:
@@ -233,9 +233,17 @@ def _pipeline(
             "Start `hearth worker` where the layers should run, then pair with it: "
             "hearth workers add HOST:PORT --code CODE (the code it printed).",
         )
-    on_cpu = dataclasses.replace(prefs, backend="llamacpp", device="cpu", gpu_layers=None, workers=())
-    cpu_plan = select_backend(inventory, model, on_cpu, automatic, named)
-    return pipeline_plan(cpu_plan, model, prefs.workers, prefs.worker_links)
+    build = inventory.llama_cpp
+    if build is None or not build.rpc:
+        raise BackendUnavailable(
+            "This llama.cpp build cannot split a model across workers (it has no RPC backend)."
+            if build is not None
+            else "llama-cpp-python is not installed.",
+            "Run `make setup` (Hearth builds llama.cpp with GGML_RPC=ON).",
+        )
+    context = choose_context(model, prefs.context_length)
+    threads = choose_threads(inventory, prefs.threads)
+    return pipeline_plan(inventory, model, prefs, context, threads)
 
 
 def _rank_why(option: _Option) -> str:

@@ -145,7 +145,8 @@ class WorkerBook:
     def link_facts(self, chosen: Sequence[str] = ()) -> tuple[LinkFacts, ...]:
         """What pairing measured of the links to ``chosen`` paired workers (or all), for the planner."""
         return tuple(
-            LinkFacts(w.round_trip_ms, w.bandwidth_bytes_per_s, w.address, w.facts.device) for w in self.chosen(chosen)
+            LinkFacts(w.round_trip_ms, w.bandwidth_bytes_per_s, w.address, w.facts.device, w.facts.free_bytes)
+            for w in self.chosen(chosen)
         )
 
     def chosen(self, chosen: Sequence[str] = ()) -> tuple[PairedWorker, ...]:

@@ -374,3 +374,22 @@ def test_two_mains_pair_with_one_worker_and_the_second_is_told_while_the_first_u
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+def test_a_worker_with_little_memory_holds_what_fits_and_this_cpu_the_rest_with_the_same_text(
+    workers: list[Worker], embedded_model: Path, isolated_home: Path
+) -> None:
+    import json
+
+    book = isolated_home / "workers.json"
+    paired = json.loads(book.read_text())
+    small = next(entry for entry in paired if entry["address"] == workers[1].address)
+    small["facts"]["free_bytes"] = 842 << 20  # as a worker with little free memory would have reported it
+    book.write_text(json.dumps(paired))
+    doctor = _hearth(isolated_home, "doctor", "--backend", "pipeline", "--worker", workers[1].address, timeout=120)
+    assert "llama.cpp split across 1 worker and this CPU" in doctor.stdout, doctor.stdout + doctor.stderr
+    assert "on this CPU (the workers cannot hold them)" in doctor.stdout
+    alone = _chat(isolated_home, embedded_model)
+    split = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
+    assert split.returncode == 0, split.stderr[-2000:]
+    assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10

@@ -75,3 +75,87 @@ def test_asking_for_the_pipeline_without_workers_says_how_to_get_one(model: Mode
     with pytest.raises(BackendUnavailable) as refused:
         select_backend(make_inventory(), model, Preferences(backend="pipeline"), registry.AUTOMATIC, registry.ALL)
     assert "hearth worker" in refused.value.remedy and "hearth workers add" in refused.value.remedy
+
+
+GIB = 1 << 30
+
+
+def _big(model: ModelInfo, layers: int = 30, layer_bytes: int = GIB // 2) -> ModelInfo:
+    """The tiny model's shape, with layers as heavy as a 15 GB model's."""
+    import dataclasses
+
+    return dataclasses.replace(model, block_count=layers, layer_bytes=(layer_bytes,) * layers)
+
+
+def _links(*free_gib: float) -> tuple[tuple[str, ...], tuple[object, ...]]:
+    from backends.pipeline_cost import LinkFacts
+
+    workers = tuple(f"10.0.0.{index + 2}:50052" for index in range(len(free_gib)))
+    free_bytes = [int(free * GIB) for free in free_gib]
+    links = tuple(LinkFacts(0.3, 110e6, w, "CPU: Test", free) for w, free in zip(workers, free_bytes, strict=True))
+    return workers, links
+
+
+def test_layers_follow_the_workers_free_memory_and_this_cpu_holds_the_first_ones_they_cannot(
+    model: ModelInfo,
+) -> None:
+    big = _big(model)
+    workers, links = _links(10, 5)
+    plan = select_backend(
+        make_inventory(ram_available_gib=4),  # too little for the whole model here
+        big,
+        Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
+        registry.AUTOMATIC,
+        registry.ALL,
+    )
+    first, second = plan.tensor_split
+    assert first > 1.5 * second  # twice the free memory, about twice the layers
+    local = 30 - int(first + second)
+    assert local > 0 and plan.gpu_layers == 30 - local  # llama.cpp keeps the first ones on the CPU
+    assert plan.label == "llama.cpp split across 2 workers and this CPU"
+    assert plan.reasons[1] == f"layers 0-{local - 1} on this CPU (the workers cannot hold them)"
+    assert plan.reasons[2] == f"layers {local}-{local + int(first) - 1} on the worker at {workers[0]}"
+    assert [p.device for p in plan.placements] == ["CPU", f"RPC {workers[0]}", f"RPC {workers[1]}"]
+    assert not any("slower than this machine alone" in r for r in plan.reasons)  # it does not fit here
+
+
+def test_a_worker_with_too_little_memory_holds_nothing_and_a_model_too_big_for_all_is_refused(
+    model: ModelInfo,
+) -> None:
+    big = _big(model)
+    workers, links = _links(20, 0.6)
+    plan = select_backend(
+        make_inventory(ram_available_gib=4),
+        big,
+        Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
+        registry.AUTOMATIC,
+        registry.ALL,
+    )
+    assert plan.tensor_split[1] == 0
+    assert f"no layer on {workers[1]}: 614 MiB free holds none with its cache" in plan.reasons
+    workers, links = _links(3, 3)
+    with pytest.raises(BackendUnavailable) as refused:
+        select_backend(
+            make_inventory(ram_available_gib=2),
+            big,
+            Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
+            registry.AUTOMATIC,
+            registry.ALL,
+        )
+    assert "cannot hold the model's 30 layers" in refused.value.message
+    assert f"{workers[0]}: " in refused.value.message and "3.0 GiB free" in refused.value.message
+    assert "Pair another worker" in refused.value.remedy
+
+
+def test_workers_with_no_room_for_a_single_layer_are_no_split(model: ModelInfo) -> None:
+    workers, links = _links(0.6)
+    with pytest.raises(BackendUnavailable) as refused:
+        select_backend(
+            make_inventory(ram_available_gib=16),
+            _big(model),
+            Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
+            registry.AUTOMATIC,
+            registry.ALL,
+        )
+    assert refused.value.message.startswith("No worker has room for one of this model's layers")
+    assert f"{workers[0]}: 614 MiB free" in refused.value.message and "backend auto" in refused.value.remedy
