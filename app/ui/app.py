@@ -12,6 +12,7 @@ from app.api.server import RunningServer, start_server
 from app.errors import HearthError
 from app.services.container import Services
 from app.ui.api_panel import api_section
+from app.ui.bench_section import BenchPanel, build_bench_section, wire_bench_section
 from app.ui.chat_page import REMEMBERED_DEFAULT, ChatPage
 from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
@@ -283,6 +284,7 @@ def build_ui(services: Services) -> gr.Blocks:
                     switch_button = gr.Button("Use these (reloads the model)", elem_id="switch", scale=1)
                 switch_progress = gr.Markdown("", elem_id="switch-progress")
                 workers_ui = build_workers_section()
+                bench_ui = build_bench_section()
                 api_section(services)
         timer = gr.Timer(1.0, active=True)
 
@@ -355,6 +357,8 @@ def build_ui(services: Services) -> gr.Blocks:
         # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
         refresh_machine.click(hardware.machine, outputs=[machine], queue=False)
+        bench = BenchPanel(services.paths.root / "benchmarks", lambda: services.control.choice.path)
+        wire_bench_section(bench, bench_ui, hardware_tab)
         wire_workers_section(
             WorkersPanel(services.paths.workers_file), workers_ui, hardware_tab, hardware.backend_picker, backend_choice
         )
