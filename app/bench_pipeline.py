@@ -15,6 +15,7 @@ the direct llama.cpp client gets workers of its own. Progress goes to stderr; th
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -205,17 +206,53 @@ def tcp_bytes(listed: str, ports: set[str]) -> int:
 def _energy_source() -> str:
     zones = sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if RAPL.is_dir() else []
     readable = [z for z in zones if os.access(z, os.R_OK)]
-    if readable:
-        return f"RAPL ({', '.join(z.parent.name for z in readable)})"
-    return "cannot measure energy here: no readable RAPL counters under /sys/class/powercap"
+    sources = [f"RAPL ({', '.join(z.parent.name for z in readable)})"] if readable else []
+    gpus = _nvml_energy_counters()
+    if gpus:
+        sources.append(f"NVML ({len(gpus)} NVIDIA GPU{'s' if len(gpus) != 1 else ''})")
+    if sources:
+        return " + ".join(sources)
+    return (
+        "cannot measure energy here: no readable RAPL counters under /sys/class/powercap and no NVIDIA GPU "
+        "reporting its energy"
+    )
 
 
 def _energy_j() -> float | None:
-    zones = sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if RAPL.is_dir() else []
+    """Joules so far by every counter the machine exposes (RAPL's CPU packages, NVML's GPUs), or None."""
+    zones = (
+        [z for z in sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if os.access(z, os.R_OK)] if RAPL.is_dir() else []
+    )
+    gpus = _nvml_energy_counters()
+    if not zones and not gpus:
+        return None
     try:
-        return sum(int(z.read_text()) for z in zones) / 1e6 if zones else None
+        cpu = sum(int(z.read_text()) for z in zones) / 1e6
     except OSError:
         return None
+    return cpu + sum(read() for read in gpus) / 1e3
+
+
+def _nvml_energy_mj(handle: Any) -> int:
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+
+
+def _nvml_energy_counters() -> list[Callable[[], int]]:
+    """Readers of each NVIDIA GPU's energy since the driver loaded (millijoules), where NVML reports it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        readers: list[Callable[[], int]] = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # refused on GPUs older than Volta
+            readers.append(functools.partial(_nvml_energy_mj, handle))
+        return readers
+    except Exception:  # no driver, no GPU, or no energy counter: RAPL alone, or no figure
+        return []
 
 
 def _measured(plan: str, users: int, workers: Sequence[str], work: Callable[[], list[Answer]]) -> Round:

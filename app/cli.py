@@ -42,6 +42,11 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--slots", type=int, help="answers written at once, each with the whole context (default 4; llama.cpp)"
     )
+    parser.add_argument(
+        "--kv-cache",
+        choices=["f16", "q8_0", "q4_0"],
+        help="how llama.cpp stores the context cache (default f16; q8_0 and q4_0 take less memory)",
+    )
 
 
 def _add_adapter_flags(parser: argparse.ArgumentParser) -> None:
@@ -319,6 +324,7 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "device": ("backend", "device"),
         "gpu_layers": ("backend", "gpu_layers"),
         "slots": ("backend", "slots"),
+        "kv_cache": ("backend", "kv_cache_type"),
         "worker": ("backend", "workers"),
         "system": ("generation", "system_prompt"),
         "temperature": ("generation", "temperature"),
@@ -334,7 +340,18 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {section: values for section, values in overrides.items() if values}
 
 
-_FORWARDED_TO_UI = ("model", "context", "backend", "worker", "device", "gpu_layers", "threads", "slots", "port")
+_FORWARDED_TO_UI = (
+    "model",
+    "context",
+    "backend",
+    "worker",
+    "device",
+    "gpu_layers",
+    "threads",
+    "slots",
+    "kv_cache",
+    "port",
+)
 
 
 def ui_arguments(args: argparse.Namespace) -> list[str]:

@@ -58,6 +58,11 @@ class BackendSettings(BaseModel):
         description="Answers llama.cpp writes at once (chats, API calls); each has the whole context of its own, "
         "so each one adds a context cache to the memory the model needs. Hearth uses fewer if they do not fit.",
     )
+    kv_cache_type: Literal["f16", "q8_0", "q4_0"] = Field(
+        default="f16",
+        description="How llama.cpp stores the context cache: f16 (2 bytes a value), q8_0 (about 1.06) or q4_0 "
+        "(about 0.56); the quantized ones need flash attention, which Hearth then turns on.",
+    )
 
 
 class GenerationSettings(BaseModel):

@@ -84,6 +84,7 @@ class LoadOptions:
     slots: int = 1  # sequences answered at once; each has ``context_length`` tokens of its own
     workers: tuple[str, ...] = ()  # `hearth worker` addresses whose devices hold layers (llama.cpp's RPC)
     worker_links: tuple[WorkerLink, ...] = ()  # how to reach those of ``workers`` that are paired ones
+    kv_cache_type: str = "f16"  # llama.cpp's context cache: f16, q8_0 or q4_0 (the quantized ones need flash attention)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from backends.base import (
     TextDelta,
 )
 from backends.chat_template import ChatFormatter
-from backends.memory import MemoryEstimate, estimate_llamacpp
+from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -110,7 +110,7 @@ class LlamaCppBackend(Backend):
 
     @classmethod
     def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate:
-        return estimate_llamacpp(model, options.context_length, options.slots)
+        return estimate_llamacpp(model, options.context_length, options.slots, KV_WIDTHS[options.kv_cache_type])
 
     # --- instance ----------------------------------------------------------------------------------------
     @property

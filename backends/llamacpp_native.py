@@ -64,6 +64,10 @@ def _init_backend() -> None:
             _backend_ready = True
 
 
+# ggml's type numbers for the context-cache types Hearth offers (ggml.h: GGML_TYPE_F16, _Q4_0, _Q8_0)
+_CACHE_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8}
+
+
 @dataclass(frozen=True)
 class ContextShape:
     """What the context holds: ``slots`` sequences of ``context_length`` tokens each (llama.cpp's
@@ -124,11 +128,16 @@ class NativeModel:
         context_params.n_ubatch = BATCH_TOKENS
         context_params.n_threads = options.threads
         context_params.n_threads_batch = options.threads
-        # On GPUs flash attention saves memory and time; CPUs keep llama.cpp's default path, workers' CPUs too.
+        # On GPUs flash attention saves memory and time; CPUs keep llama.cpp's default path, workers' CPUs too,
+        # unless the context cache is quantized: llama.cpp stores a quantized V cache only with flash attention.
         on_gpu = options.gpu_layers and not options.workers
+        quantized = options.kv_cache_type != "f16"
         context_params.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on_gpu else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if on_gpu or quantized else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
+        cache_type = _CACHE_TYPES[options.kv_cache_type]
+        context_params.type_k = cache_type
+        context_params.type_v = cache_type
         self.ctx = llama_cpp.llama_init_from_model(self.model, context_params)
         if not self.ctx:
             self.close()

@@ -11,6 +11,10 @@ GIB = 1 << 30
 MIB = 1 << 20
 # Keep this much of the available memory free for the OS, the UI and the embedding model.
 HEADROOM_BYTES = 512 * MIB
+# Bytes per cached value for each context-cache type llama.cpp offers here: q8_0 keeps 32 values in 34 bytes,
+# q4_0 in 18 (a scale and the quantized values).
+KV_WIDTHS = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+F16 = KV_WIDTHS["f16"]
 
 
 @dataclass(frozen=True)
@@ -24,13 +28,14 @@ class MemoryEstimate:
         return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes
 
 
-def kv_cache_bytes(model: ModelInfo, context_length: int, bytes_per_element: int = 2) -> int:
-    """K and V for every layer: layers x kv_heads x head_dim x context, at the cache type's width (F16)."""
+def kv_cache_bytes(model: ModelInfo, context_length: int, bytes_per_element: float = F16) -> int:
+    """K and V for every layer: layers x kv_heads x head_dim x context, at the cache type's width."""
     return model.block_count * kv_bytes_per_layer(model, context_length, bytes_per_element)
 
 
-def kv_bytes_per_layer(model: ModelInfo, context_length: int, bytes_per_element: int = 2) -> int:
-    return model.head_count_kv * (model.head_dim_k + model.head_dim_v) * context_length * bytes_per_element
+def kv_bytes_per_layer(model: ModelInfo, context_length: int, bytes_per_element: float = F16) -> int:
+    values = model.head_count_kv * (model.head_dim_k + model.head_dim_v) * context_length
+    return int(values * bytes_per_element)
 
 
 def compute_buffer_bytes(model: ModelInfo, context_length: int, batch_tokens: int = 512) -> int:
@@ -43,7 +48,7 @@ def compute_buffer_bytes(model: ModelInfo, context_length: int, batch_tokens: in
     return max(logits, attention) + activations
 
 
-def estimate_llamacpp(model: ModelInfo, context_length: int, slots: int = 1) -> MemoryEstimate:
+def estimate_llamacpp(model: ModelInfo, context_length: int, slots: int = 1, kv_width: float = F16) -> MemoryEstimate:
     """Everything on the CPU: the weights (mapped from the file), the whole KV cache, one compute buffer.
 
     Each of ``slots`` parallel answers has a KV cache of ``context_length`` tokens of its own. The compute
@@ -51,7 +56,7 @@ def estimate_llamacpp(model: ModelInfo, context_length: int, slots: int = 1) -> 
     only over its own cache, so the attention scores stay heads x batch x one context."""
     return MemoryEstimate(
         weights_bytes=model.weights_bytes,
-        kv_cache_bytes=kv_cache_bytes(model, context_length) * slots,
+        kv_cache_bytes=kv_cache_bytes(model, context_length, kv_width) * slots,
         compute_bytes=compute_buffer_bytes(model, context_length),
     )
 
@@ -85,11 +90,13 @@ class Offload:
         return sum(self.gpu_layers)
 
 
-def estimate_offload(model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...], slots: int = 1) -> Offload:
+def estimate_offload(
+    model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...], slots: int = 1, kv_width: float = F16
+) -> Offload:
     """Per-device memory for a layer placement. Layers are assigned in order: GPU 0 gets the first ones. A
     layer's KV cache lives with the layer, for every one of the ``slots`` parallel answers."""
     layers = _layer_sizes(model)
-    kv_layer = kv_bytes_per_layer(model, context_length) * slots
+    kv_layer = kv_bytes_per_layer(model, context_length, kv_width) * slots
     compute = compute_buffer_bytes(model, context_length)
     everything = sum(gpu_layers) >= model.block_count
     gpus: list[MemoryEstimate] = []
@@ -118,14 +125,14 @@ def usable_bytes(available_bytes: int, headroom_bytes: int = HEADROOM_BYTES) -> 
 
 
 def layers_that_fit(
-    model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0, slots: int = 1
+    model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0, slots: int = 1, kv_width: float = F16
 ) -> int:
     """How many consecutive layers from ``first_layer`` fit in ``free_bytes`` with their KV cache (for each of
     ``slots`` answers) and a compute buffer (the output projection is left out: callers add it when every
     layer fits)."""
     layers = _layer_sizes(model)
     room = free_bytes - compute_buffer_bytes(model, context_length)
-    kv_layer = kv_bytes_per_layer(model, context_length) * slots
+    kv_layer = kv_bytes_per_layer(model, context_length, kv_width) * slots
     count = 0
     for size in layers[first_layer:]:
         if room < size + kv_layer:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from app.errors import BackendUnavailable
 from app.wording import plural
 from backends.hardware import HardwareInventory
-from backends.memory import estimate_offload, format_bytes, layers_that_fit, split_layers, usable_bytes
+from backends.memory import KV_WIDTHS, estimate_offload, format_bytes, layers_that_fit, split_layers, usable_bytes
 from backends.pipeline_cost import LinkFacts, network_ms_per_token, slower_than_alone
-from backends.selection import BackendPlan, Placement, Preferences
+from backends.selection import BackendPlan, Placement, Preferences, kv_cache_reason
 from models.gguf import ModelInfo
 
 UNMEASURED = 0  # a worker's free memory, until pairing measures it
@@ -46,11 +46,12 @@ def pipeline_plan(
     ``threads`` are the chosen values with their reasons."""
     workers = prefs.workers
     context_length, slots = context[0], max(prefs.slots, 1)
+    kv_width = KV_WIDTHS[prefs.kv_cache_type]
     by_address = {link.address: link for link in prefs.worker_links}
     links = [by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers]
     blocks = model.block_count
     capacities = tuple(
-        layers_that_fit(model, context_length, usable_bytes(link.free_bytes), slots=slots)
+        layers_that_fit(model, context_length, usable_bytes(link.free_bytes), slots=slots, kv_width=kv_width)
         if link.free_bytes
         else blocks
         for link in links
@@ -66,7 +67,7 @@ def pipeline_plan(
         )
     local_room = usable_bytes(inventory.ram_available_bytes) - model.other_bytes
     local_layers = blocks - sum(on_workers)
-    if local_layers > layers_that_fit(model, context_length, max(local_room, 0), slots=slots):
+    if local_layers > layers_that_fit(model, context_length, max(local_room, 0), slots=slots, kv_width=kv_width):
         held = ", ".join(
             f"{worker}: {count} ({format_bytes(link.free_bytes)} free)"
             for worker, count, link in zip(workers, capacities, links, strict=True)
@@ -76,7 +77,7 @@ def pipeline_plan(
             f"context: the workers hold {held}; this machine has {format_bytes(inventory.ram_available_bytes)} free.",
             "Pair another worker, free memory on them, or use a smaller context or model.",
         )
-    offload = estimate_offload(model, context_length, on_workers, slots)
+    offload = estimate_offload(model, context_length, on_workers, slots, kv_width)
     placements = (
         Placement("CPU", inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes),
         *(
@@ -97,7 +98,7 @@ def pipeline_plan(
     if any(link.free_bytes for link in links):
         lines.append("layers in proportion to each worker's free memory when it was paired")
     network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length)
-    fits_here = blocks <= layers_that_fit(model, context_length, max(local_room, 0), slots=slots)
+    fits_here = blocks <= layers_that_fit(model, context_length, max(local_room, 0), slots=slots, kv_width=kv_width)
     warning = slower_than_alone(network_ms, fits_here=fits_here, devices=[link.device for link in links])
     lines.append(warning or f"each token also waits about {network_ms:.1f} ms on the links")
     label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")
@@ -111,13 +112,21 @@ def pipeline_plan(
         threads=threads[0],
         context_length=context_length,
         memory=offload.cpu,
-        reasons=(f"{label}: chosen by you", *lines, threads[1], context[1], _slots_line(slots, context_length)),
+        reasons=(
+            f"{label}: chosen by you",
+            *lines,
+            threads[1],
+            context[1],
+            _slots_line(slots, context_length),
+            kv_cache_reason(prefs.kv_cache_type),
+        ),
         placements=placements if local_layers else placements[1:],
         gpu_layers=-1 if everything else sum(on_workers),
         tensor_split=tuple(float(count) for count in on_workers),
         workers=tuple(workers),
         device="",
         slots=slots,
+        kv_cache_type=prefs.kv_cache_type,
     )
 
 

@@ -23,6 +23,7 @@ from app.errors import BackendUnavailable, DoesNotFit
 from backends.base import Backend, LoadOptions, WorkerLink
 from backends.hardware import GpuDevice, HardwareInventory, OpenVinoDevice
 from backends.memory import (
+    KV_WIDTHS,
     MIB,
     MemoryEstimate,
     estimate_offload,
@@ -67,6 +68,7 @@ class Preferences:
     slots: int = 1  # answers written at once, each with a context of its own (backends that batch; others: 1)
     workers: tuple[str, ...] = ()  # `hearth worker` addresses, for the pipeline backend
     worker_links: tuple[LinkFacts, ...] = ()  # their links as measured at pairing (any order; matched by address)
+    kv_cache_type: str = "f16"  # llama.cpp's context cache: f16, q8_0, q4_0
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class BackendPlan:
     device: str = ""  # the backend's own device string
     slots: int = 1  # answers written at once; ``context_length`` is each one's
     workers: tuple[str, ...] = ()  # `hearth worker` addresses holding layers (the pipeline backend)
+    kv_cache_type: str = "f16"
 
     def load_options(
         self, seed: int = 0, cache_dir: str | None = None, worker_links: tuple[WorkerLink, ...] = ()
@@ -112,6 +115,7 @@ class BackendPlan:
             slots=self.slots,
             workers=self.workers,
             worker_links=worker_links,
+            kv_cache_type=self.kv_cache_type,
         )
 
 
@@ -147,6 +151,11 @@ class _Context:
     not_used: list[str] = field(default_factory=list)  # why a faster device sits idle, shown with the plan
     memory_failures: list[DoesNotFit] = field(default_factory=list)
     route_notes: dict[str, str] = field(default_factory=dict)  # why a route gave no option, by route
+
+    @property
+    def kv_width(self) -> float:
+        """Bytes per context-cache value for llama.cpp plans."""
+        return KV_WIDTHS[self.prefs.kv_cache_type]
 
     def note(self, route: str, reason: str) -> None:
         self.route_notes.setdefault(route, reason)
@@ -212,9 +221,17 @@ def select_backend(
         others = explain_alternatives(ctx, classes, options, option)
     parallel = any(cls.name == best.backend and cls.capabilities.parallel for cls in classes)
     slots_reason = _slots_reason(best, prefs.slots, parallel)
+    cache_reason = (kv_cache_reason(best.kv_cache_type),) if best.backend == "llamacpp" else ()
     return dataclasses.replace(
-        best, reasons=(headline, *best.reasons, *others, threads_reason, context_reason, slots_reason)
+        best, reasons=(headline, *best.reasons, *others, threads_reason, context_reason, slots_reason, *cache_reason)
     )
+
+
+def kv_cache_reason(kv_cache_type: str) -> str:
+    width = KV_WIDTHS[kv_cache_type]
+    if kv_cache_type == "f16":
+        return "context cache in f16 (2 bytes a value; --kv-cache q8_0 or q4_0 takes less memory)"
+    return f"context cache in {kv_cache_type} ({width:.2f} bytes a value, with flash attention), as configured"
 
 
 def _pipeline(
@@ -433,7 +450,7 @@ def _cpu_placement(ctx: _Context, memory: MemoryEstimate, layers: int) -> Placem
 def _gpu_full(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
     model, blocks = ctx.model, ctx.model.block_count
     for gpu in gpus:
-        offload = estimate_offload(model, ctx.context, (blocks,), ctx.slots)
+        offload = estimate_offload(model, ctx.context, (blocks,), ctx.slots, ctx.kv_width)
         need = offload.gpus[0].total_bytes
         if need <= usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES) and _cpu_fits(ctx, offload.cpu):
             placements = (
@@ -455,16 +472,18 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
         return None
     ordered = sorted(gpus, key=lambda g: g.index)
     capacities = [
-        layers_that_fit(model, ctx.context, usable_bytes(g.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots)
+        layers_that_fit(
+            model, ctx.context, usable_bytes(g.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots, kv_width=ctx.kv_width
+        )
         for g in ordered
     ]
     # The last GPU also holds the output projection; count that against it.
     last_room = usable_bytes(ordered[-1].free_bytes, GPU_HEADROOM_BYTES) - model.output_bytes
-    capacities[-1] = layers_that_fit(model, ctx.context, max(last_room, 0), slots=ctx.slots)
+    capacities[-1] = layers_that_fit(model, ctx.context, max(last_room, 0), slots=ctx.slots, kv_width=ctx.kv_width)
     if sum(capacities) < blocks:
         return None
     counts = split_layers(blocks, tuple(capacities))
-    offload = estimate_offload(model, ctx.context, counts, ctx.slots)
+    offload = estimate_offload(model, ctx.context, counts, ctx.slots, ctx.kv_width)
     if not _cpu_fits(ctx, offload.cpu):
         return None
     on_gpus = [
@@ -486,12 +505,14 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
 
 def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
     model, blocks = ctx.model, ctx.model.block_count
-    layers = layers_that_fit(model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots)
+    layers = layers_that_fit(
+        model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots, kv_width=ctx.kv_width
+    )
     if layers == 0:
         ctx.not_used.append(f"{_gpu_label(gpu)}: not even one layer fits")
         ctx.note(NVIDIA, ctx.not_used[-1])
         return None
-    offload = estimate_offload(model, ctx.context, (layers,), ctx.slots)
+    offload = estimate_offload(model, ctx.context, (layers,), ctx.slots, ctx.kv_width)
     if not _cpu_fits(ctx, offload.cpu):
         return None
     placements = (
@@ -513,11 +534,11 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
     model, blocks = ctx.model, ctx.model.block_count
     gpu = gpus[0]
     layers = min(requested, blocks)
-    offload = estimate_offload(model, ctx.context, (layers,), ctx.slots)
+    offload = estimate_offload(model, ctx.context, (layers,), ctx.slots, ctx.kv_width)
     need = offload.gpus[0].total_bytes
     room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
     if need > room:
-        most = layers_that_fit(model, ctx.context, room, slots=ctx.slots)
+        most = layers_that_fit(model, ctx.context, room, slots=ctx.slots, kv_width=ctx.kv_width)
         failure = DoesNotFit(
             f"{layers} layers of {model.display_name} need about {format_bytes(need)} on {gpu.name}, which has "
             f"{format_bytes(gpu.free_bytes)} free.",
@@ -560,6 +581,7 @@ def _gpu_plan(
         main_gpu=main_gpu,
         device=f"cuda:{main_gpu}",
         slots=ctx.slots,
+        kv_cache_type=ctx.prefs.kv_cache_type,
     )
 
 
@@ -573,7 +595,12 @@ def _cpu_option(ctx: _Context, cls: type[Backend], rank: int, route: str) -> lis
     slots = ctx.slots if cls.capabilities.parallel else 1
 
     def needs(context: int) -> MemoryEstimate:
-        return cls.estimate_memory(model, LoadOptions(context_length=context, threads=ctx.threads, slots=slots))
+        return cls.estimate_memory(
+            model,
+            LoadOptions(
+                context_length=context, threads=ctx.threads, slots=slots, kv_cache_type=ctx.prefs.kv_cache_type
+            ),
+        )
 
     memory = needs(ctx.context)
     name, label = cls.name, cls.label
@@ -609,6 +636,7 @@ def _cpu_option(ctx: _Context, cls: type[Backend], rank: int, route: str) -> lis
         placements=(Placement("CPU", inventory.cpu_model, model.block_count, memory, inventory.ram_available_bytes),),
         device="CPU",
         slots=slots,
+        kv_cache_type=ctx.prefs.kv_cache_type if name == "llamacpp" else "f16",
     )
     return [_Option(rank, plan, route)]
 

@@ -123,6 +123,7 @@ def preferences(settings: Settings) -> Preferences:
         device=settings.backend.device,
         gpu_layers=settings.backend.gpu_layers,
         slots=settings.backend.slots,
+        kv_cache_type=settings.backend.kv_cache_type,
         workers=_pipeline_workers(settings),
         worker_links=_pipeline_link_facts(settings),
     )

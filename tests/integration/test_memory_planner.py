@@ -70,3 +70,27 @@ def test_estimate_is_within_15_percent_of_what_llamacpp_allocates(
     estimate = estimate_llamacpp(model, context).total_bytes / MIB
     print(f"{which} at {context}: estimate {estimate:.0f} MiB, llama.cpp allocated {actual:.0f} MiB")
     assert abs(estimate - actual) / actual <= 0.15, f"estimate {estimate:.0f} MiB vs allocated {actual:.0f} MiB"
+
+
+KV_BUFFER = re.compile(r"^\S+:\s+\S+\s+KV buffer size =\s+([\d.]+) MiB")
+
+
+@pytest.mark.parametrize("kv_cache_type", ["f16", "q8_0", "q4_0"])
+def test_the_context_cache_planned_for_each_type_is_what_llamacpp_allocates(
+    kv_cache_type: str, embedded_model: Path, llama_cpp_installed: None, llama_log: _Collect
+) -> None:
+    from backends.memory import KV_WIDTHS, kv_cache_bytes
+
+    model = read_model_info(embedded_model)
+    backend = LlamaCppBackend()
+    try:
+        list(backend.load(model, LoadOptions(2048, threads=2, slots=2, kv_cache_type=kv_cache_type)))
+        assert backend.stream_completion  # loaded and usable (flash attention on for the quantized types)
+    finally:
+        backend.close()
+    reported = [float(m.group(1)) for line in llama_log.lines if (m := KV_BUFFER.match(line.strip()))]
+    assert reported, "llama.cpp reported no KV buffer"
+    planned = kv_cache_bytes(model, 2048, KV_WIDTHS[kv_cache_type]) * 2 / MIB
+    assert abs(sum(reported) - planned) / planned <= 0.02, f"planned {planned:.1f} MiB, llama.cpp {sum(reported)} MiB"
+    flash = [line for line in llama_log.lines if re.search(r"flash_attn\s+=\s+\w+", line)]
+    assert flash and flash[-1].endswith("enabled" if kv_cache_type != "f16" else "disabled")

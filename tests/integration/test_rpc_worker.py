@@ -393,3 +393,16 @@ def test_a_worker_with_little_memory_holds_what_fits_and_this_cpu_the_rest_with_
     split = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
     assert split.returncode == 0, split.stderr[-2000:]
     assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10
+
+
+def test_a_worker_that_accepts_and_never_answers_is_named_within_the_timeout_not_waited_on(
+    workers: list[Worker], embedded_model: Path, isolated_home: Path
+) -> None:
+    hung = workers[0].process.pid
+    os.kill(hung, signal.SIGSTOP)  # the system still accepts connections for it; nothing answers
+    try:
+        refused = _chat(isolated_home, embedded_model, "--backend", "pipeline")  # _chat's own limit: no hang
+        assert refused.returncode == 1
+        assert f"The worker at {workers[0].address} does not answer (timed out)" in refused.stderr
+    finally:
+        os.kill(hung, signal.SIGCONT)

@@ -5,12 +5,11 @@ from app.cli import build_parser, settings_overrides
 
 
 def test_flags_map_onto_the_settings_tree() -> None:
-    args = build_parser().parse_args(
-        ["chat", "hi", "--context", "2048", "--temperature", "0", "--backend", "fake", "--max-tokens", "9"]
-    )
+    flags = ["--context", "2048", "--temperature", "0", "--backend", "fake", "--max-tokens", "9", "--kv-cache", "q8_0"]
+    args = build_parser().parse_args(["chat", "hi", *flags])
     assert settings_overrides(args) == {
         "model": {"context_length": 2048},
-        "backend": {"name": "fake"},
+        "backend": {"name": "fake", "kv_cache_type": "q8_0"},
         "generation": {"temperature": 0.0, "max_new_tokens": 9},
     }
 

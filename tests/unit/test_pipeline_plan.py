@@ -159,3 +159,20 @@ def test_workers_with_no_room_for_a_single_layer_are_no_split(model: ModelInfo) 
         )
     assert refused.value.message.startswith("No worker has room for one of this model's layers")
     assert f"{workers[0]}: 614 MiB free" in refused.value.message and "backend auto" in refused.value.remedy
+
+
+def test_a_quantized_context_cache_is_planned_smaller_and_said(model: ModelInfo) -> None:
+    plans = {
+        kind: select_backend(
+            make_inventory(), model, Preferences(kv_cache_type=kind, slots=2), registry.AUTOMATIC, registry.ALL
+        )
+        for kind in ("f16", "q8_0", "q4_0")
+    }
+    caches = {kind: plan.memory.kv_cache_bytes for kind, plan in plans.items()}
+    assert caches["q8_0"] == pytest.approx(caches["f16"] * 34 / 64, rel=0.01)
+    assert caches["q4_0"] == pytest.approx(caches["f16"] * 18 / 64, rel=0.01)
+    assert plans["q8_0"].load_options().kv_cache_type == "q8_0"
+    assert plans["f16"].reasons[-1].startswith("context cache in f16 (2 bytes a value; --kv-cache q8_0")
+    assert (
+        plans["q4_0"].reasons[-1] == "context cache in q4_0 (0.56 bytes a value, with flash attention), as configured"
+    )

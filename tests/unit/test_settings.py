@@ -43,6 +43,7 @@ def test_overrides_win_over_environment(monkeypatch: pytest.MonkeyPatch) -> None
         ("HEARTH_MODEL__CONTEXT_LENGTH", "12", "model.context_length"),
         ("HEARTH_GENERATION__TEMPERATURE", "hot", "generation.temperature"),
         ("HEARTH_BACKEND__NAME", "tpu", "backend.name"),
+        ("HEARTH_BACKEND__KV_CACHE_TYPE", "q2_k", "backend.kv_cache_type"),
     ],
 )
 def test_invalid_settings_name_the_setting_and_the_fix(
