@@ -311,6 +311,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
+    bench_roofline = bench_kinds.add_parser(
+        "roofline", help="decode tokens/s as a share of what this machine's memory bandwidth allows, raw and Hearth"
+    )
+    bench_roofline.add_argument(
+        "--model", type=Path, action="append", help="GGUF file (repeat; default: the embedded model)"
+    )
+    bench_roofline.add_argument("--runs", type=_at_least_one, default=3, help="answers per side (default 3)")
+    bench_roofline.add_argument("--max-tokens", type=_at_least_one, default=128, help="tokens per answer (default 128)")
+    bench_roofline.add_argument("--threads", type=_at_least_one, default=2, help="threads (default 2)")
+    bench_roofline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     return parser
 
 
@@ -395,6 +405,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from app.bench_parallel import run_parallel_bench
 
             return run_parallel_bench(args)
+        if args.bench_kind == "roofline":
+            from app.bench_roofline import run_roofline_bench
+
+            return run_roofline_bench(args)
         if args.bench_kind == "pipeline":
             from app.bench_pipeline import run_pipeline_bench
 
