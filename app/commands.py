@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -95,13 +96,25 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
         _err("No web browser could be started here; open the address above in one.")
     # `kill PID` (SIGTERM) shuts down as Ctrl+C does: the engine is stopped and the server record removed.
     signal.signal(signal.SIGTERM, exit_on_terminate)
+    terminated: int | None = None
     try:
         server.block_thread()
+    except SystemExit as stop:
+        terminated = stop.code if isinstance(stop.code, int) else 1
+        raise
     finally:
         remove_record(services.paths.server_file, os.getpid())
         remove_page_files(services.paths.page_files_dir)
         (services.paths.root / REDIRECT_FILE).unlink(missing_ok=True)  # its secret dies with this start
         services.close()
+        if terminated is not None:
+            # Everything of ours is closed. A native thread may still be inside a library (torch embedding a
+            # request's texts); the interpreter's own shutdown would destroy its objects under it and abort
+            # ("terminate called without an active exception", seen under load): end here instead.
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(terminated)
     return EXIT_OK
 
 

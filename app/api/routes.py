@@ -134,6 +134,9 @@ async def run_while_connected(request: Request, cancel: CancelToken, work: Calla
         group.start_soon(watch)
         try:
             result = await anyio.to_thread.run_sync(work)
+        except anyio.get_cancelled_exc_class():
+            cancel.cancel()  # the server is shutting down: the work stops at its next check
+            raise
         except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
             failure = exc
         finally:

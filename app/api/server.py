@@ -160,6 +160,7 @@ def start_server(
         http=idle_closing_protocol(settings.idle_timeout_s),
     )
     server = uvicorn.Server(config)
+    _quiet_shutdown_cancellations()
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="hearth-web", daemon=True)
     thread.start()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -203,3 +204,20 @@ def machine_names() -> list[str]:
             if address.family in (socket.AF_INET, socket.AF_INET6):
                 names.add(address.address.split("%")[0])  # drop an IPv6 zone ("fe80::1%eth0")
     return sorted(name for name in names if name)
+
+
+class _ShutdownCancellation(logging.Filter):
+    """Drops uvicorn's "Exception in ASGI application" for a request it cancelled itself while shutting down (the
+    graceful wait ran out): the request was stopped on purpose, and its work told to stop; nothing failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import asyncio
+
+        cancelled = record.exc_info is not None and isinstance(record.exc_info[1], asyncio.CancelledError)
+        return not cancelled
+
+
+def _quiet_shutdown_cancellations() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _ShutdownCancellation) for f in logger.filters):
+        logger.addFilter(_ShutdownCancellation())

@@ -5,6 +5,7 @@ after a restart. Wiring and the child process only; the table comes from ``app.u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -22,6 +23,7 @@ import gradio as gr
 
 from app.ui.bench_view import progress_text, summary_html
 
+STOP_GRACE_S = 15.0
 NOTHING_YET = "No benchmark yet. **Measure** runs one on the model in use (a few minutes for a small model)."
 
 
@@ -88,7 +90,12 @@ class BenchPanel:
                 *("--model", str(self._model_path()), "--json", f"{stem}.json", "--chart", f"{stem}.png"),
             ]
             process = subprocess.Popen(
-                command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=os.environ.copy(),
+                start_new_session=True,  # its own group: Stop reaches the workers and engines it started too
             )
             self._process = process
             self._stop_asked = False
@@ -101,6 +108,8 @@ class BenchPanel:
             try:
                 line = lines.get(timeout=1.0)
             except queue.Empty:
+                if process.poll() is not None:
+                    break  # ended; a child of it that lives on may hold the pipe open
                 line = ""
             if line is None:
                 break
@@ -127,8 +136,23 @@ class BenchPanel:
             if process is None or process.poll() is not None:
                 return "No benchmark is running."
             self._stop_asked = True
-        process.send_signal(signal.SIGINT)  # the bench stops its workers on the way out
+        threading.Thread(target=_stop_group, args=(process,), name="bench-stop", daemon=True).start()
         return "Stopping…"
+
+
+def _stop_group(process: subprocess.Popen[str]) -> None:
+    """Ctrl+C to the bench and everything it started (the bench ends its workers on the way out); whatever is
+    still there after a while is killed."""
+    for sent, wait_s in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sent)
+        try:
+            process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # the bench is gone; anything of its group left goes too
+        return
 
 
 def _read_lines(process: subprocess.Popen[str], into: queue.Queue[str | None]) -> None:
