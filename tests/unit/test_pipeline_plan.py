@@ -173,6 +173,6 @@ def test_a_quantized_context_cache_is_planned_smaller_and_said(model: ModelInfo)
     assert caches["q4_0"] == pytest.approx(caches["f16"] * 18 / 64, rel=0.01)
     assert plans["q8_0"].load_options().kv_cache_type == "q8_0"
     assert plans["f16"].reasons[-1].startswith("context cache in f16 (2 bytes a value; --kv-cache q8_0")
-    assert (
-        plans["q4_0"].reasons[-1] == "context cache in q4_0 (0.56 bytes a value, with flash attention), as configured"
-    )
+    said = "context cache in q4_0 (0.56 bytes a value, with flash attention), as configured; q4_0 can ruin"
+    assert plans["q4_0"].reasons[-1].startswith(said)
+    assert plans["q8_0"].reasons[-1].endswith("as configured")
