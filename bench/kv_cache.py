@@ -46,9 +46,8 @@ def _open(path: Path, kind: str, context: int, threads: int, logits_all: bool = 
 
 
 def measure(path: Path, kind: str, context: int, threads: int, prompt_tokens: int, decode: int) -> dict[str, Any]:
-    import numpy as np
 
-    from models.ladder import PROMPT, perplexity_from, window_nll
+    from models.ladder import PROMPT, perplexity_from, scored_windows
 
     lines: list[str] = []
     handler = logging.Handler()
@@ -82,13 +81,7 @@ def measure(path: Path, kind: str, context: int, threads: int, prompt_tokens: in
     text = (ROOT / "models" / "data" / "heldout-apache-2.0.txt").read_text()
     scorer = _open(path, kind, 512, threads, logits_all=True)
     tokens = scorer.tokenize(text.encode(), add_bos=False)
-    bos, nll, count = scorer.token_bos(), 0.0, 0
-    for index in range(min(4, len(tokens) // 512)):
-        window = [bos, *tokens[index * 512 + 1 : (index + 1) * 512]]
-        scorer.reset()
-        scorer.eval(window)
-        part, n = window_nll(np.asarray(scorer.scores[: len(window)]), window)
-        nll, count = nll + part, count + n
+    nll, count = scored_windows(scorer, scorer.token_bos(), tokens, 512, windows=4)
     scorer.close()
     return {
         "kv_mib": kv_mib,

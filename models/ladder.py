@@ -106,6 +106,20 @@ def window_nll(logits: np.ndarray, tokens: list[int]) -> tuple[float, int]:
     return float((log_norm - picked).sum()), len(targets)
 
 
+def scored_windows(scorer: Any, bos: int, tokens: list[int], context: int, windows: int) -> tuple[float, int]:
+    """The summed negative log-likelihood and the tokens scored over up to ``windows`` windows of ``context``
+    tokens (each starting with ``bos``), read by ``scorer``, a llama-cpp-python model with logits for every
+    position."""
+    nll, count = 0.0, 0
+    for index in range(min(windows, len(tokens) // context)):
+        window = [bos, *tokens[index * context + 1 : (index + 1) * context]]
+        scorer.reset()
+        scorer.eval(window)
+        part, n = window_nll(np.asarray(scorer.scores[: len(window)]), window)
+        nll, count = nll + part, count + n
+    return nll, count
+
+
 def perplexity_from(nll: float, count: int) -> float:
     return math.exp(nll / count) if count else float("nan")
 
@@ -202,13 +216,7 @@ def _measure(path: str, text: str, threads: int, context: int, windows: int, run
         logits_all=True,
         verbose=True,
     )
-    nll, count = 0.0, 0
-    for index in range(min(windows, len(tokens) // context)):
-        window = [bos, *tokens[index * context + 1 : (index + 1) * context]]
-        scorer.reset()
-        scorer.eval(window)
-        part, n = window_nll(np.asarray(scorer.scores[: len(window)]), window)
-        nll, count = nll + part, count + n
+    nll, count = scored_windows(scorer, bos, tokens, context, windows)
     scorer.close()
     return {
         "load_s": load_s,

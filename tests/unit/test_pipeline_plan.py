@@ -9,7 +9,7 @@ import pytest
 from app.errors import BackendUnavailable
 from backends import registry
 from backends.pipeline_plan import layer_ranges
-from backends.selection import Preferences, select_backend
+from backends.selection import BackendPlan, Preferences, select_backend
 from models.gguf import ModelInfo, read_model_info
 from tests.helpers import make_inventory, write_tiny_gguf
 
@@ -96,18 +96,19 @@ def _links(*free_gib: float) -> tuple[tuple[str, ...], tuple[object, ...]]:
     return workers, links
 
 
+def _split(model: ModelInfo, ram_gib: float, *free_gib: float) -> tuple[tuple[str, ...], BackendPlan]:
+    """The pipeline plan for workers with ``free_gib`` free each, on a machine with ``ram_gib`` available."""
+    workers, links = _links(*free_gib)
+    prefs = Preferences(backend="pipeline", workers=workers, worker_links=links)  # type: ignore[arg-type]
+    return workers, select_backend(
+        make_inventory(ram_available_gib=ram_gib), model, prefs, registry.AUTOMATIC, registry.ALL
+    )
+
+
 def test_layers_follow_the_workers_free_memory_and_this_cpu_holds_the_first_ones_they_cannot(
     model: ModelInfo,
 ) -> None:
-    big = _big(model)
-    workers, links = _links(10, 5)
-    plan = select_backend(
-        make_inventory(ram_available_gib=4),  # too little for the whole model here
-        big,
-        Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
-        registry.AUTOMATIC,
-        registry.ALL,
-    )
+    workers, plan = _split(_big(model), 4, 10, 5)  # 4 GiB here: too little for the whole model
     first, second = plan.tensor_split
     assert first > 1.5 * second  # twice the free memory, about twice the layers
     local = 30 - int(first + second)
@@ -122,41 +123,21 @@ def test_layers_follow_the_workers_free_memory_and_this_cpu_holds_the_first_ones
 def test_a_worker_with_too_little_memory_holds_nothing_and_a_model_too_big_for_all_is_refused(
     model: ModelInfo,
 ) -> None:
-    big = _big(model)
-    workers, links = _links(20, 0.6)
-    plan = select_backend(
-        make_inventory(ram_available_gib=4),
-        big,
-        Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
-        registry.AUTOMATIC,
-        registry.ALL,
-    )
+    workers, plan = _split(_big(model), 4, 20, 0.6)
     assert plan.tensor_split[1] == 0
     assert f"no layer on {workers[1]}: 614 MiB free holds none with its cache" in plan.reasons
-    workers, links = _links(3, 3)
     with pytest.raises(BackendUnavailable) as refused:
-        select_backend(
-            make_inventory(ram_available_gib=2),
-            big,
-            Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
-            registry.AUTOMATIC,
-            registry.ALL,
-        )
+        _split(_big(model), 2, 3, 3)
+    workers = _links(3, 3)[0]
     assert "cannot hold the model's 30 layers" in refused.value.message
     assert f"{workers[0]}: " in refused.value.message and "3.0 GiB free" in refused.value.message
     assert "Pair another worker" in refused.value.remedy
 
 
 def test_workers_with_no_room_for_a_single_layer_are_no_split(model: ModelInfo) -> None:
-    workers, links = _links(0.6)
     with pytest.raises(BackendUnavailable) as refused:
-        select_backend(
-            make_inventory(ram_available_gib=16),
-            _big(model),
-            Preferences(backend="pipeline", workers=workers, worker_links=links),  # type: ignore[arg-type]
-            registry.AUTOMATIC,
-            registry.ALL,
-        )
+        _split(_big(model), 16, 0.6)
+    workers = _links(0.6)[0]
     assert refused.value.message.startswith("No worker has room for one of this model's layers")
     assert f"{workers[0]}: 614 MiB free" in refused.value.message and "backend auto" in refused.value.remedy
 
