@@ -67,7 +67,8 @@ def pipeline_plan(
         )
     local_room = usable_bytes(inventory.ram_available_bytes) - model.other_bytes
     local_layers = blocks - sum(on_workers)
-    if local_layers > layers_that_fit(model, context_length, max(local_room, 0), slots=slots, kv_width=kv_width):
+    local_capacity = layers_that_fit(model, context_length, max(local_room, 0), slots=slots, kv_width=kv_width)
+    if local_layers > local_capacity:
         held = ", ".join(
             f"{worker}: {count} ({format_bytes(link.free_bytes)} free)"
             for worker, count, link in zip(workers, capacities, links, strict=True)
@@ -98,7 +99,7 @@ def pipeline_plan(
     if any(link.free_bytes for link in links):
         lines.append("layers in proportion to each worker's free memory when it was paired")
     network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length)
-    fits_here = blocks <= layers_that_fit(model, context_length, max(local_room, 0), slots=slots, kv_width=kv_width)
+    fits_here = blocks <= local_capacity
     warning = slower_than_alone(network_ms, fits_here=fits_here, devices=[link.device for link in links])
     lines.append(warning or f"each token also waits about {network_ms:.1f} ms on the links")
     label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.chat import ChatService
@@ -15,11 +17,13 @@ from app.services.documents import LazyDocuments, build_documents
 from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
-from backends.base import GenerationParams, WorkerLink
+from backends.base import GenerationParams
 from backends.hardware import HardwareInventory, probe, with_current_memory
-from backends.pipeline_cost import LinkFacts
 from backends.selection import Preferences
 from models.embedded import embedded_chat_model
+
+if TYPE_CHECKING:
+    from app.services.workers import PairedWorker
 
 
 @dataclass
@@ -105,17 +109,20 @@ def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoic
     from models.default import RULE_WORDS
 
     paths = resolve_data_paths(settings.home)
-    prefs = preferences(settings)
+    paired = _pipeline_paired(settings)
+    prefs = preferences(settings, paired)
     flag = Path(settings.model.path).expanduser() if settings.model.path else None
     pick = start_model(paths, inventory, prefs, flag)
     path, why = (pick.path, pick.why) if pick else (embedded_chat_model(), RULE_WORDS["fallback"])
     cache = str(paths.compiled_cache_dir)
-    links = worker_links(settings)
+    links = tuple(worker.link for worker in paired)
     return StartChoice(ModelChoice(path, prefs, settings.generation.seed or 0, cache, links), why)
 
 
-def preferences(settings: Settings) -> Preferences:
-    """How the user wants models run; no file is read (unlike :func:`model_choice`, which finds the default)."""
+def preferences(settings: Settings, paired: Sequence[PairedWorker] | None = None) -> Preferences:
+    """How the user wants models run. No file is read, except the paired workers' book for the pipeline backend
+    when ``paired`` (what :func:`_pipeline_paired` read) is not given."""
+    chosen = _pipeline_paired(settings) if paired is None else paired
     return Preferences(
         backend=settings.backend.name,
         threads=settings.backend.threads,
@@ -124,31 +131,18 @@ def preferences(settings: Settings) -> Preferences:
         gpu_layers=settings.backend.gpu_layers,
         slots=settings.backend.slots,
         kv_cache_type=settings.backend.kv_cache_type,
-        workers=_pipeline_workers(settings),
-        worker_links=_pipeline_link_facts(settings),
+        workers=tuple(worker.address for worker in chosen),
+        worker_links=tuple(worker.link_facts for worker in chosen),
     )
 
 
-def _pipeline_workers(settings: Settings) -> tuple[str, ...]:
-    """The addresses of the workers the pipeline backend uses: those named (paired ones), else every paired one."""
-    return tuple(link.address for link in worker_links(settings))
-
-
-def _pipeline_link_facts(settings: Settings) -> tuple[LinkFacts, ...]:
+def _pipeline_paired(settings: Settings) -> tuple[PairedWorker, ...]:
+    """The paired workers the pipeline backend uses: those named, else every paired one (none for other backends)."""
     if settings.backend.name != "pipeline":
         return ()
     from app.services.workers import WorkerBook
 
-    return WorkerBook(resolve_data_paths(settings.home).workers_file).link_facts(settings.backend.workers)
-
-
-def worker_links(settings: Settings) -> tuple[WorkerLink, ...]:
-    """The links to the workers the pipeline backend uses (none for any other backend)."""
-    if settings.backend.name != "pipeline":
-        return ()
-    from app.services.workers import WorkerBook
-
-    return WorkerBook(resolve_data_paths(settings.home).workers_file).links(settings.backend.workers)
+    return WorkerBook(resolve_data_paths(settings.home).workers_file).chosen(settings.backend.workers)
 
 
 def generation_params(settings: Settings) -> GenerationParams:

@@ -111,11 +111,11 @@ class ModelControl:
             if checked.name == "pipeline" and not prefs.workers:  # every paired worker, as `--backend pipeline`
                 from app.services.workers import WorkerBook
 
-                book = WorkerBook(self._paths.workers_file)
-                links = book.links()
-                workers = tuple(link.address for link in links)
-                prefs = dataclasses.replace(prefs, workers=workers, worker_links=book.link_facts())
-                choice = dataclasses.replace(choice, worker_links=links)
+                paired = WorkerBook(self._paths.workers_file).chosen()
+                workers = tuple(worker.address for worker in paired)
+                facts = tuple(worker.link_facts for worker in paired)
+                prefs = dataclasses.replace(prefs, workers=workers, worker_links=facts)
+                choice = dataclasses.replace(choice, worker_links=tuple(worker.link for worker in paired))
         if context_length is not None:
             prefs = dataclasses.replace(prefs, context_length=_checked_context(context_length))
         yield from self._runtime.switch(dataclasses.replace(choice, prefs=prefs), cancel_running)

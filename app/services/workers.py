@@ -44,6 +44,13 @@ class PairedWorker:
     def link(self) -> WorkerLink:
         return WorkerLink(self.address, self.fingerprint, self.token)
 
+    @property
+    def link_facts(self) -> LinkFacts:
+        """What pairing measured of the link, for the planner."""
+        return LinkFacts(
+            self.round_trip_ms, self.bandwidth_bytes_per_s, self.address, self.facts.device, self.facts.free_bytes
+        )
+
 
 @dataclass(frozen=True)
 class WorkerStatus:
@@ -137,17 +144,6 @@ class WorkerBook:
             except (HearthError, OSError) as exc:
                 statuses.append(WorkerStatus(worker, False, None, getattr(exc, "message", str(exc))))
         return statuses
-
-    def links(self, chosen: Sequence[str] = ()) -> tuple[WorkerLink, ...]:
-        """The links to ``chosen`` paired workers (their control addresses), or to all of them."""
-        return tuple(worker.link for worker in self.chosen(chosen))
-
-    def link_facts(self, chosen: Sequence[str] = ()) -> tuple[LinkFacts, ...]:
-        """What pairing measured of the links to ``chosen`` paired workers (or all), for the planner."""
-        return tuple(
-            LinkFacts(w.round_trip_ms, w.bandwidth_bytes_per_s, w.address, w.facts.device, w.facts.free_bytes)
-            for w in self.chosen(chosen)
-        )
 
     def chosen(self, chosen: Sequence[str] = ()) -> tuple[PairedWorker, ...]:
         """The paired workers at the ``chosen`` control addresses, or all of them; refused for one not paired."""
