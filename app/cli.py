@@ -99,7 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     workers_add = worker_actions.add_parser("add", help="pair with a `hearth worker` (it printed its code)")
     workers_add.add_argument("address", metavar="HOST:PORT")
     workers_add.add_argument("--code", required=True, help="the pairing code the worker printed")
-    worker_actions.add_parser("list", help="the paired workers: online or not, device, free memory, round trip")
+    workers_list = worker_actions.add_parser(
+        "list", help="the paired workers: online or not, device, free memory, round trip, bandwidth"
+    )
+    workers_list.add_argument(
+        "--measure", action="store_true", help="measure each link's bandwidth again (2 MiB each; else the last one)"
+    )
     workers_remove = worker_actions.add_parser("remove", help="stop using a worker")
     workers_remove.add_argument("address", metavar="HOST:PORT")
 
@@ -430,7 +435,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "workers":
         from app.commands_workers import run_workers
 
-        return run_workers(settings, args.workers_action, getattr(args, "address", None), getattr(args, "code", None))
+        return run_workers(
+            settings,
+            args.workers_action,
+            getattr(args, "address", None),
+            getattr(args, "code", None),
+            measure=getattr(args, "measure", False),
+        )
     if args.command == "desktop":
         from app.commands_desktop import run_desktop
 

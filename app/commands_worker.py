@@ -51,7 +51,7 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         tokens_file = data_dir / "worker-paired.json"
         facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, *local_versions())
         state = WorkerState(code, identity.fingerprint, facts, load_tokens(tokens_file))
-        control = ControlServer(host, port, state, identity, tokens_file, _announce_code)
+        control = ControlServer(host, port, state, identity, tokens_file, _announce_code, _free_memory)
         print(
             f"Hearth worker: serving this machine's CPU ({plural(threads, 'thread')}) on {endpoint} (Ctrl+C to stop).",
             flush=True,

@@ -13,7 +13,9 @@ from backends.memory import format_bytes
 EXIT_OK = 0
 
 
-def run_workers(settings: Settings, action: str, address: str | None, code: str | None) -> int:
+def run_workers(
+    settings: Settings, action: str, address: str | None, code: str | None, *, measure: bool = False
+) -> int:
     book = WorkerBook(ensure_data_dir(resolve_data_paths(settings.home)).workers_file)
     if action == "add":
         if not address or not code:
@@ -33,7 +35,7 @@ def run_workers(settings: Settings, action: str, address: str | None, code: str 
         gone = book.remove(address)
         print(f"Removed the worker at {gone.address}; it is no longer used.")
         return EXIT_OK
-    statuses = book.status()
+    statuses = book.status(measure)
     if not statuses:
         print("No workers are paired. Run `hearth worker` on another machine, then `hearth workers add`.")
         return EXIT_OK

@@ -6,6 +6,7 @@ data folder (owner-only)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import socket
 import socketserver
@@ -32,7 +33,8 @@ class WorkerUnavailable(HearthError):
 
 class ControlServer:
     """Answers pairing, info, ping and RPC requests on ``host:port`` (TLS with ``identity``) in daemon threads until
-    :meth:`close`. ``announce`` gets each new pairing code."""
+    :meth:`close`. ``announce`` gets each new pairing code; ``free_memory`` gives this machine's free memory now, read
+    again for each ``info`` and ``pair`` answer (what the worker had free at its start says little an hour later)."""
 
     def __init__(
         self,
@@ -42,8 +44,10 @@ class ControlServer:
         identity: Identity,
         tokens_file: Path,
         announce: Callable[[str], None] = lambda code: None,
+        free_memory: Callable[[], int] | None = None,
     ) -> None:
         self._state = state
+        self._free_memory = free_memory
         self._tokens_file = tokens_file
         self._announce = announce
         self._lock = threading.Lock()
@@ -76,8 +80,12 @@ class ControlServer:
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             before, code = len(self._state.tokens), self._state.code
+            if self._free_memory is not None and request.get("op") in ("info", "pair"):
+                self._state.facts = dataclasses.replace(self._state.facts, free_bytes=self._free_memory())
             reply = self._state.answer(request)
             token = request.get("token")
+            if request.get("op") == "info" and "facts" in reply:
+                reply["serving"] = any(self._serving.values())  # its free memory then excludes what a main loaded
             if request.get("op") == "rpc" and reply.get("ok"):
                 if any(count for other, count in self._serving.items() if other != token):
                     # llama.cpp's server takes one client at a time: another main would wait on it without end

@@ -124,8 +124,11 @@ class WorkerBook:
         self._save([w for w in known if w.address != key])
         return gone
 
-    def status(self) -> list[WorkerStatus]:
-        """Each paired worker, asked now (its facts refreshed: free memory changes)."""
+    def status(self, measure: bool = False) -> list[WorkerStatus]:
+        """Each paired worker, asked now: its facts (free memory changes) and its round trip; with ``measure``, its
+        bandwidth too (a 2 MiB test each, so not on every look), else the last one measured. What was learnt is
+        written back for the pipeline planner, free memory only from a worker that serves no main at the moment
+        (while it holds a model's layers, their memory is not free, yet it is for the next load of that model)."""
         from app.worker_control import ask, bandwidth_bytes_per_s, round_trip_ms
 
         statuses = []
@@ -136,14 +139,27 @@ class WorkerBook:
                 if "error" in reply:
                     statuses.append(WorkerStatus(worker, False, None, str(reply["error"])))
                     continue
-                fresh = dataclasses.replace(worker, facts=facts_from(reply))
                 address = (where.host, where.port)
                 trip = round_trip_ms(address, worker.fingerprint)
-                speed = bandwidth_bytes_per_s(address, worker.fingerprint, worker.token)
-                statuses.append(WorkerStatus(fresh, True, trip, bandwidth_bytes_per_s=speed))
+                speed = (
+                    bandwidth_bytes_per_s(address, worker.fingerprint, worker.token)
+                    if measure
+                    else worker.bandwidth_bytes_per_s
+                )
+                fresh = dataclasses.replace(worker, facts=facts_from(reply))
+                statuses.append(WorkerStatus(fresh, True, trip, bandwidth_bytes_per_s=speed or None))
             except (HearthError, OSError) as exc:
                 statuses.append(WorkerStatus(worker, False, None, getattr(exc, "message", str(exc))))
+                continue
+            kept = fresh if not reply.get("serving") else dataclasses.replace(fresh, facts=worker.facts)
+            self._update(dataclasses.replace(kept, round_trip_ms=trip, bandwidth_bytes_per_s=speed))
         return statuses
+
+    def _update(self, worker: PairedWorker) -> None:
+        """``worker``'s entry replaced, if it is still paired (not removed meanwhile)."""
+        known = self.paired()
+        if any(w.address == worker.address and w.token == worker.token for w in known):
+            self._save([worker if w.address == worker.address else w for w in known])
 
     def chosen(self, chosen: Sequence[str] = ()) -> tuple[PairedWorker, ...]:
         """The paired workers at the ``chosen`` control addresses, or all of them; refused for one not paired."""

@@ -38,7 +38,7 @@ def build_workers_section() -> WorkersUi:
     with gr.Row(equal_height=True):
         chosen = gr.Dropdown(choices=[], label="Paired worker", elem_id="worker-chosen", scale=2)
         remove = gr.Button("Remove", size="sm", elem_id="remove-worker", scale=0, min_width=120)
-        check = gr.Button("Ask them again", size="sm", elem_id="check-workers", scale=0, min_width=160)
+        check = gr.Button("Measure the links", size="sm", elem_id="check-workers", scale=0, min_width=170)
     note = gr.Markdown("", elem_id="workers-note")
     return WorkersUi(table, address, code, pair, chosen, remove, check, note)
 
@@ -47,9 +47,9 @@ class WorkersPanel:
     def __init__(self, workers_file: Any) -> None:
         self._book = WorkerBook(workers_file)
 
-    def listing(self) -> tuple[str, Any]:
-        """The table, asked now, and the remove picker."""
-        statuses = self._book.status()
+    def listing(self, measure: bool = False) -> tuple[str, Any]:
+        """The table, asked now (with ``measure``, each link's bandwidth too), and the remove picker."""
+        statuses = self._book.status(measure)
         addresses = [status.worker.address for status in statuses]
         picker = gr.update(choices=addresses, value=addresses[0] if addresses else None)
         return workers_html(statuses, time.strftime("%H:%M:%S")), picker
@@ -69,6 +69,9 @@ class WorkersPanel:
         )
         return note, *self.listing(), gr.update(value="")
 
+    def measured(self) -> tuple[str, Any]:
+        return self.listing(measure=True)
+
     def remove(self, address: str | None) -> tuple[str, str, Any]:
         if not address:
             return "Pick a paired worker first.", *self.listing()
@@ -86,7 +89,7 @@ def wire_workers_section(
     offered depends on them)."""
     listing = [ui.table, ui.chosen]
     tab.select(panel.listing, outputs=listing, concurrency_id="workers")
-    ui.check.click(panel.listing, outputs=listing, concurrency_id="workers")
+    ui.check.click(panel.measured, outputs=listing, concurrency_id="workers")
     for trigger in (ui.pair.click, ui.code.submit):
         trigger(panel.pair, [ui.address, ui.code], [ui.note, *listing, ui.code], concurrency_id="workers").then(
             backend_picker, outputs=[backend_choice], queue=False

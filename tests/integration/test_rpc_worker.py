@@ -406,3 +406,36 @@ def test_a_worker_that_accepts_and_never_answers_is_named_within_the_timeout_not
         assert f"The worker at {workers[0].address} does not answer (timed out)" in refused.stderr
     finally:
         os.kill(hung, signal.SIGCONT)
+
+
+def test_the_list_reads_each_workers_free_memory_now_and_measures_bandwidth_only_when_asked(
+    workers: list[Worker], isolated_home: Path
+) -> None:
+    import json
+
+    from backends.worker_link import open_rpc
+
+    book = isolated_home / "workers.json"
+    stale, slow = 1 << 20, 1000.0  # what a worker with 1 MiB free reported at pairing, and a 8 kbit/s link
+    entries = json.loads(book.read_text())
+    for entry in entries:
+        entry["facts"]["free_bytes"], entry["bandwidth_bytes_per_s"] = stale, slow
+    book.write_text(json.dumps(entries))
+
+    from app.services.workers import WorkerBook
+
+    first = WorkerBook(book).paired()[0]
+    serving = open_rpc(first.link)  # this main uses the first worker now
+    try:
+        listed = _hearth(isolated_home, "workers", "list", timeout=60)
+    finally:
+        serving.close()
+    assert listed.returncode == 0, listed.stderr
+    assert "\t1 MiB free" not in listed.stdout  # both say what they have free now
+    assert listed.stdout.count("8.0 kbit/s") == 2  # the link speeds kept from before: not measured on every look
+    kept = {entry["address"]: entry for entry in json.loads(book.read_text())}
+    assert kept[first.address]["facts"]["free_bytes"] == stale  # serving: its free memory leaves out what it holds
+    assert kept[workers[1].address]["facts"]["free_bytes"] > stale  # written back for the planner
+    measured = _hearth(isolated_home, "workers", "list", "--measure", timeout=60)
+    assert measured.returncode == 0 and "8.0 kbit/s" not in measured.stdout
+    assert all(entry["bandwidth_bytes_per_s"] > slow for entry in json.loads(book.read_text()))
