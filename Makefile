@@ -36,8 +36,16 @@ package: setup
 	@bash packaging/build-bundle.sh
 	@bash packaging/smoke-bundle.sh dist/hearth
 
+# The whole suite runs as two interpreters: the browser tests' long sessions do not share a process with the native
+# libraries (Chroma, torch, llama.cpp) the unit and integration tests load in-process (CI once saw the one process
+# that ran everything die of SIGSEGV in the e2e part). PYTEST_ARGS runs one pytest with them, as given.
 test: setup-test
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(PY) -m pytest tests/unit tests/integration
+	$(PY) -m pytest tests/e2e
+else
 	$(PY) -m pytest $(PYTEST_ARGS)
+endif
 
 test-unit: setup-test
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
