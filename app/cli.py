@@ -316,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
+    from app.bench_documents import add_documents_parser
+
+    add_documents_parser(bench_kinds, _at_least_one)
     bench_roofline = bench_kinds.add_parser(
         "roofline", help="decode tokens/s as a share of what this machine's memory bandwidth allows, raw and Hearth"
     )
@@ -418,6 +421,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from app.bench_pipeline import run_pipeline_bench
 
             return run_pipeline_bench(args)
+        if args.bench_kind == "documents":
+            from app.bench_documents import run_documents_bench
+
+            return run_documents_bench(load_settings(**settings_overrides(args)), args)
         from app import bench
 
         return bench.run_chat_bench(args)

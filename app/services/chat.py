@@ -146,6 +146,14 @@ class ChatService:
             self._store.append(conversation.id, "user", text)
             yield from self._answer(engine, conversation.id, prompt, params, cancel)
 
+    def first_prompt(
+        self, text: str, params: GenerationParams, system_prompt: str, collection: str | None = None
+    ) -> list[ChatMessage]:
+        """The messages a new conversation's first turn with ``text`` sends the model (passages and all); nothing is
+        stored. Benchmarks give the very same prompt to another engine."""
+        with self._runtime.lease() as engine:
+            return self._prompt(engine, (), text, params, system_prompt, collection).messages
+
     def regenerate(
         self,
         conversation_id: str,

@@ -1,0 +1,277 @@
+"""``hearth bench documents``: where the time of an answer from documents goes, question by question, against raw
+llama-cpp-python reading the very same prompt in the same run.
+
+Each question goes through the page's own path (:class:`app.services.chat.ChatService` into a throwaway
+conversation store): embed the question, search, pack the passages, prefill, write. The raw side gets the messages
+Hearth built (the same system prompt and passages) on the same GGUF, greedy both; the order alternates per question
+so drift on a shared machine hits both alike. Reported per question and as medians with their spread: embed,
+search, prompt tokens (and how many came from the cache), prefill, time to first token, decode tokens/s, total,
+and the raw side's time to first token and decode tokens/s."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.bench import open_raw_llama, progress, time_stream
+from app.bench_stats import Spread, format_spread, noise_warning, paired_ratios, spread
+from app.errors import HearthError
+from backends.base import TextDelta, Usage
+
+DEFAULT_MAX_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class DocumentsSample:
+    """One question's figures; times in milliseconds."""
+
+    question: str
+    embed_ms: float
+    search_ms: float
+    prompt_tokens: int
+    cached_tokens: int
+    prefill_ms: float  # the engine's own time from the prompt to the first token
+    time_to_first_token_ms: float  # from sending the question to the first text, as a user waits for it
+    decode_tokens_per_s: float
+    total_ms: float  # from sending to the answer kept (its citations checked)
+    raw_time_to_first_token_ms: float
+    raw_decode_tokens_per_s: float
+
+
+FIELDS = (
+    ("embed_ms", "embed the question, ms"),
+    ("search_ms", "search, ms"),
+    ("prompt_tokens", "prompt tokens"),
+    ("cached_tokens", "of them from the cache"),
+    ("prefill_ms", "prefill, ms"),
+    ("time_to_first_token_ms", "time to first token, ms"),
+    ("decode_tokens_per_s", "decode tokens/s"),
+    ("total_ms", "total, ms"),
+    ("raw_time_to_first_token_ms", "raw: time to first token, ms"),
+    ("raw_decode_tokens_per_s", "raw: decode tokens/s"),
+)
+RATIOS = (
+    ("time_to_first_token_ms", "raw_time_to_first_token_ms", "time to first token"),
+    ("decode_tokens_per_s", "raw_decode_tokens_per_s", "decode tokens/s"),
+)
+
+
+def summarise(samples: Sequence[DocumentsSample]) -> dict[str, Any]:
+    """Each figure's spread over the questions, and each question's Hearth/raw ratios' spread."""
+    if not samples:
+        raise ValueError("no questions were answered")
+    figures = {field: spread([float(getattr(s, field)) for s in samples]).as_dict() for field, _ in FIELDS}
+    ratios = {}
+    for hearth, raw, _ in RATIOS:
+        paired = paired_ratios([getattr(s, hearth) for s in samples], [getattr(s, raw) for s in samples])
+        if paired:
+            ratios[hearth] = spread(paired).as_dict()
+    return {"questions": len(samples), "figures": figures, "ratios": ratios}
+
+
+def report_lines(summary: dict[str, Any], model: str, backend: str) -> list[str]:
+    lines = [f"{model} on {backend}: {summary['questions']} questions from documents", "medians over the questions:"]
+    warnings = []
+    for field, label in FIELDS:
+        value = Spread(**summary["figures"][field])
+        lines.append(f"  {label:<32}{value.median:>9.1f}   (min–max {value.low:.1f}–{value.high:.1f})")
+    lines.append("Hearth/raw per question, same prompt:")
+    for field, _, label in RATIOS:
+        if field not in summary["ratios"]:
+            lines.append(f"  {label:<32}not measured")
+            continue
+        value = Spread(**summary["ratios"][field])
+        lines.append(f"  {label:<32}{format_spread(value)}")
+        warning = noise_warning(value, f"the {label} ratio")
+        if warning:
+            warnings.append(warning)
+    return lines + warnings
+
+
+def read_questions(path: Path) -> list[str]:
+    """The ``question`` of each line of a JSON Lines file (the answer and retrieval sets both have one)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HearthError(f"{path} cannot be read ({exc}).", "Give a JSON Lines file of questions.") from None
+    questions = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise HearthError(
+                f"Line {number} of {path.name} is not JSON.", 'Write one {"question": "..."} per line.'
+            ) from None
+        question = item.get("question") if isinstance(item, dict) else None
+        if not isinstance(question, str) or not question.strip():
+            raise HearthError(f'Line {number} of {path.name} has no "question".', 'Write {"question": "..."}.')
+        questions.append(question)
+    return questions
+
+
+def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
+    return (
+        f"[{number}/{total}] first token {sample.time_to_first_token_ms / 1000:5.2f} s (raw "
+        f"{sample.raw_time_to_first_token_ms / 1000:5.2f} s) · {sample.prompt_tokens} prompt tokens, "
+        f"{sample.cached_tokens} cached · prefill {sample.prefill_ms / 1000:5.2f} s · decode "
+        f"{sample.decode_tokens_per_s:4.1f} tok/s (raw {sample.raw_decode_tokens_per_s:4.1f})"
+    )
+
+
+def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
+    from app.commands import load_model
+    from app.commands_eval import _model_path, split_part
+    from app.services.chat import ChatService
+    from app.services.container import build_services
+    from app.services.conversations import ConversationStore
+    questions = read_questions(args.questions)
+    if args.part is not None:
+        questions = split_part(questions, args.questions, args.part)
+    questions = questions[: args.limit] if args.limit else questions
+    if not questions:
+        raise HearthError(f"{args.questions} has no questions to ask.", "Give a JSON Lines file with questions.")
+    if args.bench_model is not None:
+        model_path = _model_path(settings, args.bench_model)
+        settings = settings.model_copy(update={"model": settings.model.model_copy(update={"path": model_path})})
+    services = build_services(settings)
+    samples: list[DocumentsSample] = []
+    try:
+        documents = services.documents.get()
+        documents.manifest.get(args.collection)  # a clear error before the model loads
+        progress("loading the model into Hearth's engine process")
+        load_model(services)
+        plan, model = services.runtime.status.plan, services.runtime.model
+        assert plan is not None and model is not None
+        progress(f"opening raw llama-cpp-python on the same file ({model.display_name}, {plan.threads} threads)")
+        raw = open_raw_llama(model.path, plan.context_length, plan.threads)
+        params = replace(
+            services.generation_params(), temperature=0.0, max_new_tokens=args.max_tokens, seed=0, repeat_penalty=1.0
+        )
+        system = settings.generation.system_prompt
+        documents.retriever.search(args.collection, "warm up", top_k=1)  # the embedder and keyword index loaded
+        with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch:
+            store = ConversationStore(Path(scratch) / "conversations.db")
+            chat = ChatService(store, services.runtime, services.documents.get, top_k=settings.rag.top_k)
+            try:
+                for number, question in enumerate(questions, start=1):
+                    progress(f"question {number} of {len(questions)}")
+                    sample = _one_question(chat, raw, question, params, system, args.collection, raw_first=number % 2)
+                    samples.append(sample)
+                    print(sample_line(number, len(questions), sample), flush=True)
+            except KeyboardInterrupt:
+                progress(f"stopped after {len(samples)} of {len(questions)} questions")
+            finally:
+                store.close()
+                raw.close()
+    finally:
+        services.close()
+    if not samples:
+        return 130
+    summary = summarise(samples)
+    for line in report_lines(summary, model.display_name, plan.label):
+        print(line)
+    if args.json:
+        document = summary | {
+            "model": model.display_name,
+            "backend": plan.label,
+            "collection": args.collection,
+            "max_tokens": args.max_tokens,
+            "samples": [asdict(s) for s in samples],
+        }
+        args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+def _one_question(
+    chat: Any, raw: Any, question: str, params: Any, system: str, collection: str, raw_first: int
+) -> DocumentsSample:
+    messages = [{"role": m.role, "content": m.content} for m in chat.first_prompt(question, params, system, collection)]
+    if raw_first:
+        raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
+        hearth = _hearth_answer(chat, question, params, system, collection)
+    else:
+        hearth = _hearth_answer(chat, question, params, system, collection)
+        raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
+    return DocumentsSample(
+        question=question,
+        embed_ms=hearth["embed_ms"],
+        search_ms=hearth["search_ms"],
+        prompt_tokens=hearth["prompt_tokens"],
+        cached_tokens=hearth["cached_tokens"],
+        prefill_ms=hearth["prefill_ms"],
+        time_to_first_token_ms=hearth["ttft_ms"],
+        decode_tokens_per_s=hearth["decode_tokens_per_s"],
+        total_ms=hearth["total_ms"],
+        raw_time_to_first_token_ms=raw_sample.time_to_first_token_ms,
+        raw_decode_tokens_per_s=raw_sample.decode_tokens_per_s,
+    )
+
+
+def _hearth_answer(chat: Any, question: str, params: Any, system: str, collection: str) -> dict[str, Any]:
+    from app.services.chat import TurnStarted
+
+    started = time.perf_counter()
+    head: TurnStarted | None = None
+    first: float | None = None
+    usage: Usage | None = None
+    for event in chat.send(None, question, params, system, collection=collection):
+        if isinstance(event, TurnStarted):
+            head = event
+        elif isinstance(event, TextDelta) and event.text and first is None:
+            first = time.perf_counter()
+        elif isinstance(event, Usage):
+            usage = event
+    ended = time.perf_counter()
+    if head is None or usage is None:
+        raise HearthError(f"Hearth gave no answer to {question!r}.", "Run `hearth -v chat` with it to see why.")
+    return {
+        "embed_ms": head.embed_ms,
+        "search_ms": head.retrieve_ms - head.embed_ms,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "prefill_ms": usage.time_to_first_token_ms,
+        "ttft_ms": ((first or ended) - started) * 1000,
+        "decode_tokens_per_s": usage.decode_tokens_per_s,
+        "total_ms": (ended - started) * 1000,
+    }
+
+
+def _raw_answer(raw: Any, messages: list[dict[str, str]], max_tokens: int) -> Any:
+    def pieces() -> Iterator[str]:
+        for chunk in raw.create_chat_completion(messages=messages, max_tokens=max_tokens, temperature=0.0, stream=True):
+            yield chunk["choices"][0]["delta"].get("content") or ""
+
+    return time_stream("raw", pieces())
+
+
+def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
+    parser = kinds.add_parser(
+        "documents",
+        help="an answer from documents step by step (embed, search, prefill, first token, decode) vs raw llama.cpp",
+    )
+    parser.add_argument(
+        "questions", type=Path, help='JSON Lines: {"question": "..."} (bench/data/debian-docs-answers.jsonl)'
+    )
+    parser.add_argument("--collection", "-c", required=True, help="collection to answer from")
+    parser.add_argument(
+        "--model", dest="bench_model", help="an id or file name from `hearth models list`, or a GGUF path"
+    )
+    parser.add_argument("--part", help="only this part of the set, as its split file names it: tuning or held-out")
+    parser.add_argument("--limit", type=at_least_one, help="ask only the first N questions")
+    parser.add_argument(
+        "--max-tokens", type=at_least_one, default=DEFAULT_MAX_TOKENS, help="longest answer (default 128)"
+    )
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("Run it as `hearth bench documents`.")

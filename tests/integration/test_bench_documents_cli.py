@@ -1,0 +1,54 @@
+"""`hearth bench documents` end to end, briefly: the test corpus indexed, two questions answered through the page's
+own path and by raw llama.cpp on the same prompt, each step's figures printed and written. (Figures are the
+benchmark's job.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _hearth(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        env={**os.environ, "HEARTH_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
+    embedded_model: Path, isolated_home: Path, tmp_path: Path
+) -> None:
+    ingested = _hearth(isolated_home, "ingest", str(DATA / "corpus"), "-c", "corpus")
+    assert ingested.returncode == 0, ingested.stderr[-2000:]
+    report = tmp_path / "documents.json"
+    ran = _hearth(
+        isolated_home,
+        *("bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "corpus", "--limit", "2"),
+        *("--max-tokens", "8", "--model", str(embedded_model), "--json", str(report)),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "bench: question 2 of 2" in ran.stderr
+    assert "[1/2] first token" in ran.stdout and "2 questions from documents" in ran.stdout
+    written = json.loads(report.read_text())
+    assert written["collection"] == "corpus" and len(written["samples"]) == 2
+    for sample in written["samples"]:
+        assert sample["prompt_tokens"] > 100  # passages, not a bare question
+        assert 0 < sample["prefill_ms"] <= sample["time_to_first_token_ms"] <= sample["total_ms"]
+        assert sample["embed_ms"] > 0 and sample["raw_time_to_first_token_ms"] > 0
+    assert written["ratios"]["time_to_first_token_ms"]["runs"] == 2
+
+    missing = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "nowhere")
+    assert missing.returncode == 1 and "nowhere" in missing.stderr

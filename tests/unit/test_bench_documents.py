@@ -1,0 +1,66 @@
+"""The documents benchmark's pure parts: reading a question set, the medians and spreads, and the report."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.bench_documents import DocumentsSample, read_questions, report_lines, summarise
+from app.errors import HearthError
+
+SAMPLE = DocumentsSample(
+    question="q",
+    embed_ms=10.0,
+    search_ms=5.0,
+    prompt_tokens=900,
+    cached_tokens=0,
+    prefill_ms=8000.0,
+    time_to_first_token_ms=8100.0,
+    decode_tokens_per_s=10.0,
+    total_ms=20000.0,
+    raw_time_to_first_token_ms=8000.0,
+    raw_decode_tokens_per_s=10.0,
+)
+
+
+def test_each_questions_ratio_is_against_the_raw_side_of_the_same_question() -> None:
+    samples = [
+        SAMPLE,
+        replace(SAMPLE, time_to_first_token_ms=4000.0, raw_time_to_first_token_ms=2000.0),
+        replace(SAMPLE, time_to_first_token_ms=3000.0, raw_time_to_first_token_ms=3000.0, raw_decode_tokens_per_s=0),
+    ]
+    summary = summarise(samples)
+    assert summary["questions"] == 3
+    assert summary["figures"]["prompt_tokens"]["median"] == 900
+    ttft = summary["ratios"]["time_to_first_token_ms"]
+    assert (ttft["low"], ttft["median"], ttft["high"]) == pytest.approx((1.0, 1.0125, 2.0))
+    assert summary["ratios"]["decode_tokens_per_s"]["runs"] == 2  # no ratio against a raw side that wrote nothing
+
+
+def test_the_report_names_every_figure_and_warns_when_the_ratios_disagree() -> None:
+    samples = [SAMPLE, replace(SAMPLE, time_to_first_token_ms=16000.0)]
+    lines = report_lines(summarise(samples), "Qwen", "llama.cpp (CPU)")
+    text = "\n".join(lines)
+    assert lines[0] == "Qwen on llama.cpp (CPU): 2 questions from documents"
+    for label in ("prefill, ms", "of them from the cache", "raw: decode tokens/s", "time to first token"):
+        assert label in text
+    assert "warning: the time to first token ratio varies" in text
+    with pytest.raises(ValueError):
+        summarise([])
+
+
+def test_a_question_set_is_read_line_by_line_with_a_clear_error(tmp_path: Path) -> None:
+    good = tmp_path / "qa.jsonl"
+    good.write_text('{"question": "Who?", "expected": ["x"]}\n\n{"question": "Where?", "gold_file": "a.md"}\n')
+    assert read_questions(good) == ["Who?", "Where?"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "Who?"}\n{"asked": "no"}\n')
+    with pytest.raises(HearthError, match=r'Line 2 of bad\.jsonl has no "question"'):
+        read_questions(bad)
+    bad.write_text("not json\n")
+    with pytest.raises(HearthError, match="is not JSON"):
+        read_questions(bad)
+    with pytest.raises(HearthError, match="cannot be read"):
+        read_questions(tmp_path / "missing.jsonl")
