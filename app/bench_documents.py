@@ -95,6 +95,28 @@ def report_lines(summary: dict[str, Any], model: str, backend: str) -> list[str]
     return lines + warnings
 
 
+def follow_up_figures(samples: Sequence[DocumentsSample]) -> dict[str, Any]:
+    """For questions asked one after another in one conversation: each follow-up's time to first token against
+    the first question's, and the share of its prompt that came from the cache."""
+    first = samples[0].time_to_first_token_ms
+    later = samples[1:]
+    return {
+        "first_time_to_first_token_ms": first,
+        "time_to_first_token_vs_first": spread([s.time_to_first_token_ms / first for s in later]).as_dict(),
+        "cached_share": spread([s.cached_tokens / s.prompt_tokens for s in later if s.prompt_tokens]).as_dict(),
+    }
+
+
+def follow_up_lines(figures: dict[str, Any]) -> list[str]:
+    sooner = format_spread(Spread(**figures["time_to_first_token_vs_first"]))
+    cached = format_spread(Spread(**figures["cached_share"]))
+    return [
+        "follow-ups in the same conversation:",
+        f"  {'first token vs the first question':<36}{sooner}",
+        f"  {'share of the prompt from the cache':<36}{cached}",
+    ]
+
+
 def read_questions(path: Path) -> list[str]:
     """The ``question`` of each line of a JSON Lines file (the answer and retrieval sets both have one)."""
     try:
@@ -133,6 +155,7 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.services.chat import ChatService
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
+
     questions = read_questions(args.questions)
     if args.part is not None:
         questions = split_part(questions, args.questions, args.part)
@@ -161,10 +184,14 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch:
             store = ConversationStore(Path(scratch) / "conversations.db")
             chat = ChatService(store, services.runtime, services.documents.get, top_k=settings.rag.top_k)
+            conversation: str | None = None
             try:
                 for number, question in enumerate(questions, start=1):
                     progress(f"question {number} of {len(questions)}")
-                    sample = _one_question(chat, raw, question, params, system, args.collection, raw_first=number % 2)
+                    sample, asked_in = _one_question(
+                        chat, raw, question, params, system, args.collection, number % 2, conversation
+                    )
+                    conversation = asked_in if args.conversation else None
                     samples.append(sample)
                     print(sample_line(number, len(questions), sample), flush=True)
             except KeyboardInterrupt:
@@ -179,6 +206,10 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     summary = summarise(samples)
     for line in report_lines(summary, model.display_name, plan.label):
         print(line)
+    if args.conversation and len(samples) > 1:
+        summary["follow_ups"] = follow_up_figures(samples)
+        for line in follow_up_lines(summary["follow_ups"]):
+            print(line)
     if args.json:
         document = summary | {
             "model": model.display_name,
@@ -192,16 +223,25 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
 
 
 def _one_question(
-    chat: Any, raw: Any, question: str, params: Any, system: str, collection: str, raw_first: int
-) -> DocumentsSample:
-    messages = [{"role": m.role, "content": m.content} for m in chat.first_prompt(question, params, system, collection)]
+    chat: Any,
+    raw: Any,
+    question: str,
+    params: Any,
+    system: str,
+    collection: str,
+    raw_first: int,
+    conversation: str | None = None,
+) -> tuple[DocumentsSample, str]:
+    """One question's figures, and the conversation it went into."""
+    prompt = chat.next_prompt(conversation, question, params, system, collection)
+    messages = [{"role": m.role, "content": m.content} for m in prompt]
     if raw_first:
         raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
-        hearth = _hearth_answer(chat, question, params, system, collection)
+        hearth = _hearth_answer(chat, question, params, system, collection, conversation)
     else:
-        hearth = _hearth_answer(chat, question, params, system, collection)
+        hearth = _hearth_answer(chat, question, params, system, collection, conversation)
         raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
-    return DocumentsSample(
+    sample = DocumentsSample(
         question=question,
         embed_ms=hearth["embed_ms"],
         search_ms=hearth["search_ms"],
@@ -214,16 +254,19 @@ def _one_question(
         raw_time_to_first_token_ms=raw_sample.time_to_first_token_ms,
         raw_decode_tokens_per_s=raw_sample.decode_tokens_per_s,
     )
+    return sample, hearth["conversation"]
 
 
-def _hearth_answer(chat: Any, question: str, params: Any, system: str, collection: str) -> dict[str, Any]:
+def _hearth_answer(
+    chat: Any, question: str, params: Any, system: str, collection: str, conversation: str | None
+) -> dict[str, Any]:
     from app.services.chat import TurnStarted
 
     started = time.perf_counter()
     head: TurnStarted | None = None
     first: float | None = None
     usage: Usage | None = None
-    for event in chat.send(None, question, params, system, collection=collection):
+    for event in chat.send(conversation, question, params, system, collection=collection):
         if isinstance(event, TurnStarted):
             head = event
         elif isinstance(event, TextDelta) and event.text and first is None:
@@ -234,6 +277,7 @@ def _hearth_answer(chat: Any, question: str, params: Any, system: str, collectio
     if head is None or usage is None:
         raise HearthError(f"Hearth gave no answer to {question!r}.", "Run `hearth -v chat` with it to see why.")
     return {
+        "conversation": head.conversation_id,
         "embed_ms": head.embed_ms,
         "search_ms": head.retrieve_ms - head.embed_ms,
         "prompt_tokens": usage.prompt_tokens,
@@ -269,6 +313,11 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
     parser.add_argument("--limit", type=at_least_one, help="ask only the first N questions")
     parser.add_argument(
         "--max-tokens", type=at_least_one, default=DEFAULT_MAX_TOKENS, help="longest answer (default 128)"
+    )
+    parser.add_argument(
+        "--conversation",
+        action="store_true",
+        help="ask the questions one after another in one conversation (follow-ups from the cache)",
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
 

@@ -120,17 +120,25 @@ def rag_system_prompt(extra: str = "") -> str:
     return f"{RAG_SYSTEM_PROMPT}\n\n{extra.strip()}" if extra.strip() else RAG_SYSTEM_PROMPT
 
 
-def rag_question(question: str, sources: Sequence[Source]) -> str:
+def rag_question(question: str, sources: Sequence[Source], above: Sequence[int] = ()) -> str:
     """The user's turn as the model sees it: the numbered passages, the question, then how to answer. The format
     instruction comes last, nearest the answer: placed before the passages, small models answered with a bare
     "[1]" or recited a passage (measured with `hearth eval answers`). It asks for the passage that states the
     answer and gives no example number: with "like [1]" the default model cited [1] for 23 of the 57 held-out
-    questions, and on the 20 tuning questions the cited passage held the answer for 14, against 16 without it."""
-    if not sources:
+    questions, and on the 20 tuning questions the cited passage held the answer for 14, against 16 without it.
+
+    ``above``: the numbers of passages found for this question that an earlier turn of the conversation already
+    shows in full (a follow-up names them instead of repeating them, so the prompt before stays as it was)."""
+    if not sources and not above:
         return f"No passages were found in the documents for this question.\n\nQuestion: {question}"
-    passages = "\n\n".join(source_block(s) for s in sources)
+    parts = []
+    if sources:
+        parts.append("Passages:\n\n" + "\n\n".join(source_block(s) for s in sources))
+    if above:
+        named = ", ".join(f"[{number}]" for number in above)
+        parts.append(f"{'Also for this question' if sources else 'For this question'}: passages {named} above.")
     return (
-        f"Passages:\n\n{passages}\n\nQuestion: {question}\n"
+        "\n\n".join(parts) + f"\n\nQuestion: {question}\n"
         "Answer in one sentence from the passages above, and end the sentence with the number of the passage that "
         "states the answer, in square brackets."
     )

@@ -16,9 +16,10 @@ from app.api.responses import Extension
 from app.errors import EmptyMessage
 from app.services.ask import find_sources
 from app.services.container import Services
+from app.services.documents_prompt import DocumentsTurn, assemble, paired_turns, replayed_cut
 from app.services.history import fit_history, prompt_budget
 from backends.base import CancelToken, ChatMessage, GenerationParams
-from rag.prompt import rag_question, rag_system_prompt
+from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,45 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
             attached = read_sent_files(job.files, services.paths.api_files_dir, documents, cancel) or []
             if cancel.cancelled:
                 return
-            found = find_sources(
-                documents, engine, collection, question, system_prompt, job_params, job.top_k, attached
-            )
-            asked = ChatMessage("user", rag_question(question, found.sources))
-            history = [ChatMessage("system", system_prompt), *before, asked, *after]
             budget = prompt_budget(engine.context_length, job_params.max_new_tokens)
-            fitted = fit_history(history, budget, engine.count_chat_tokens)
-            params = fit_answer(job_params, fitted.prompt_tokens, engine.context_length)
+            earlier = paired_turns(before)
+            if earlier is None:  # not question, answer, question, …: the client's turns as they are
+                found = find_sources(
+                    documents, engine, collection, question, system_prompt, job_params, job.top_k, attached
+                )
+                asked = ChatMessage("user", rag_question(question, found.sources))
+                history = [ChatMessage("system", system_prompt), *before, asked, *after]
+                fitted = fit_history(history, budget, engine.count_chat_tokens)
+                messages, prompt_tokens, dropped = fitted.messages, fitted.prompt_tokens, fitted.dropped
+            else:
+                # The client sends its history without the passages Hearth gave each turn: they are found again
+                # (same index, same question, same passages), so the prompt is the one the last request had, plus
+                # this turn, and the engine's cache of it is used.
+                turns: list[DocumentsTurn] = []
+                shown: list[Source] = []
+                for asked_before, answered in earlier:
+                    again = find_sources(
+                        documents, engine, collection, asked_before, system_prompt, job_params, job.top_k, attached
+                    )
+                    numbered = continue_numbering(again.sources, shown)
+                    shown.extend(numbered)
+                    turns.append(DocumentsTurn(asked_before, numbered, answered))
+                found = find_sources(
+                    documents, engine, collection, question, system_prompt, job_params, job.top_k, attached
+                )
+                found = replace(found, sources=continue_numbering(found.sources, shown))
+                turns.append(DocumentsTurn(question, found.sources))
+                count = engine.count_chat_tokens
+                built = assemble(system_prompt, turns, budget, count, replayed_cut(system_prompt, turns, budget, count))
+                messages = (*built.messages, *after)
+                prompt_tokens = built.prompt_tokens if not after else count(messages)
+                dropped = built.dropped_messages
+            params = fit_answer(job_params, prompt_tokens, engine.context_length)
             extension = Extension(
-                collection=collection, sources=found.sources, dropped_messages=fitted.dropped, attachments=found.uses
+                collection=collection, sources=found.sources, dropped_messages=dropped, attachments=found.uses
             )
             yield Started(collection_id(collection) if collection else model_id, extension)
-            yield from engine.stream_chat(fitted.messages, params, cancel)
+            yield from engine.stream_chat(messages, params, cancel)
 
     return work
 

@@ -7,6 +7,7 @@ them into text on a screen is the caller's job (``app/ui`` accumulates them for 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from app.errors import EmptyMessage, HearthError
 from app.services.attachment_plan import AttachmentUse
 from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
+from app.services.documents_prompt import DocumentsTurn, assemble
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
 from app.services.naming import name_pointed_answer
@@ -33,7 +35,7 @@ from backends.base import (
 )
 from rag.attachments import AttachProgress, ReadAttachment
 from rag.citations import check_citations
-from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
+from rag.prompt import Source, continue_numbering, rag_system_prompt
 
 if TYPE_CHECKING:
     from app.services.ask import FoundSources
@@ -146,13 +148,21 @@ class ChatService:
             self._store.append(conversation.id, "user", text)
             yield from self._answer(engine, conversation.id, prompt, params, cancel)
 
-    def first_prompt(
-        self, text: str, params: GenerationParams, system_prompt: str, collection: str | None = None
+    def next_prompt(
+        self,
+        conversation_id: str | None,
+        text: str,
+        params: GenerationParams,
+        system_prompt: str,
+        collection: str | None = None,
     ) -> list[ChatMessage]:
-        """The messages a new conversation's first turn with ``text`` sends the model (passages and all); nothing is
-        stored. Benchmarks give the very same prompt to another engine."""
+        """The messages :meth:`send` would give the model for ``text`` next in the conversation (or a new one), the
+        passages and the earlier turns as they would be; nothing is stored. Benchmarks give the very same prompt to
+        another engine."""
         with self._runtime.lease() as engine:
-            return self._prompt(engine, (), text, params, system_prompt, collection).messages
+            conversation = self._store.get(conversation_id) if conversation_id else None
+            earlier = conversation.messages if conversation else ()
+            return self._prompt(engine, earlier, text, params, system_prompt, collection).messages
 
     def regenerate(
         self,
@@ -211,7 +221,12 @@ class ChatService:
             )
             shown = [s for m in earlier if m.role == "assistant" for s in m.sources]
             found = dataclasses.replace(found, sources=continue_numbering(found.sources, shown))
-            question = rag_question(question, found.sources)
+            turns = [*stored_turns(earlier), DocumentsTurn(question, found.sources)]
+            budget = prompt_budget(engine.context_length, params.max_new_tokens)
+            answers = [m for m in earlier if m.role == "assistant" and m.stats is not None]
+            keep_from = answers[-1].stats.dropped_messages // 2 if answers and answers[-1].stats else 0
+            built = assemble(system_prompt, turns, budget, engine.count_chat_tokens, keep_from)
+            return _Prompt(list(built.messages), built.dropped_messages, built.prompt_tokens, found, asked)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
@@ -349,6 +364,17 @@ class ChatService:
         if draft is not None:
             return self._store.update_answer(draft.id, text, stats, sources)
         return self._store.append(conversation_id, "assistant", text, stats, sources)
+
+
+def stored_turns(stored: Sequence[StoredMessage]) -> list[DocumentsTurn]:
+    """A stored conversation as turns: each question with its answer and the passages that answer was given. A
+    question left without an answer (it failed, or was stopped before a word) is left out."""
+    turns = []
+    for question, answer in itertools.pairwise(stored):
+        if question.role == "user" and answer.role == "assistant":
+            from_documents = bool(answer.sources) or bool(answer.stats and answer.stats.retrieve_ms)
+            turns.append(DocumentsTurn(question.content, answer.sources, answer.content, from_documents))
+    return turns
 
 
 def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:

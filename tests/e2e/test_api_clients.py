@@ -204,6 +204,23 @@ def test_a_collection_answer_carries_its_sources(client: Any) -> None:
     assert last.model_extra["hearth"]["sources"][0]["file"] == "lighthouse-history.md"
 
 
+def test_a_follow_up_reads_the_earlier_turn_from_the_cache_and_numbers_run_on(client: Any) -> None:
+    first = [{"role": "user", "content": "Who designed the Skerry lighthouse?"}]
+    asked = {"model": f"hearth:{COLLECTION}", "temperature": 0, "max_tokens": 32}
+    reply = client.chat.completions.create(messages=first, **asked)
+    answer = reply.choices[0].message.content
+    # As clients send it: the earlier turns as they were asked and answered, without the passages Hearth added.
+    history = [*first, {"role": "assistant", "content": answer}, {"role": "user", "content": "When was it first lit?"}]
+    follow = client.chat.completions.create(messages=history, **asked)
+    read_before = reply.usage.prompt_tokens + reply.usage.completion_tokens
+    cached = follow.usage.prompt_tokens_details.cached_tokens
+    assert cached >= 0.9 * read_before, (cached, reply.usage, follow.usage)
+    shown = {s["text"]: s["number"] for s in reply.model_extra["hearth"]["sources"]}
+    for source in follow.model_extra["hearth"]["sources"]:
+        assert source["number"] == shown.get(source["text"], source["number"])
+        assert source["text"] in shown or source["number"] > max(shown.values())
+
+
 def test_errors_clients_can_tell_apart(api: Api, openai_module: Any) -> None:
     wrong = openai_module.OpenAI(base_url=api.base_url, api_key="hearth-wrong-key-0000000000000000", max_retries=0)
     with pytest.raises(openai_module.AuthenticationError) as unauthorized:

@@ -37,7 +37,7 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
     ran = _hearth(
         isolated_home,
         *("bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "corpus", "--limit", "2"),
-        *("--max-tokens", "8", "--model", str(embedded_model), "--json", str(report)),
+        *("--max-tokens", "8", "--model", str(embedded_model), "--json", str(report), "--conversation"),
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "bench: question 2 of 2" in ran.stderr
@@ -49,6 +49,11 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
         assert 0 < sample["prefill_ms"] <= sample["time_to_first_token_ms"] <= sample["total_ms"]
         assert sample["embed_ms"] > 0 and sample["raw_time_to_first_token_ms"] > 0
     assert written["ratios"]["time_to_first_token_ms"]["runs"] == 2
+    # asked as a follow-up in the same conversation: the first question's prompt and answer come from the cache
+    assert "follow-ups in the same conversation:" in ran.stdout
+    first, follow = written["samples"]
+    assert follow["cached_tokens"] >= first["prompt_tokens"]
+    assert written["follow_ups"]["cached_share"]["median"] > 0.5
 
     missing = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "nowhere")
     assert missing.returncode == 1 and "nowhere" in missing.stderr

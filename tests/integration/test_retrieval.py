@@ -197,3 +197,19 @@ def test_a_local_cross_encoder_reorders_the_fused_candidates(documents: Document
     with pytest.raises(RerankerUnavailable) as caught:
         CrossEncoderReranker(tmp_path / "nothing-here").rerank(question, found)
     assert "HEARTH_RAG__RERANKER_PATH" in caught.value.remedy
+
+
+def test_a_follow_up_reads_from_the_cache_what_the_model_has_already_read(
+    documents: DocumentServices, chat: Services
+) -> None:
+    service = ChatService(chat.store, chat.runtime, lambda: documents, top_k=2)
+    params = GenerationParams(0.0, 24)
+    first = list(service.send(None, "Who built the Skerry lighthouse?", params, "", collection="facts"))
+    started = first[0]
+    assert isinstance(started, TurnStarted)
+    before = next(e for e in first if isinstance(e, Usage))
+    follow = list(service.send(started.conversation_id, "How much sun do tomatoes need?", params, "", "facts"))
+    usage = next(e for e in follow if isinstance(e, Usage))
+    read_before = before.prompt_tokens + before.completion_tokens
+    assert usage.cached_tokens >= 0.9 * read_before, (usage, before)
+    assert usage.prompt_tokens - usage.cached_tokens < usage.prompt_tokens / 2  # only the new turn is read

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from app.bench_documents import DocumentsSample, read_questions, report_lines, summarise
+from app.bench_documents import (
+    DocumentsSample,
+    follow_up_figures,
+    follow_up_lines,
+    read_questions,
+    report_lines,
+    summarise,
+)
 from app.errors import HearthError
 
 SAMPLE = DocumentsSample(
@@ -64,3 +71,16 @@ def test_a_question_set_is_read_line_by_line_with_a_clear_error(tmp_path: Path) 
         read_questions(bad)
     with pytest.raises(HearthError, match="cannot be read"):
         read_questions(tmp_path / "missing.jsonl")
+
+
+def test_follow_ups_are_measured_against_the_first_question_of_the_conversation() -> None:
+    samples = [
+        SAMPLE,
+        replace(SAMPLE, time_to_first_token_ms=2025.0, prompt_tokens=1000, cached_tokens=900),
+        replace(SAMPLE, time_to_first_token_ms=4050.0, prompt_tokens=1200, cached_tokens=1080),
+    ]
+    figures = follow_up_figures(samples)
+    assert figures["time_to_first_token_vs_first"]["low"] == pytest.approx(0.25)
+    assert figures["time_to_first_token_vs_first"]["high"] == pytest.approx(0.5)
+    assert figures["cached_share"]["median"] == pytest.approx(0.9)
+    assert follow_up_lines(figures)[1].strip().startswith("first token vs the first question   0.38 (min–max 0.25–0.50")
