@@ -103,6 +103,15 @@ class EngineStopped(HearthError):
     """The engine process ended in the middle of an answer (killed, crashed, out of memory); it is restarting."""
 
 
+class WorkersStopped(EngineStopped):
+    """The engine ended because workers holding a model's layers stopped answering (llama.cpp aborts then);
+    ``workers`` names them (their control addresses), so the model can be planned again without them."""
+
+    def __init__(self, message: str, remedy: str, workers: tuple[str, ...]) -> None:
+        super().__init__(message, remedy)
+        self.workers = workers
+
+
 class Busy(HearthError):
     """Every answer slot is taken and the waiting line is full; try again after ``retry_after_s``."""
 

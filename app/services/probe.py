@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from app.errors import HearthError, ModelLoadError
+from app.errors import HearthError, ModelLoadError, WorkersStopped
 from backends.base import CancelToken, ChatMessage, GenerationParams
 from backends.engine.base import Engine
 
@@ -33,6 +33,8 @@ def answer_first_question(engine: Engine, timeout_s: float = PROBE_TIMEOUT_S) ->
     try:
         for _ in engine.stream_chat(PROBE_MESSAGES, PROBE_PARAMS, CancelToken()):
             pass
+    except WorkersStopped:
+        raise  # the load is tried again without them
     except HearthError as exc:
         if expired.is_set():
             raise _too_slow(name, timeout_s) from exc

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady
+from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady, WorkersStopped
 from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
 from app.services.supervision import RestartPolicy
 from backends.base import (
@@ -294,7 +294,7 @@ class ModelRuntime:
                 f"Loading {model.display_name} on {plan.label}; {old.model.display_name} answers until it is ready"
             )
         try:
-            engine, generation = yield from self._boot(choice, model, plan)
+            engine, generation, (choice, model, plan) = yield from self._boot_without_stopped(choice, model, plan)
         finally:
             with self._changed:
                 self._pending = ""
@@ -371,7 +371,7 @@ class ModelRuntime:
             self._choice, self._plan, self._error = choice, plan, None
             self._state, self._message = "loading", f"Loading on {plan.label}…"
         try:
-            engine, generation = yield from self._boot(choice, model, plan)
+            engine, generation, (choice, model, plan) = yield from self._boot_without_stopped(choice, model, plan)
         except HearthError as exc:
             with self._changed:
                 self._fail(exc, choice)
@@ -386,6 +386,26 @@ class ModelRuntime:
             engine.pid,
             "; ".join(plan.reasons),
         )
+
+    def _boot_without_stopped(
+        self, choice: ModelChoice, model: ModelInfo, plan: BackendPlan
+    ) -> Generator[LoadProgress, None, tuple[Engine, int, tuple[ModelChoice, ModelInfo, BackendPlan]]]:
+        """:meth:`_boot`, planned again without the workers that stop while it loads (and loaded again, as after a
+        crash); the choice, model and plan that loaded come back with the engine. A model that no longer fits
+        without them raises why."""
+        while True:
+            try:
+                engine, generation = yield from self._boot(choice, model, plan)
+                return engine, generation, (choice, model, plan)
+            except WorkersStopped as exc:
+                lost = tuple(w for w in exc.workers if w in choice.prefs.workers)
+                if not lost:
+                    raise
+                log.warning("worker %s stopped while %s loaded; loading again without it", lost, model.display_name)
+                choice, model, plan = self._without_workers(choice, lost)
+                with self._changed:
+                    self._choice, self._plan = choice, plan
+                yield LoadProgress(0.0, f"Worker {', '.join(lost)} stopped while loading; loading on {plan.label}")
 
     def _boot(
         self, choice: ModelChoice, model: ModelInfo, plan: BackendPlan

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from app.errors import EngineStopped, HearthError, ModelLoadError
+from app.errors import EngineStopped, HearthError, ModelLoadError, WorkersStopped
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, LoadOptions, LoadProgress
 from backends.engine.protocol import (
     CancelRequest,
@@ -124,6 +124,9 @@ class EngineProcess:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        # When llama.cpp aborts (a worker gone, for one) it runs gdb on itself where gdb is installed: seconds of
+        # delay and a page of stack frames in the user's terminal for a failure Hearth names and recovers from.
+        env.setdefault("GGML_NO_BACKTRACE", "1")
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "backends.engine", str(theirs.fileno())],
@@ -152,6 +155,13 @@ class EngineProcess:
                 self.close()
                 raise message.error.to_exception()
             elif isinstance(message, _Died):
+                if message.exit.stopped_workers:
+                    raise WorkersStopped(
+                        f"Worker {', '.join(message.exit.stopped_workers)} stopped while {self.model.path.name} "
+                        "was loading.",
+                        "Start it again (`hearth worker`) or remove it (`hearth workers remove ADDRESS`).",
+                        message.exit.stopped_workers,
+                    )
                 raise EngineStopped(
                     f"The engine stopped while loading {self.model.path.name} ({message.exit.description}).",
                     "The model may be damaged or need more memory than is free; try another model or a smaller "
@@ -254,9 +264,10 @@ class EngineProcess:
         if exit_.expected:
             return EngineStopped("The model was closed.", "Send your message again.")
         if exit_.stopped_workers:
-            return EngineStopped(
+            return WorkersStopped(
                 f"Worker {', '.join(exit_.stopped_workers)} stopped; continuing without it.",
                 "What was written so far is kept; send your message again in a moment.",
+                exit_.stopped_workers,
             )
         return EngineStopped(
             f"The model stopped unexpectedly ({exit_.description}); it is restarting.",

@@ -439,3 +439,29 @@ def test_the_list_reads_each_workers_free_memory_now_and_measures_bandwidth_only
     measured = _hearth(isolated_home, "workers", "list", "--measure", timeout=60)
     assert measured.returncode == 0 and "8.0 kbit/s" not in measured.stdout
     assert all(entry["bandwidth_bytes_per_s"] > slow for entry in json.loads(book.read_text()))
+
+
+def test_a_worker_killed_while_the_model_loads_is_left_out_and_the_model_loads_on_the_others(
+    workers: list[Worker], isolated_home: Path
+) -> None:
+    from app.services.container import build_services
+    from app.settings import load_settings
+    from backends.base import GenerationParams, TextDelta
+
+    services = build_services(
+        load_settings(model={"context_length": 1024}, backend={"name": "pipeline", "threads": 1})  # all paired
+    )
+    try:
+        said = []
+        for step in services.control.start():
+            said.append(step.message)
+            if step.fraction >= 0.9 and workers[0].process.poll() is None:  # its layers are there now
+                workers[0].process.kill()
+                workers[0].process.wait(timeout=15)
+        assert f"Worker {workers[0].address} stopped while loading; loading on llama.cpp split across 1 worker" in said
+        assert services.runtime.status.state == "ready", services.runtime.status
+        assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1].address,)
+        answer = services.chat.send(None, "Name a colour.", GenerationParams(0.0, 8), "Be brief.")
+        assert "".join(e.text for e in answer if isinstance(e, TextDelta)).strip()
+    finally:
+        services.close()
