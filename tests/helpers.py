@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +19,18 @@ from models.gguf import ModelInfo
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CHROMIUM = Path("/usr/bin/chromium")
+
+
+def run_hearth(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``hearth ARGS`` as a user runs it, with ``home`` as its data folder; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        env={**os.environ, "HEARTH_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def require(available: bool, component: str, remedy: str) -> None:

@@ -162,7 +162,8 @@ class ChatService:
         with self._runtime.lease() as engine:
             conversation = self._store.get(conversation_id) if conversation_id else None
             earlier = conversation.messages if conversation else ()
-            return self._prompt(engine, earlier, text, params, system_prompt, collection).messages
+            attached = [a.file for a in self._attachments.load(conversation.id)] if conversation else []
+            return self._prompt(engine, earlier, text, params, system_prompt, collection, attached).messages
 
     def regenerate(
         self,

@@ -5,27 +5,18 @@ benchmark's job.)"""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_hearth
 
 pytestmark = pytest.mark.integration
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def _hearth(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env={**os.environ, "HEARTH_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+_hearth = run_hearth
 
 
 def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(

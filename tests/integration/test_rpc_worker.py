@@ -20,6 +20,7 @@ import pytest
 
 from backends.rpc import parse_endpoint
 from tests.e2e.conftest import free_port
+from tests.helpers import run_hearth
 
 pytestmark = pytest.mark.integration
 
@@ -84,15 +85,7 @@ def _next_code(process: subprocess.Popen[str]) -> str:
     return code_line.removeprefix("pairing code: ").strip()
 
 
-def _hearth(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env={**os.environ, "HEARTH_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+_hearth = run_hearth
 
 
 @dataclass
