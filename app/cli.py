@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask = commands.add_parser("ask", help="answer a question from a collection, citing its sources")
     ask.add_argument("question", help="what to ask")
     ask.add_argument("--collection", "-c", required=True, help="collection to answer from")
-    ask.add_argument("--top-k", type=int, default=None, help="passages to retrieve (default HEARTH_RAG__TOP_K, 5)")
+    ask.add_argument("--top-k", type=int, default=None, help="passages to retrieve (default HEARTH_RAG__TOP_K, 3)")
     _add_model_flags(ask)
     ask.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
     ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from app.services.ask import FoundSources
     from app.services.documents import DocumentServices
 
-DEFAULT_TOP_K = 5
+DEFAULT_TOP_K = 3
 
 
 @dataclass(frozen=True)
