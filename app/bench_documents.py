@@ -151,7 +151,7 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
 
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.commands import load_model
-    from app.commands_eval import _model_path, split_part
+    from app.commands_eval import split_part, with_model
     from app.services.chat import ChatService
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
@@ -163,8 +163,7 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     if not questions:
         raise HearthError(f"{args.questions} has no questions to ask.", "Give a JSON Lines file with questions.")
     if args.bench_model is not None:
-        model_path = _model_path(settings, args.bench_model)
-        settings = settings.model_copy(update={"model": settings.model.model_copy(update={"path": model_path})})
+        settings = with_model(settings, args.bench_model)
     services = build_services(settings)
     samples: list[DocumentsSample] = []
     try:
@@ -237,29 +236,21 @@ def _one_question(
     messages = [{"role": m.role, "content": m.content} for m in prompt]
     if raw_first:
         raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
-        hearth = _hearth_answer(chat, question, params, system, collection, conversation)
+        asked_in, hearth = _hearth_answer(chat, question, params, system, collection, conversation)
     else:
-        hearth = _hearth_answer(chat, question, params, system, collection, conversation)
+        asked_in, hearth = _hearth_answer(chat, question, params, system, collection, conversation)
         raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
-    sample = DocumentsSample(
-        question=question,
-        embed_ms=hearth["embed_ms"],
-        search_ms=hearth["search_ms"],
-        prompt_tokens=hearth["prompt_tokens"],
-        cached_tokens=hearth["cached_tokens"],
-        prefill_ms=hearth["prefill_ms"],
-        time_to_first_token_ms=hearth["ttft_ms"],
-        decode_tokens_per_s=hearth["decode_tokens_per_s"],
-        total_ms=hearth["total_ms"],
-        raw_time_to_first_token_ms=raw_sample.time_to_first_token_ms,
-        raw_decode_tokens_per_s=raw_sample.decode_tokens_per_s,
-    )
-    return sample, hearth["conversation"]
+    raw_figures = {
+        "raw_time_to_first_token_ms": raw_sample.time_to_first_token_ms,
+        "raw_decode_tokens_per_s": raw_sample.decode_tokens_per_s,
+    }
+    return replace(hearth, **raw_figures), asked_in
 
 
 def _hearth_answer(
     chat: Any, question: str, params: Any, system: str, collection: str, conversation: str | None
-) -> dict[str, Any]:
+) -> tuple[str, DocumentsSample]:
+    """The conversation the question went into, and Hearth's figures (the raw side's left at 0)."""
     from app.services.chat import TurnStarted
 
     started = time.perf_counter()
@@ -276,17 +267,19 @@ def _hearth_answer(
     ended = time.perf_counter()
     if head is None or usage is None:
         raise HearthError(f"Hearth gave no answer to {question!r}.", "Run `hearth -v chat` with it to see why.")
-    return {
-        "conversation": head.conversation_id,
-        "embed_ms": head.embed_ms,
-        "search_ms": head.retrieve_ms - head.embed_ms,
-        "prompt_tokens": usage.prompt_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "prefill_ms": usage.time_to_first_token_ms,
-        "ttft_ms": ((first or ended) - started) * 1000,
-        "decode_tokens_per_s": usage.decode_tokens_per_s,
-        "total_ms": (ended - started) * 1000,
-    }
+    return head.conversation_id, DocumentsSample(
+        question=question,
+        embed_ms=head.embed_ms,
+        search_ms=head.retrieve_ms - head.embed_ms,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        prefill_ms=usage.time_to_first_token_ms,
+        time_to_first_token_ms=((first or ended) - started) * 1000,
+        decode_tokens_per_s=usage.decode_tokens_per_s,
+        total_ms=(ended - started) * 1000,
+        raw_time_to_first_token_ms=0.0,
+        raw_decode_tokens_per_s=0.0,
+    )
 
 
 def _raw_answer(raw: Any, messages: list[dict[str, str]], max_tokens: int) -> Any:

@@ -66,9 +66,7 @@ def run_eval_answers(
     if output is not None:
         _check_writable(output)
     if model is not None:
-        settings = settings.model_copy(
-            update={"model": settings.model.model_copy(update={"path": _model_path(settings, model)})}
-        )
+        settings = with_model(settings, model)
     services = build_services(settings)
     results: list[AnswerResult] = []
     try:
@@ -225,6 +223,14 @@ def _check_writable(output: Path) -> None:
         raise HearthError(f"The folder for --output does not exist: {folder}.", "Create it, or choose another path.")
     if output.is_dir():
         raise HearthError(f"--output {output} is a folder.", "Give a file name, like results.json.")
+
+
+def with_model(settings: Settings, reference: str) -> Settings:
+    """``settings`` answering with the model ``reference`` names (a GGUF path, or an id or file name from `hearth
+    models list`)."""
+    return settings.model_copy(
+        update={"model": settings.model.model_copy(update={"path": _model_path(settings, reference)})}
+    )
 
 
 def _model_path(settings: Settings, reference: str) -> Path:

@@ -14,7 +14,7 @@ from app.api.ids import collection_id
 from app.api.prompting import fit_answer, split_question
 from app.api.responses import Extension
 from app.errors import EmptyMessage
-from app.services.ask import find_sources
+from app.services.ask import FoundSources, find_sources
 from app.services.container import Services
 from app.services.documents_prompt import DocumentsTurn, assemble, paired_turns, replayed_cut
 from app.services.history import fit_history, prompt_budget
@@ -57,11 +57,15 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
             if cancel.cancelled:
                 return
             budget = prompt_budget(engine.context_length, job_params.max_new_tokens)
+
+            def passages_for(asked: str) -> FoundSources:
+                return find_sources(
+                    documents, engine, collection, asked, system_prompt, job_params, job.top_k, attached
+                )
+
             earlier = paired_turns(before)
             if earlier is None:  # not question, answer, question, …: the client's turns as they are
-                found = find_sources(
-                    documents, engine, collection, question, system_prompt, job_params, job.top_k, attached
-                )
+                found = passages_for(question)
                 asked = ChatMessage("user", rag_question(question, found.sources))
                 history = [ChatMessage("system", system_prompt), *before, asked, *after]
                 fitted = fit_history(history, budget, engine.count_chat_tokens)
@@ -73,15 +77,10 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
                 turns: list[DocumentsTurn] = []
                 shown: list[Source] = []
                 for asked_before, answered in earlier:
-                    again = find_sources(
-                        documents, engine, collection, asked_before, system_prompt, job_params, job.top_k, attached
-                    )
-                    numbered = continue_numbering(again.sources, shown)
+                    numbered = continue_numbering(passages_for(asked_before).sources, shown)
                     shown.extend(numbered)
                     turns.append(DocumentsTurn(asked_before, numbered, answered))
-                found = find_sources(
-                    documents, engine, collection, question, system_prompt, job_params, job.top_k, attached
-                )
+                found = passages_for(question)
                 found = replace(found, sources=continue_numbering(found.sources, shown))
                 turns.append(DocumentsTurn(question, found.sources))
                 count = engine.count_chat_tokens

@@ -224,8 +224,9 @@ class ChatService:
             found = dataclasses.replace(found, sources=continue_numbering(found.sources, shown))
             turns = [*stored_turns(earlier), DocumentsTurn(question, found.sources)]
             budget = prompt_budget(engine.context_length, params.max_new_tokens)
-            answers = [m for m in earlier if m.role == "assistant" and m.stats is not None]
-            keep_from = answers[-1].stats.dropped_messages // 2 if answers and answers[-1].stats else 0
+            # The turns the previous answer's prompt left out stay out (its cut is kept while it fits).
+            last = next((m.stats for m in reversed(earlier) if m.role == "assistant" and m.stats), None)
+            keep_from = last.dropped_messages // 2 if last else 0
             built = assemble(system_prompt, turns, budget, engine.count_chat_tokens, keep_from)
             return _Prompt(list(built.messages), built.dropped_messages, built.prompt_tokens, found, asked)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]

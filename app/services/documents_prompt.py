@@ -74,14 +74,18 @@ def assemble(
         raise ValueError("assemble needs the turn being asked")
     last = len(turns) - 1
     keep_from = min(max(keep_from, 0), last)
+    rendered: dict[int, tuple[list[ChatMessage], int]] = {}
 
-    def tokens(cut: int) -> int:
-        return count(turn_messages(system_prompt, turns[cut:]))
+    def prompt(cut: int) -> DocumentsPrompt:
+        if cut not in rendered:
+            messages = turn_messages(system_prompt, turns[cut:])
+            rendered[cut] = (messages, count(messages))
+        messages, tokens = rendered[cut]
+        return DocumentsPrompt(tuple(messages), cut, tokens)
 
-    kept = tokens(keep_from)
-    if kept <= budget_tokens:
-        return DocumentsPrompt(tuple(turn_messages(system_prompt, turns[keep_from:])), keep_from, kept)
-    alone = tokens(last)
+    if (kept := prompt(keep_from)).prompt_tokens <= budget_tokens:
+        return kept
+    alone = prompt(last).prompt_tokens
     if alone > budget_tokens:
         raise ContextTooLong(
             f"This message needs {alone} tokens with the system prompt and its passages, but only {budget_tokens} "
@@ -94,11 +98,11 @@ def assemble(
     low, high, cut = keep_from + 1, last, last
     while low <= high:
         middle = (low + high) // 2
-        if tokens(middle) <= target:
+        if prompt(middle).prompt_tokens <= target:
             cut, high = middle, middle - 1
         else:
             low = middle + 1
-    return DocumentsPrompt(tuple(turn_messages(system_prompt, turns[cut:])), cut, tokens(cut))
+    return prompt(cut)
 
 
 def replayed_cut(system_prompt: str, turns: Sequence[DocumentsTurn], budget_tokens: int, count: TokenCounter) -> int:

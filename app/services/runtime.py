@@ -403,8 +403,6 @@ class ModelRuntime:
                     raise
                 log.warning("worker %s stopped while %s loaded; loading again without it", lost, model.display_name)
                 choice, model, plan = self._without_workers(choice, lost)
-                with self._changed:
-                    self._choice, self._plan = choice, plan
                 yield LoadProgress(0.0, f"Worker {', '.join(lost)} stopped while loading; loading on {plan.label}")
 
     def _boot(

@@ -132,6 +132,7 @@ class WorkerBook:
         from app.worker_control import ask, bandwidth_bytes_per_s, round_trip_ms
 
         statuses = []
+        learnt: dict[str, PairedWorker] = {}
         for worker in self.paired():
             where = parse_endpoint(worker.address)
             try:
@@ -152,14 +153,16 @@ class WorkerBook:
                 statuses.append(WorkerStatus(worker, False, None, getattr(exc, "message", str(exc))))
                 continue
             kept = fresh if not reply.get("serving") else dataclasses.replace(fresh, facts=worker.facts)
-            self._update(dataclasses.replace(kept, round_trip_ms=trip, bandwidth_bytes_per_s=speed))
+            learnt[worker.address] = dataclasses.replace(kept, round_trip_ms=trip, bandwidth_bytes_per_s=speed)
+        if learnt:
+            self._update(learnt)
         return statuses
 
-    def _update(self, worker: PairedWorker) -> None:
-        """``worker``'s entry replaced, if it is still paired (not removed meanwhile)."""
+    def _update(self, learnt: dict[str, PairedWorker]) -> None:
+        """The entries of ``learnt`` (by address) replaced, those still paired with the same token (asking them
+        takes a while: one may have been removed or paired again meanwhile)."""
         known = self.paired()
-        if any(w.address == worker.address and w.token == worker.token for w in known):
-            self._save([worker if w.address == worker.address else w for w in known])
+        self._save([learnt.get(w.address, w) if learnt.get(w.address, w).token == w.token else w for w in known])
 
     def chosen(self, chosen: Sequence[str] = ()) -> tuple[PairedWorker, ...]:
         """The paired workers at the ``chosen`` control addresses, or all of them; refused for one not paired."""
