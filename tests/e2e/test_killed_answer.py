@@ -31,6 +31,11 @@ def test_a_kill_mid_answer_keeps_what_was_written_up_to_two_seconds_before(
 ) -> None:
     # Room for an answer far longer than the test watches (512 tokens take under 6 s on a quiet fast machine).
     monkeypatch.setenv("HEARTH_GENERATION__MAX_NEW_TOKENS", "2048")
+    # The answer must still be being written several seconds after it starts: a fixed seed (with it `hearth chat`
+    # wrote 512 words here) and one thread (half the speed), so that a shorter draw elsewhere still outlasts the
+    # watch (with two threads and no seed, an answer once ended before the kill in the full suite).
+    monkeypatch.setenv("HEARTH_GENERATION__SEED", "1")
+    monkeypatch.setenv("HEARTH_BACKEND__THREADS", "1")
     app = start_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
