@@ -8,32 +8,12 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from app.bench import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces, time_stream
 from backends.base import TextDelta
 from backends.memory import format_bytes
-
-BUFFER_BYTES = 1 << 30
-
-
-def read_bandwidth(threads: int, repeats: int = 5) -> list[float]:
-    """Bytes per second reading a 1 GiB buffer, ``threads`` slices at once (numpy lets go of the interpreter lock
-    while it sums), once per repeat; the first touch is not timed."""
-    import numpy as np
-
-    buffer = np.ones(BUFFER_BYTES // 8, dtype=np.float64)
-    slices = np.array_split(buffer, threads)
-    rates = []
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(np.sum, slices))  # pages in
-        for _ in range(repeats):
-            started = time.perf_counter()
-            list(pool.map(np.sum, slices))
-            rates.append(BUFFER_BYTES / (time.perf_counter() - started))
-    return rates
+from backends.read_speed import read_bandwidth
 
 
 def run_roofline_bench(args: argparse.Namespace) -> int:

@@ -49,7 +49,8 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         _wait_listening(rpc, child)
         code = new_code()
         tokens_file = data_dir / "worker-paired.json"
-        facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, *local_versions())
+        speed = _read_speed(threads)
+        facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, *local_versions(), speed)
         state = WorkerState(code, identity.fingerprint, facts, load_tokens(tokens_file))
         control = ControlServer(host, port, state, identity, tokens_file, _announce_code, _free_memory)
         print(
@@ -59,6 +60,7 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         print(f"pairing code: {code}", flush=True)
         print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
         print(f"  Certificate fingerprint: {identity.fingerprint[:16]}… (mains pin it when they pair).", flush=True)
+        print(f"  Memory reads at {speed / 1e9:.1f} GB/s with its threads (mains weigh its layers by it).", flush=True)
         if not endpoint.loopback:
             print(
                 f"  Reachable from other machines on {host}: only paired mains are served, over TLS.",
@@ -104,6 +106,14 @@ def _device_name() -> str:
     from backends.hardware import probe
 
     return f"CPU: {probe().cpu_model}"
+
+
+def _read_speed(threads: int) -> float:
+    """This machine's memory read speed with ``threads``: the best of three reads (a slower one was something else
+    wanting the memory), which mains weigh this worker's share of a model's layers by."""
+    from backends.read_speed import WORKER_BYTES, read_bandwidth
+
+    return max(read_bandwidth(threads, WORKER_BYTES, repeats=3))
 
 
 def _free_memory() -> int:

@@ -7,7 +7,7 @@ from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.workers import WorkerBook
 from app.settings import Settings
 from app.terminal_text import for_terminal
-from app.wording import format_bits_per_s
+from app.wording import format_bits_per_s, format_read_speed
 from backends.memory import format_bytes
 
 EXIT_OK = 0
@@ -23,7 +23,8 @@ def run_workers(
         worker = book.add(address, code)
         print(
             f"Paired with the worker at {worker.address}: {for_terminal(worker.facts.device)}, "
-            f"{format_bytes(worker.facts.free_bytes)} free, {worker.facts.threads} threads, "
+            f"{format_bytes(worker.facts.free_bytes)} free, {worker.facts.threads} threads "
+            f"({format_read_speed(worker.facts.read_bytes_per_s)}), "
             f"round trip {worker.round_trip_ms:.2f} ms, {format_bits_per_s(worker.bandwidth_bytes_per_s)} through the "
             "encrypted link."
         )
@@ -46,7 +47,8 @@ def run_workers(
             print(
                 f"{where}online\t{for_terminal(facts.device)}\t{format_bytes(facts.free_bytes)} free\t"
                 f"{status.round_trip_ms:.2f} ms\t{format_bits_per_s(status.bandwidth_bytes_per_s or 0.0)}\t"
-                f"Hearth {facts.hearth_version}, llama.cpp {facts.llama_cpp_version}"
+                f"Hearth {facts.hearth_version}, llama.cpp {facts.llama_cpp_version}\t"
+                f"{format_read_speed(facts.read_bytes_per_s)}"
             )
         else:
             print(f"{where}offline\t{for_terminal(status.problem)}")

@@ -23,6 +23,11 @@ def format_eta(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min left"
 
 
+def format_read_speed(bytes_per_s: float) -> str:
+    """A device's memory read speed, as the worker measured it: "reads 11.8 GB/s", or that it was not measured."""
+    return f"reads {bytes_per_s / 1e9:.1f} GB/s" if bytes_per_s > 0 else "read speed not measured"
+
+
 def format_bits_per_s(bytes_per_s: float) -> str:
     """A link's speed as networks are rated: 940 Mbit/s, 12.5 Gbit/s."""
     bits = bytes_per_s * 8

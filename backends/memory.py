@@ -145,17 +145,34 @@ def layers_that_fit(
 def split_layers(block_count: int, capacities: tuple[int, ...]) -> tuple[int, ...]:
     """Layers per device in proportion to what each can hold (largest remainders), never above a capacity.
     Returns counts summing to ``block_count``, or fewer if the capacities cannot hold them all."""
-    total = sum(capacities)
-    if total <= 0:
-        return tuple(0 for _ in capacities)
-    target = min(block_count, total)
-    shares = [target * c / total for c in capacities]
-    counts = [min(int(share), c) for share, c in zip(shares, capacities, strict=True)]
-    order = sorted(range(len(capacities)), key=lambda i: shares[i] - int(shares[i]), reverse=True)
-    while sum(counts) < target:
-        for i in order:
-            if sum(counts) < target and counts[i] < capacities[i]:
-                counts[i] += 1
+    return weighted_split(block_count, capacities, tuple(float(c) for c in capacities))
+
+
+def weighted_split(block_count: int, capacities: tuple[int, ...], weights: tuple[float, ...]) -> tuple[int, ...]:
+    """Layers per device in proportion to ``weights`` (each device's speed, say), never above its capacity: a device
+    that its share would overfill holds what it can, and the others share the rest by their weights again. Whole
+    layers by largest remainders. Counts sum to ``block_count``, or to what the capacities hold if less."""
+    counts = [0] * len(capacities)
+    remaining = min(block_count, sum(max(c, 0) for c in capacities))
+    open_ = [i for i, c in enumerate(capacities) if c > 0 and weights[i] > 0]
+    while remaining > 0 and open_:
+        total = sum(weights[i] for i in open_)
+        shares = {i: remaining * weights[i] / total for i in open_}
+        full = [i for i in open_ if shares[i] >= capacities[i] - counts[i]]
+        if not full:
+            break
+        for i in full:
+            remaining -= capacities[i] - counts[i]
+            counts[i] = capacities[i]
+        open_ = [i for i in open_ if i not in full]
+    if remaining > 0 and open_:
+        total = sum(weights[i] for i in open_)
+        shares = {i: remaining * weights[i] / total for i in open_}
+        for i in open_:
+            counts[i] += int(shares[i])
+        left = remaining - sum(int(share) for share in shares.values())
+        for i in sorted(open_, key=lambda i: shares[i] - int(shares[i]), reverse=True)[:left]:
+            counts[i] += 1
     return tuple(counts)
 
 

@@ -36,6 +36,7 @@ class WorkerFacts:
     threads: int
     hearth_version: str
     llama_cpp_version: str
+    read_bytes_per_s: float = 0.0  # memory read speed with its threads, measured at its start (0: not measured)
 
 
 def new_code() -> str:
@@ -143,4 +144,5 @@ def facts_from(reply: Mapping[str, Any]) -> WorkerFacts:
         threads=int(raw["threads"]),
         hearth_version=str(raw["hearth_version"]),
         llama_cpp_version=str(raw["llama_cpp_version"]),
+        read_bytes_per_s=float(raw.get("read_bytes_per_s", 0.0)),
     )

@@ -26,6 +26,7 @@ class LinkFacts:
     address: str = ""
     device: str = "CPU"
     free_bytes: int = 0  # the worker's free memory when paired; 0: not known
+    read_bytes_per_s: float = 0.0  # how fast the worker reads memory, which bounds its layers' speed; 0: not known
 
 
 def bytes_per_token(vocab_size: int, embedding_length: int, workers: int) -> list[int]:

@@ -1,19 +1,31 @@
 """The pipelined plan: one model's decoder layers split by whole ranges across `hearth worker` processes (llama.cpp's
 RPC devices), the rest of the run (the threads, the context, the answers at once) as llama.cpp's CPU plan has it.
 
-Pure. The workers hold the layers in proportion to their free memory as pairing measured it (a worker whose memory is
-not known takes an even share), in the order they were given; this CPU holds the first layers when the workers
+Pure. The workers hold the layers in proportion to their memory read speed as each measured it at its start (on a
+CPU a layer's time is the time to read its weights, so equal times per stage keep a pipeline's stages busy), each at
+most what its free memory holds; without speeds, in proportion to their free memory (a worker whose memory is not
+known takes an even share); in the order they were given; this CPU holds the first layers when the workers
 cannot hold them all (llama.cpp keeps the layers it does not offload first, on the CPU), so a model too large for
 this machine alone runs. The plan says what the links cost per token (``backends/pipeline_cost.py``) and when the
-split will be slower than this machine alone. Weighing by each worker's measured speed is still to come.
+split will be slower than this machine alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.errors import BackendUnavailable
 from app.wording import plural
 from backends.hardware import HardwareInventory
-from backends.memory import KV_WIDTHS, estimate_offload, format_bytes, layers_that_fit, split_layers, usable_bytes
+from backends.memory import (
+    KV_WIDTHS,
+    estimate_offload,
+    format_bytes,
+    layers_that_fit,
+    split_layers,
+    usable_bytes,
+    weighted_split,
+)
 from backends.pipeline_cost import LinkFacts, network_ms_per_token, slower_than_alone
 from backends.selection import BackendPlan, Placement, Preferences, kv_cache_reason
 from models.gguf import ModelInfo
@@ -56,7 +68,13 @@ def pipeline_plan(
         else blocks
         for link in links
     )
-    on_workers = split_layers(blocks, capacities) if any(capacities) else tuple(0 for _ in workers)
+    speeds = worker_speeds(links)
+    if not any(capacities):
+        on_workers = tuple(0 for _ in workers)
+    elif speeds:
+        on_workers = weighted_split(blocks, capacities, speeds)
+    else:
+        on_workers = split_layers(blocks, capacities)
     if not any(on_workers):
         free = ", ".join(
             f"{worker}: {format_bytes(link.free_bytes)} free" for worker, link in zip(workers, links, strict=True)
@@ -96,7 +114,9 @@ def pipeline_plan(
         else:
             lines.append(f"no layer on {worker}")
         start += count
-    if any(link.free_bytes for link in links):
+    if speeds:
+        lines.append(_speed_line(links, any(link.free_bytes for link in links)))
+    elif any(link.free_bytes for link in links):
         lines.append("layers in proportion to each worker's free memory when it was paired")
     network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length)
     fits_here = blocks <= local_capacity
@@ -129,6 +149,25 @@ def pipeline_plan(
         slots=slots,
         kv_cache_type=prefs.kv_cache_type,
     )
+
+
+def worker_speeds(links: Sequence[LinkFacts]) -> tuple[float, ...]:
+    """The weight of each worker's share of the layers: its measured memory read speed (a layer's time on a CPU is
+    the time to read its weights), a worker not measured counted at the others' mean; empty when none is measured."""
+    known = [link.read_bytes_per_s for link in links if link.read_bytes_per_s > 0]
+    if not known:
+        return ()
+    mean = sum(known) / len(known)
+    return tuple(link.read_bytes_per_s if link.read_bytes_per_s > 0 else mean for link in links)
+
+
+def _speed_line(links: Sequence[LinkFacts], memory_known: bool) -> str:
+    speeds = ", ".join(
+        f"{link.address} {link.read_bytes_per_s / 1e9:.1f} GB/s" if link.read_bytes_per_s > 0 else f"{link.address} ?"
+        for link in links
+    )
+    within = " within its free memory" if memory_known else ""
+    return f"layers in proportion to each worker's measured memory read speed ({speeds}){within}"
 
 
 def _slots_line(slots: int, context_length: int) -> str:

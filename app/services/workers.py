@@ -47,8 +47,14 @@ class PairedWorker:
     @property
     def link_facts(self) -> LinkFacts:
         """What pairing measured of the link, for the planner."""
+        facts = self.facts
         return LinkFacts(
-            self.round_trip_ms, self.bandwidth_bytes_per_s, self.address, self.facts.device, self.facts.free_bytes
+            self.round_trip_ms,
+            self.bandwidth_bytes_per_s,
+            self.address,
+            facts.device,
+            facts.free_bytes,
+            facts.read_bytes_per_s,
         )
 
 

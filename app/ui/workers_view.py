@@ -6,7 +6,7 @@ import html
 from collections.abc import Sequence
 
 from app.services.workers import WorkerStatus
-from app.wording import format_bits_per_s
+from app.wording import format_bits_per_s, format_read_speed
 from backends.memory import format_bytes
 
 NONE_PAIRED = (
@@ -16,8 +16,8 @@ NONE_PAIRED = (
 
 
 def workers_html(statuses: Sequence[WorkerStatus], as_of: str = "") -> str:
-    """A table of the paired workers: address, state (with the problem when offline), device, free memory, round
-    trip, versions."""
+    """A table of the paired workers: address, state (with the problem when offline), device, free memory, threads
+    and memory read speed, round trip, versions."""
     if not statuses:
         return NONE_PAIRED
     rows = []
@@ -36,7 +36,7 @@ def workers_html(statuses: Sequence[WorkerStatus], as_of: str = "") -> str:
             state,
             html.escape(facts.device),
             format_bytes(facts.free_bytes) if status.online else "–",
-            f"{facts.threads}",
+            f"{facts.threads} · {format_read_speed(facts.read_bytes_per_s)}",
             trip,
             html.escape(f"Hearth {facts.hearth_version}, llama.cpp {facts.llama_cpp_version}"),
         )

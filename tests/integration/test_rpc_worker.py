@@ -108,6 +108,7 @@ def workers(isolated_home: Path) -> Iterator[list[Worker]]:
             added = _hearth(isolated_home, "workers", "add", address, "--code", code, timeout=60)
             assert added.returncode == 0, added.stderr
             assert f"Paired with the worker at {address}" in added.stdout
+            assert "1 threads (reads " in added.stdout and " GB/s)" in added.stdout  # measured at the worker's start
             started.append(Worker(address, "", process))
         from app.services.workers import WorkerBook
 
@@ -273,6 +274,10 @@ def test_hearth_answers_through_its_engine_with_the_layers_on_the_workers(
     assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10
     one = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
     assert one.returncode == 0 and one.stdout == alone.stdout, one.stderr[-2000:]
+    plan = _hearth(isolated_home, "doctor", "--model", str(embedded_model), "--backend", "pipeline", timeout=120)
+    assert plan.returncode == 0, plan.stderr
+    said = "layers in proportion to each worker's measured memory read speed"
+    assert said in plan.stdout and f"{workers[0].address} " in plan.stdout.split(said)[1]
 
 
 def test_an_unpaired_or_stopped_worker_is_named_instead_of_an_abort(

@@ -36,6 +36,10 @@ def test_the_right_code_pairs_both_sides_prove_it_and_the_code_itself_never_trav
     reply = worker.answer(request)
     assert reply["token"] in worker.tokens
     assert facts_from(reply) == FACTS
+    measured = {"facts": {**reply["facts"], "read_bytes_per_s": 9.5e9}}
+    assert facts_from(measured).read_bytes_per_s == 9.5e9  # a worker's memory read speed, measured at its start
+    before = {"facts": {k: v for k, v in reply["facts"].items() if k != "read_bytes_per_s"}}
+    assert facts_from(before).read_bytes_per_s == 0.0  # a book written before workers measured it
     assert worker_proved("ABCD-EFGH", request, MINE, reply)
     assert not worker_proved("ABCD-EFGX", request, MINE, reply)  # a worker that did not know the code
     assert not worker_proved("ABCD-EFGH", request, MINE, {**reply, "proof": "0" * 64})

@@ -157,3 +157,57 @@ def test_a_quantized_context_cache_is_planned_smaller_and_said(model: ModelInfo)
     said = "context cache in q4_0 (0.56 bytes a value, with flash attention), as configured; q4_0 can ruin"
     assert plans["q4_0"].reasons[-1].startswith(said)
     assert plans["q8_0"].reasons[-1].endswith("as configured")
+
+
+@pytest.mark.parametrize(
+    ("blocks", "capacities", "weights", "counts"),
+    [
+        (30, (30, 30), (2.0, 1.0), (20, 10)),  # twice as fast, twice the layers
+        (30, (12, 30), (2.0, 1.0), (12, 18)),  # the fast one full: the rest to the other
+        (30, (5, 5, 30), (1.0, 1.0, 1.0), (5, 5, 20)),  # two fill up, the third takes the rest
+        (31, (30, 30), (1.0, 1.0), (16, 15)),  # whole layers, the remainder to the first
+        (30, (10, 10), (3.0, 1.0), (10, 10)),  # they cannot hold all 30: what they hold
+        (30, (0, 30), (5.0, 1.0), (0, 30)),  # no room at all on the fast one
+    ],
+)
+def test_layers_follow_the_weights_within_each_capacity(
+    blocks: int, capacities: tuple[int, ...], weights: tuple[float, ...], counts: tuple[int, ...]
+) -> None:
+    from backends.memory import split_layers, weighted_split
+
+    assert weighted_split(blocks, capacities, weights) == counts
+    assert weighted_split(blocks, capacities, tuple(float(c) for c in capacities)) == split_layers(blocks, capacities)
+
+
+def _speed_links(*speeds_gb: float, free_gib: float = 0) -> tuple[tuple[str, ...], tuple[object, ...]]:
+    from backends.pipeline_cost import LinkFacts
+
+    workers = tuple(f"10.0.0.{index + 2}:50052" for index in range(len(speeds_gb)))
+    links = tuple(
+        LinkFacts(0.3, 110e6, w, "CPU: Test", int(free_gib * GIB), speed * 1e9)
+        for w, speed in zip(workers, speeds_gb, strict=True)
+    )
+    return workers, links
+
+
+def test_a_faster_worker_holds_more_layers_and_the_plan_says_why(model: ModelInfo) -> None:
+    workers, links = _speed_links(12.0, 4.0)
+    prefs = Preferences(backend="pipeline", workers=workers, worker_links=links)  # type: ignore[arg-type]
+    plan = select_backend(make_inventory(), _big(model, 32, 1 << 20), prefs, registry.AUTOMATIC, registry.ALL)
+    assert plan.tensor_split == (24.0, 8.0)
+    said = f"layers in proportion to each worker's measured memory read speed ({workers[0]} 12.0 GB/s, {workers[1]}"
+    assert said in plan.reasons[3]
+
+
+def test_a_worker_not_measured_counts_at_the_others_mean_and_free_memory_still_caps(model: ModelInfo) -> None:
+    from backends.pipeline_plan import worker_speeds
+
+    workers, links = _speed_links(6.0, 0.0, 2.0)
+    assert worker_speeds(links) == (6e9, 4e9, 2e9)  # type: ignore[arg-type]
+    assert worker_speeds(_speed_links(0.0, 0.0)[1]) == ()  # type: ignore[arg-type]
+    # 10 GiB free holds 18 of these half-GiB layers with their cache: by speed the fast one would take 28 of 30
+    workers, links = _speed_links(12.0, 1.0, free_gib=10)
+    prefs = Preferences(backend="pipeline", workers=workers, worker_links=links)  # type: ignore[arg-type]
+    plan = select_backend(make_inventory(ram_available_gib=2), _big(model), prefs, registry.AUTOMATIC, registry.ALL)
+    assert plan.tensor_split == (18.0, 12.0)  # the fast one full; the slow one the rest
+    assert any(r.endswith("within its free memory") for r in plan.reasons)

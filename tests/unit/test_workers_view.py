@@ -8,15 +8,15 @@ from app.ui.workers_view import NONE_PAIRED, pair_note, workers_html
 from backends.pairing import WorkerFacts
 
 
-def _worker(address: str, device: str = "CPU: Test CPU") -> PairedWorker:
-    facts = WorkerFacts("127.0.0.1:41000", device, 6 << 30, 4, "0.1.0", "0.3.36")
+def _worker(address: str, device: str = "CPU: Test CPU", read_bytes_per_s: float = 0.0) -> PairedWorker:
+    facts = WorkerFacts("127.0.0.1:41000", device, 6 << 30, 4, "0.1.0", "0.3.36", read_bytes_per_s)
     return PairedWorker(address, "token", "f" * 64, facts, 0.3)
 
 
 def test_online_and_offline_workers_each_get_a_row_with_what_is_known() -> None:
     page = workers_html(
         [
-            WorkerStatus(_worker("10.0.0.2:50052"), True, 0.42, bandwidth_bytes_per_s=117e6),
+            WorkerStatus(_worker("10.0.0.2:50052", read_bytes_per_s=11.84e9), True, 0.42, bandwidth_bytes_per_s=117e6),
             WorkerStatus(_worker("10.0.0.3:50052"), False, None, "The worker at 10.0.0.3:50052 does not answer."),
         ],
         as_of="09:15:02",
@@ -24,6 +24,7 @@ def test_online_and_offline_workers_each_get_a_row_with_what_is_known() -> None:
     online, offline = page.split("<tr>")[2:]
     assert "<code>10.0.0.2:50052</code>" in online and "online" in online
     assert "6.0 GiB" in online and "0.42 ms · 936 Mbit/s" in online and "Hearth 0.1.0, llama.cpp 0.3.36" in online
+    assert "4 · reads 11.8 GB/s" in online and "4 · read speed not measured" in offline  # a worker of before
     assert "offline</span>: The worker at 10.0.0.3:50052 does not answer." in offline
     assert "GiB" not in offline  # its free memory was not read now
     assert "Asked at 09:15:02." in page
