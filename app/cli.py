@@ -47,6 +47,11 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
         choices=["f16", "q8_0", "q4_0"],
         help="how llama.cpp stores the context cache (default f16; q8_0 and q4_0 take less memory)",
     )
+    parser.add_argument(
+        "--prompt-lookup",
+        choices=["auto", "off"],
+        help="guess the next tokens from the prompt and check them in one step (default auto; llama.cpp)",
+    )
 
 
 def _add_adapter_flags(parser: argparse.ArgumentParser) -> None:
@@ -317,8 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
     from app.bench_documents import add_documents_parser
+    from app.bench_lookup import add_lookup_parser
 
     add_documents_parser(bench_kinds, _at_least_one)
+    add_lookup_parser(bench_kinds, _at_least_one)
     bench_roofline = bench_kinds.add_parser(
         "roofline", help="decode tokens/s as a share of what this machine's memory bandwidth allows, raw and Hearth"
     )
@@ -343,6 +350,7 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_layers": ("backend", "gpu_layers"),
         "slots": ("backend", "slots"),
         "kv_cache": ("backend", "kv_cache_type"),
+        "prompt_lookup": ("backend", "prompt_lookup"),
         "worker": ("backend", "workers"),
         "system": ("generation", "system_prompt"),
         "temperature": ("generation", "temperature"),
@@ -368,6 +376,7 @@ _FORWARDED_TO_UI = (
     "threads",
     "slots",
     "kv_cache",
+    "prompt_lookup",
     "port",
 )
 
@@ -421,6 +430,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from app.bench_pipeline import run_pipeline_bench
 
             return run_pipeline_bench(args)
+        if args.bench_kind == "lookup":
+            from app.bench_lookup import run_lookup_bench
+
+            return run_lookup_bench(load_settings(**settings_overrides(args)), args)
         if args.bench_kind == "documents":
             from app.bench_documents import run_documents_bench
 

@@ -63,6 +63,11 @@ class BackendSettings(BaseModel):
         description="How llama.cpp stores the context cache: f16 (2 bytes a value), q8_0 (about 1.06) or q4_0 "
         "(about 0.56); the quantized ones need flash attention, which Hearth then turns on.",
     )
+    prompt_lookup: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Prompt-lookup decoding (llama.cpp): guess the next tokens from the prompt and the answer so "
+        "far and check the guesses in the same step; auto while one answer is written at a time, off never.",
+    )
 
 
 class GenerationSettings(BaseModel):

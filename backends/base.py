@@ -124,6 +124,8 @@ class GenerationParams:
     repeat_penalty: float = 1.1
     stop: tuple[str, ...] = ()  # the answer ends before the first of these strings; the string is not shown
     adapter: AdapterUse | None = None  # only for backends whose capabilities say lora_hot_swap
+    # guess the next tokens from the prompt and verify them in one step (llama.cpp, while one answer is written)
+    prompt_lookup: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ class Usage:
     time_to_first_token_ms: float
     total_ms: float
     cached_tokens: int = 0  # leading prompt tokens found already evaluated (prefix reuse), not read again
+    drafted_tokens: int = 0  # prompt lookup: tokens guessed from the prompt and the answer so far
+    accepted_tokens: int = 0  # of them, the ones the model agreed with (written without a step of their own)
 
     @property
     def decode_tokens_per_s(self) -> float:

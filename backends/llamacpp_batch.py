@@ -43,6 +43,7 @@ from backends.base import (
 )
 from backends.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
 from backends.llamacpp_native import ABORTED
+from backends.prompt_lookup import PromptLookup
 from backends.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.stops import StopScanner
 
@@ -96,6 +97,7 @@ class _Answer:
     next_token: int | None = None  # sampled and shown, to be evaluated in the next step
     produced: int = 0
     first_token_at: float | None = None
+    lookup: PromptLookup | None = None  # guesses of the next tokens, when the request asked for prompt lookup
 
 
 @dataclass(eq=False)
@@ -254,6 +256,9 @@ class BatchScheduler:
             scanner=StopScanner(request.params.stop),
             budget=min(request.params.max_new_tokens, self._engine.shape.context_length - len(request.prompt)),
             reused=choice.reused,
+            lookup=PromptLookup.over(request.prompt)
+            if request.params.prompt_lookup and self._engine.can_trim
+            else None,
         )
 
     def _retire_unwanted(self) -> None:
@@ -280,7 +285,10 @@ class BatchScheduler:
             [len(answer.pending) for _, answer in reading], len(writing), self._batch.capacity, PREFILL_CHUNK_TOKENS
         )
         self._steps += 1
-        if writing:
+        draft = self._draft(writing)
+        if draft:
+            self._evaluate_draft(writing[0][0], draft)
+        elif writing:
             self._evaluate(writing)
         for (slot, answer), share in zip(reading, shares, strict=True):
             if share:
@@ -325,7 +333,54 @@ class BatchScheduler:
             if row is not None:
                 self._take(slot, answer, answer.sampler.sample(self._engine.ctx, row))
 
+    def _draft(self, writing: list[tuple[_Slot, list[int]]]) -> list[int]:
+        """The guessed tokens to evaluate after the one answer being written, within its budget and the batch;
+        none when several answers are written (their tokens already share each step's reading of the weights)."""
+        if len(writing) != 1:
+            return []
+        answer = writing[0][0].answer
+        if answer is None or answer.lookup is None:
+            return []
+        room = min(answer.budget - answer.produced - 1, self._batch.capacity - 1)
+        return answer.lookup.draft(room)
+
+    def _evaluate_draft(self, slot: _Slot, draft: list[int]) -> None:
+        """The answer's next token and the guesses after it in one llama_decode, with logits at each position.
+        Each position's token is drawn through the answer's own sampler chain; a guess is kept while it equals the
+        draw (at temperature 0: the greedy choice; with sampling, the speculative rule for a single guessed token,
+        see ``backends.prompt_lookup``). The first draw that differs is the next token, and the cache drops the
+        guesses from there on."""
+        answer = slot.answer
+        assert answer is not None and answer.next_token is not None and answer.lookup is not None
+        lookup = answer.lookup
+        batch = self._batch
+        batch.clear()
+        start = len(slot.cached)
+        tokens = [answer.next_token, *draft]
+        rows = [batch.add(token, start + offset, slot.index, logits=True) for offset, token in enumerate(tokens)]
+        status = self._engine.decode(batch)
+        if status != 0:
+            self._decode_failed([slot], status)
+            return
+        slot.cached.extend(tokens)
+        answer.next_token = None
+        kept = 0
+        for offset, row in enumerate(rows):
+            token = answer.sampler.sample(self._engine.ctx, row)
+            guessed = offset < len(draft) and token == draft[offset]
+            kept += guessed
+            self._take(slot, answer, token)
+            if not guessed or slot.answer is None:
+                break
+        evaluated = start + 1 + kept  # the next token and the kept guesses: the rest were wrong
+        if len(slot.cached) > evaluated:
+            self._engine.forget(slot.index, evaluated)
+            del slot.cached[evaluated:]
+        lookup.record(len(draft), kept)
+
     def _take(self, slot: _Slot, answer: _Answer, token: int) -> None:
+        if answer.lookup is not None:
+            answer.lookup.append(token)
         if answer.first_token_at is None:
             answer.first_token_at = time.perf_counter()
         if self._engine.is_end_of_generation(token):
@@ -392,6 +447,8 @@ class BatchScheduler:
                 time_to_first_token_ms=((first_token_at or finished) - request.started) * 1000,
                 total_ms=(finished - request.started) * 1000,
                 cached_tokens=answer.reused if answer else 0,
+                drafted_tokens=answer.lookup.drafted if answer and answer.lookup else 0,
+                accepted_tokens=answer.lookup.accepted if answer and answer.lookup else 0,
             )
         )
         request.events.put(Finished(reason))

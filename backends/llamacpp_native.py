@@ -151,6 +151,11 @@ class NativeModel:
         )
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self.vocab_size = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        # Whether a sequence's last tokens can be dropped alone (a transformer's cache can; a recurrent state
+        # cannot be rewound): prompt lookup drops the guesses the model did not agree with.
+        self.can_trim = not (
+            llama_cpp.llama_model_is_recurrent(self.model) or llama_cpp.llama_model_is_hybrid(self.model)
+        )
         self._pieces: dict[int, bytes] = {}
         self._stop_when: Callable[[], bool] | None = None
         self._decoding_thread = 0

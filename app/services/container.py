@@ -153,6 +153,7 @@ def generation_params(settings: Settings) -> GenerationParams:
         top_p=gen.top_p,
         seed=gen.seed,
         repeat_penalty=gen.repeat_penalty,
+        prompt_lookup=settings.backend.prompt_lookup == "auto",
     )
 
 

@@ -1,0 +1,124 @@
+"""Prompt-lookup decoding on the real embedded SmolLM2-135M: guesses from the prompt, checked in the same
+llama_decode, give the text decoding one token at a time gives, greedy and seeded, and the guesses the model did not
+agree with leave nothing behind in the slot's cache.
+
+Exactly the same text needs attention that sums a position the same way whether it is evaluated alone or with the
+guesses after it. llama.cpp's flash attention does (each query row on its own), and it is on whenever the context
+cache is quantized: there, every test asserts identity. Without it (the CPU default, an f16 cache) a position
+evaluated with others gets logits a few tenths off (0.2 at most, measured here), so a close call may flip later in a
+long answer; there the identity is asserted on a short extractive answer, and `hearth bench lookup` reports how often
+whole answers differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
+from backends.llamacpp import LlamaCppBackend
+from models.gguf import ModelInfo
+
+pytestmark = pytest.mark.integration
+
+PASSAGE = (
+    "The package database of dpkg lives in /var/lib/dpkg. Each installed package has a list of its files in "
+    "/var/lib/dpkg/info/PACKAGE.list, and the status of every package is kept in /var/lib/dpkg/status."
+)
+# Prompts whose answers copy from the prompt (where lookup guesses well) and one that copies nothing.
+PROMPTS = (
+    f"Passage: {PASSAGE}\n\nQuote the sentence of the passage that says where the status is kept, word for word.",
+    f"Passage: {PASSAGE}\n\nRepeat the passage exactly.",
+    "Write a short poem about the sea.",
+)
+GREEDY = GenerationParams(temperature=0.0, max_new_tokens=80, repeat_penalty=1.0)
+
+
+@pytest.fixture(scope="module")
+def backend(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
+    """With a q8_0 cache, so with flash attention: a position's logits do not depend on what else is evaluated."""
+    loaded = LlamaCppBackend()
+    list(loaded.load(model_info, LoadOptions(1024, threads=2, seed=7, slots=2, kv_cache_type="q8_0")))
+    yield loaded
+    loaded.close()
+
+
+@pytest.fixture(scope="module")
+def default_backend(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
+    loaded = LlamaCppBackend()
+    list(loaded.load(model_info, LoadOptions(1024, threads=2, seed=7, slots=2)))
+    yield loaded
+    loaded.close()
+
+
+def _answer(
+    backend: LlamaCppBackend, prompt: str, params: GenerationParams, before: tuple[ChatMessage, ...] = ()
+) -> tuple[str, Usage]:
+    messages = [ChatMessage("system", "You are a helpful assistant."), *before, ChatMessage("user", prompt)]
+    events = list(backend.stream_chat(messages, params, CancelToken()))
+    assert isinstance(events[-1], Finished)
+    usage = next(e for e in events if isinstance(e, Usage))
+    return "".join(e.text for e in events if isinstance(e, TextDelta)), usage
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=["quote", "repeat", "poem"])
+def test_greedy_text_is_the_same_with_and_without_lookup(backend: LlamaCppBackend, prompt: str) -> None:
+    plain, plain_usage = _answer(backend, prompt, GREEDY)
+    looked, usage = _answer(backend, prompt, dataclasses.replace(GREEDY, prompt_lookup=True))
+    assert looked == plain and plain.strip()
+    assert usage.completion_tokens == plain_usage.completion_tokens
+    assert plain_usage.drafted_tokens == 0  # not asked for
+    assert usage.accepted_tokens <= usage.drafted_tokens
+
+
+def test_a_short_extractive_answer_is_the_same_with_the_default_cache(default_backend: LlamaCppBackend) -> None:
+    plain, _ = _answer(default_backend, PROMPTS[0], GREEDY)
+    looked, usage = _answer(default_backend, PROMPTS[0], dataclasses.replace(GREEDY, prompt_lookup=True))
+    assert looked == plain and usage.accepted_tokens > 0
+
+
+def test_an_answer_that_copies_its_passage_keeps_most_guesses(backend: LlamaCppBackend) -> None:
+    _, usage = _answer(backend, PROMPTS[1], dataclasses.replace(GREEDY, prompt_lookup=True))
+    assert usage.drafted_tokens > 0
+    assert usage.accepted_tokens > usage.completion_tokens / 3  # many tokens written without a step of their own
+
+
+def test_a_seeded_sampled_answer_makes_the_same_draws_with_lookup(backend: LlamaCppBackend) -> None:
+    sampled = GenerationParams(temperature=0.8, max_new_tokens=60, seed=11, repeat_penalty=1.1)
+    plain, _ = _answer(backend, PROMPTS[1], sampled)
+    looked, usage = _answer(backend, PROMPTS[1], dataclasses.replace(sampled, prompt_lookup=True))
+    assert looked == plain and usage.drafted_tokens > 0
+
+
+def test_the_rejected_guesses_leave_the_cache_holding_exactly_the_answer(backend: LlamaCppBackend) -> None:
+    """After answers with guesses the model did not agree with, each slot's llama.cpp cache ends where the tokens
+    the scheduler counts as cached end (a guess left behind would be read by every later token), and a follow-up
+    that reuses the cache is answered as without lookup."""
+    import llama_cpp
+
+    looked = dataclasses.replace(GREEDY, prompt_lookup=True)
+    first, first_usage = _answer(backend, PROMPTS[2], looked)
+    assert first_usage.drafted_tokens > first_usage.accepted_tokens  # some guesses were dropped
+    engine, scheduler = backend._engine, backend._scheduler  # what llama.cpp holds is what is checked
+    assert engine is not None and scheduler is not None
+    for slot in scheduler._slots:
+        assert llama_cpp.llama_memory_seq_pos_max(engine.memory, slot.index) == len(slot.cached) - 1
+    before = (ChatMessage("user", PROMPTS[2]), ChatMessage("assistant", first))
+    again, usage = _answer(backend, "Now make it rhyme.", looked, before)
+    plain, _ = _answer(backend, "Now make it rhyme.", GREEDY, before)
+    assert usage.cached_tokens > first_usage.prompt_tokens and again == plain
+
+
+def test_answers_written_together_draft_only_while_alone_and_keep_their_text(backend: LlamaCppBackend) -> None:
+    """Two answers at once: while both are written, one step carries both tokens and no guesses; when one ends the
+    other drafts again. Each text is what it is alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    looked = dataclasses.replace(GREEDY, prompt_lookup=True)
+    alone = [_answer(backend, prompt, GREEDY)[0] for prompt in PROMPTS[:2]]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda prompt: _answer(backend, prompt, looked), PROMPTS[:2]))
+    assert [text for text, _ in together] == alone
+    assert all(usage.accepted_tokens <= usage.drafted_tokens for _, usage in together)
