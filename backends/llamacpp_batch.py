@@ -43,7 +43,7 @@ from backends.base import (
 )
 from backends.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
 from backends.llamacpp_native import ABORTED
-from backends.prompt_lookup import PromptLookup
+from backends.prompt_lookup import DraftPolicy, PromptLookup
 from backends.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.stops import StopScanner
 
@@ -125,6 +125,7 @@ class BatchScheduler:
         self._steps = 0
         self._arrivals = 0
         self._adapter: AdapterUse | None = None  # the adapter every slot answers with now
+        self._drafts = DraftPolicy()  # how many guessed tokens pay on this machine, learnt as it answers
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -315,7 +316,10 @@ class BatchScheduler:
                 row = batch.add(token, len(slot.cached) + offset, slot.index, logits=wants_logits and last)
             rows.append(row if wants_logits else None)
         reader = _lone_prompt_piece(pieces)
+        began = time.perf_counter()
         status = self._engine.decode(batch, stop_when=None if reader is None else _unwanted(reader.request))
+        if reader is None and len(pieces) == 1 and status == 0:  # one answer's next token: a plain step's time
+            self._drafts.observe_step(1, time.perf_counter() - began)
         if status == ABORTED and reader is not None and reader.request.unwanted:
             self._stopped_while_reading(pieces[0][0])
             return
@@ -342,7 +346,7 @@ class BatchScheduler:
         if answer is None or answer.lookup is None:
             return []
         room = min(answer.budget - answer.produced - 1, self._batch.capacity - 1)
-        return answer.lookup.draft(room)
+        return answer.lookup.draft(self._drafts.length(room))
 
     def _evaluate_draft(self, slot: _Slot, draft: list[int]) -> None:
         """The answer's next token and the guesses after it in one llama_decode, with logits at each position.
@@ -358,7 +362,9 @@ class BatchScheduler:
         start = len(slot.cached)
         tokens = [answer.next_token, *draft]
         rows = [batch.add(token, start + offset, slot.index, logits=True) for offset, token in enumerate(tokens)]
+        began = time.perf_counter()
         status = self._engine.decode(batch)
+        self._drafts.observe_step(len(tokens), time.perf_counter() - began)
         if status != 0:
             self._decode_failed([slot], status)
             return
@@ -377,6 +383,7 @@ class BatchScheduler:
             self._engine.forget(slot.index, evaluated)
             del slot.cached[evaluated:]
         lookup.record(len(draft), kept)
+        self._drafts.observe_draft(len(draft), kept)
 
     def _take(self, slot: _Slot, answer: _Answer, token: int) -> None:
         if answer.lookup is not None:
