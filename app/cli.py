@@ -321,11 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
+    from app.bench_contention import add_contention_parser
     from app.bench_documents import add_documents_parser
     from app.bench_lookup import add_lookup_parser
 
     add_documents_parser(bench_kinds, _at_least_one)
     add_lookup_parser(bench_kinds, _at_least_one)
+    add_contention_parser(bench_kinds, _at_least_one)
     bench_roofline = bench_kinds.add_parser(
         "roofline", help="decode tokens/s as a share of what this machine's memory bandwidth allows, raw and Hearth"
     )
@@ -430,6 +432,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from app.bench_pipeline import run_pipeline_bench
 
             return run_pipeline_bench(args)
+        if args.bench_kind == "contention":
+            from app.bench_contention import run_contention_bench
+
+            return run_contention_bench(load_settings(**settings_overrides(args)), args)
         if args.bench_kind == "lookup":
             from app.bench_lookup import run_lookup_bench
 

@@ -246,6 +246,11 @@ class Backend(ABC):
         """Things about the loaded model the user should know (for example a refused chat template)."""
         return ()
 
+    def set_threads(self, threads: int | None) -> None:
+        """Compute with ``threads`` CPU threads from the next step on (None: as loaded), so other work on this
+        machine (indexing files) gets the rest. Backends that cannot change it while serving leave it as is."""
+        return
+
     @abstractmethod
     def close(self) -> None:
         """Release the model. Safe to call more than once."""

@@ -92,6 +92,7 @@ class LlamaCppBackend(Backend):
         self._engine: NativeModel | None = None
         self._scheduler: BatchScheduler | None = None
         self._formatter: ChatFormatter | None = None
+        self._loaded_threads = 1  # what the model was loaded with: set_threads(None) returns to it
         self._stack = ExitStack()
 
     # --- class-level -------------------------------------------------------------------------------------
@@ -161,7 +162,13 @@ class LlamaCppBackend(Backend):
         self._engine = engine
         self._scheduler = scheduler
         self._formatter = formatter
+        self._loaded_threads = options.threads
         yield LoadProgress(1.0, "Model ready")
+
+    def set_threads(self, threads: int | None) -> None:
+        scheduler = self._scheduler
+        if scheduler is not None:
+            scheduler.set_threads(threads or self._loaded_threads)
 
     def _require(self) -> tuple[NativeModel, ChatFormatter]:
         if self._engine is None or self._formatter is None:

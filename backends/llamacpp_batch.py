@@ -126,6 +126,7 @@ class BatchScheduler:
         self._arrivals = 0
         self._adapter: AdapterUse | None = None  # the adapter every slot answers with now
         self._drafts = DraftPolicy()  # how many guessed tokens pay on this machine, learnt as it answers
+        self._threads: int | None = None  # threads asked for, applied before the next step
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -138,6 +139,12 @@ class BatchScheduler:
             self._waiting.append(request)
             self._wake.notify()
         return request
+
+    def set_threads(self, threads: int) -> None:
+        """Compute with ``threads`` threads from the next step on (the scheduler thread applies it between two
+        llama_decode calls)."""
+        with self._wake:
+            self._threads = threads
 
     def next_event(self, request: Request) -> Outcome:
         """Wait for the request's next event; an error if the scheduler died without ending it."""
@@ -161,6 +168,7 @@ class BatchScheduler:
     def _run(self) -> None:
         try:
             while self._admit_waiting():
+                self._apply_threads()
                 self._retire_unwanted()
                 self._close_gaps()
                 self._step()
@@ -181,6 +189,13 @@ class BatchScheduler:
             for slot in self._slots:
                 if slot.answer is not None:
                     self._finish(slot, "cancelled")
+
+    def _apply_threads(self) -> None:
+        with self._wake:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            self._engine.set_threads(threads)
+            self._drafts = DraftPolicy()  # what a step costs was measured with the other count
 
     def _admit_waiting(self) -> bool:
         """Wait until there is work, then give free slots to waiting requests in arrival order. False: closing."""

@@ -201,6 +201,12 @@ class NativeModel:
             # Partial removal can fail only for recurrent models; dropping the whole sequence never does.
             llama_cpp.llama_memory_seq_rm(self.memory, sequence, -1, -1)
 
+    def set_threads(self, threads: int) -> None:
+        """Compute with ``threads`` threads from the next llama_decode on (the scheduler thread alone calls it)."""
+        import llama_cpp
+
+        llama_cpp.llama_set_n_threads(self.ctx, threads, threads)
+
     def copy_sequence(self, source: int, target: int) -> None:
         """Make ``target``'s cache a copy of ``source``'s (its own is dropped). With a cache per sequence this
         copies the whole stream; llama.cpp does it at the start of the next llama_decode, before anything is

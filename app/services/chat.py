@@ -96,11 +96,11 @@ class ChatService:
         self._answers = 0  # being generated now
         self._idle = threading.Condition()
 
-    def wait_until_idle(self, timeout_s: float) -> bool:
-        """Block while answers are being generated (at most ``timeout_s``); True if none is. Background work
-        such as indexing calls this between batches, so a question never waits on the CPU behind it."""
+    @property
+    def answering(self) -> bool:
+        """Whether an answer is being written now."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._answers == 0, timeout_s)
+            return self._answers > 0
 
     def send(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +13,7 @@ from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.chat import ChatService
 from app.services.control import ModelControl, StartChoice
 from app.services.conversations import ConversationStore
+from app.services.cpu_share import CpuSharing
 from app.services.documents import LazyDocuments, build_documents
 from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
 from app.settings import Settings
@@ -36,6 +37,7 @@ class Services:
     control: ModelControl
     chat: ChatService
     documents: LazyDocuments
+    cpu: CpuSharing
 
     def model_choice(self) -> ModelChoice:
         """The choice in force (what is loaded, else what Hearth starts with)."""
@@ -171,4 +173,13 @@ def build_services(
     control = ModelControl(runtime, paths, lambda: start_choice(settings, inventory))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
     chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)
-    return Services(settings, paths, inventory, store, runtime, control, chat, documents)
+    cpu = CpuSharing(runtime, _planned_threads(runtime, inventory), lambda: chat.answering, inventory.physical_cores)
+    return Services(settings, paths, inventory, store, runtime, control, chat, documents, cpu)
+
+
+def _planned_threads(runtime: ModelRuntime, inventory: HardwareInventory) -> Callable[[], int]:
+    def planned() -> int:
+        plan = runtime.status.plan
+        return plan.threads if plan is not None else inventory.physical_cores
+
+    return planned

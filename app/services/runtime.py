@@ -185,6 +185,7 @@ class ModelRuntime:
         self._cancel_requested = False
         self._pending = ""  # a model loading beside the serving one
         self._closed = False
+        self._threads: int | None = None  # CPU threads the engines compute with now (None: their plan's)
 
     # --- what front ends read -------------------------------------------------------------------------------
     @property
@@ -445,6 +446,17 @@ class ModelRuntime:
         self._choice, self._plan, self._error = choice, plan, None
         self._state, self._message = "ready", "Ready"
         self._good = (choice, model, plan)
+        if self._threads is not None:
+            engine.set_threads(min(self._threads, plan.threads))
+
+    def set_threads(self, threads: int | None) -> None:
+        """Let the engine compute with at most ``threads`` CPU threads (None: its plan's), from its next step on and
+        for an engine loaded meanwhile too, so work beside it (indexing files) gets the other cores."""
+        with self._changed:
+            self._threads = threads
+            engine, plan = self._engine, self._plan
+        if engine is not None and plan is not None:
+            engine.set_threads(None if threads is None else min(threads, plan.threads))
 
     def _stop_engine(self) -> None:
         with self._changed:

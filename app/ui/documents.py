@@ -26,7 +26,6 @@ from rag.ingest import FileOutcome, IngestProgress
 # How often the progress line is redrawn during an ingestion.
 PROGRESS_INTERVAL_S = 0.3
 NO_COLLECTION = ""
-CHAT_CHECK_S = 0.2
 # Smaller embedding batches than the CLI's: a chat answer that starts mid-batch shares the CPU for at most ~2 s.
 PAGE_FLUSH_CHUNKS = 64
 
@@ -115,11 +114,6 @@ class DocumentsPanel:
         gr.Info(f"Removed {Path(path).name} from {info.name!r}.", duration=4)
         return self.view(info.name)
 
-    def _let_chat_go_first(self, cancel: CancelToken) -> None:
-        """Both the embedder and the chat model want every core; an answer being written goes first."""
-        while not cancel.cancelled and not self.services.chat.wait_until_idle(CHAT_CHECK_S):
-            pass
-
     def cancel(self) -> tuple[Any, Any]:
         """Cancel the ingestion now running; says so at once (it stops within a second or so, even mid-file)."""
         self._current.cancel()
@@ -159,30 +153,27 @@ class DocumentsPanel:
         try:
             info = docs.ingestor.open_collection(collection)
             last, changed = 0.0, False
+            sharing = self.services.cpu  # the chat model and the embedder each get cores of their own
             events = add_uploads(
-                docs,
-                info.name,
-                uploaded,
-                cancel,
-                lambda: self._let_chat_go_first(cancel),
-                flush_chunks=PAGE_FLUSH_CHUNKS,
+                docs, info.name, uploaded, cancel, sharing.before_batch, flush_chunks=PAGE_FLUSH_CHUNKS
             )
-            for event in events:
-                if isinstance(event, FileOutcome):
-                    outcomes.append(event)
-                    changed = changed or event.outcome != "unchanged"
-                else:
-                    self._last = event
-                if time.monotonic() - last < PROGRESS_INTERVAL_S:
-                    continue
-                last = time.monotonic()
-                line = cancelling_line(self._last) if cancel.cancelled else self._line()
-                if changed:  # rows appear as files are done, not all at the end
-                    changed = False
-                    _, table, picker, summary = self.view(info.name)
-                    yield line, table, picker, summary, gr.update(), gr.update()
-                else:
-                    yield line, *idle, gr.update(), gr.update()
+            with sharing.indexing():
+                for event in events:
+                    if isinstance(event, FileOutcome):
+                        outcomes.append(event)
+                        changed = changed or event.outcome != "unchanged"
+                    else:
+                        self._last = event
+                    if time.monotonic() - last < PROGRESS_INTERVAL_S:
+                        continue
+                    last = time.monotonic()
+                    line = cancelling_line(self._last) if cancel.cancelled else self._line()
+                    if changed:  # rows appear as files are done, not all at the end
+                        changed = False
+                        _, table, picker, summary = self.view(info.name)
+                        yield line, table, picker, summary, gr.update(), gr.update()
+                    else:
+                        yield line, *idle, gr.update(), gr.update()
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         except OSError as exc:

@@ -39,6 +39,7 @@ from backends.engine.protocol import (
     Request,
     Shutdown,
     Start,
+    ThreadsRequest,
 )
 from backends.worker_link import stopped_workers
 from models.gguf import ModelInfo
@@ -210,6 +211,9 @@ class EngineProcess:
 
     def count_tokens(self, text: str) -> int:
         return self._call(lambda id_: CountRequest(id_, text=text))
+
+    def set_threads(self, threads: int | None) -> None:
+        self._send_quietly(ThreadsRequest(threads))
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return self._call(lambda id_: CountRequest(id_, messages=tuple(messages)))

@@ -59,5 +59,8 @@ class LocalEngine:
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
 
+    def set_threads(self, threads: int | None) -> None:
+        self.backend.set_threads(threads)
+
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return self.backend.count_chat_tokens(messages)

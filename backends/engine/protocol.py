@@ -52,11 +52,18 @@ class CancelRequest:
 
 
 @dataclass(frozen=True)
+class ThreadsRequest:
+    """Compute with ``threads`` CPU threads from now on (None: as loaded); nothing is answered."""
+
+    threads: int | None
+
+
+@dataclass(frozen=True)
 class Shutdown:
     pass
 
 
-Request = ChatRequest | CompletionRequest | CountRequest | CancelRequest | Shutdown
+Request = ChatRequest | CompletionRequest | CountRequest | CancelRequest | ThreadsRequest | Shutdown
 
 # --- from the engine ------------------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from backends.engine.protocol import (
     Reply,
     Shutdown,
     Start,
+    ThreadsRequest,
 )
 
 log = logging.getLogger("hearth.engine")
@@ -100,6 +101,8 @@ class EngineServer:
                     token = self._cancels.get(request.id)
                 if token is not None:
                     token.cancel()
+            elif isinstance(request, ThreadsRequest):
+                self._backend.set_threads(request.threads)
             elif isinstance(request, CountRequest) and request.messages is None:
                 self._count(request)
             elif isinstance(request, CountRequest):
