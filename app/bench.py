@@ -72,10 +72,16 @@ def open_raw_llama(path: Path, context_length: int, threads: int) -> Any:
     routed to logging, as Hearth's own backend does (verbose=False redirects the process's stdout while loading)."""
     from backends.llamacpp import route_llama_logs
     from backends.llamacpp_buffers import open_llama
+    from backends.llamacpp_native import FLASH_ATTENTION
 
     route_llama_logs()
     llm = open_llama(
-        model_path=str(path), n_ctx=context_length, n_threads=threads, n_threads_batch=threads, verbose=True
+        model_path=str(path),
+        n_ctx=context_length,
+        n_threads=threads,
+        n_threads_batch=threads,
+        flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
+        verbose=True,
     )
     llm.verbose = False
     return llm

@@ -60,6 +60,9 @@ def report_lines(summary: dict[str, Any], model: str, file: str) -> list[str]:
         decode = f"{phase['decode_median']:.1f}" if phase["decode_tokens_per_s"] else "–"
         index = f"{phase['index_s']:.1f} s" if phase["index_s"] else "–"
         lines.append(f"{name:<34}{decode:>14}{index:>12}{len(phase['decode_tokens_per_s']):>9}")
+    for name, phase in summary["phases"].items():
+        if phase["index_s"] and name != "indexing alone" and not phase["decode_tokens_per_s"]:
+            lines.append(f"{name}: no answer ended while the file was indexed; give a longer file")
     for name, share in summary["together"].items():
         lines.append(
             f"{name}: answers at {share['decode_vs_alone']:.2f}x their speed alone, indexing at "

@@ -308,6 +308,7 @@ def _hearth_round(plan: str, runtime: Any, users: int, params: GenerationParams,
 def _raw_split(path: Path, endpoints: Sequence[str], tensor_split: Sequence[float], threads: int) -> Any:
     from backends.llamacpp import route_llama_logs
     from backends.llamacpp_buffers import open_llama
+    from backends.llamacpp_native import FLASH_ATTENTION
     from backends.rpc import attach_workers, parse_endpoint
 
     attach_workers(tuple(parse_endpoint(e) for e in endpoints))
@@ -319,6 +320,7 @@ def _raw_split(path: Path, endpoints: Sequence[str], tensor_split: Sequence[floa
         n_threads_batch=threads,
         n_gpu_layers=-1,
         tensor_split=list(tensor_split),
+        flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
         verbose=True,
     )
     llm.verbose = False

@@ -5,13 +5,16 @@ anything else (the embedder, a PDF being read) stalls every step, and answers cr
 while an answer is written keeps the answer fast but stops indexing whenever someone chats. So while files are
 indexed the engine computes with fewer threads, leaving the embedder cores of its own; between two batches the
 embedder takes every core while no answer is written, and only its share while one is (:func:`cpu_shares`, pure).
-:class:`CpuSharing` applies it: engine threads through the runtime, embedder threads through torch."""
+Cores are not all they share: a token's step reads the model's weights from memory, and so does the embedder, so
+while an answer is written the embedder also rests a while after each batch. :class:`CpuSharing` applies it:
+engine threads through the runtime, embedder threads through torch, rests between batches."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,10 +22,17 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 
+# While an answer is written the embedder rests this share of each batch's time after it (it then embeds two
+# thirds of the time): measured with `hearth bench contention`, see the README's Speed section.
+REST_WHILE_ANSWERING = 0.5
+MAX_REST_S = 2.0  # the time between two batches may include reading the next file: never rest longer than this
+
+
 @dataclass(frozen=True)
 class CpuShares:
     engine: int | None  # threads the chat model computes with; None: its plan's
     embedder: int  # threads the embedder computes with
+    rest: float = 0.0  # after each batch the embedder rests this share of the batch's time
 
 
 def cpu_shares(cores: int, engine_threads: int, indexing: bool, answering: bool) -> CpuShares:
@@ -34,7 +44,9 @@ def cpu_shares(cores: int, engine_threads: int, indexing: bool, answering: bool)
         return CpuShares(None, cores)
     reserved = max(1, cores // 4)
     engine = max(1, min(engine_threads, cores - reserved))
-    return CpuShares(engine, max(1, cores - engine) if answering else cores)
+    if not answering:
+        return CpuShares(engine, cores)
+    return CpuShares(engine, max(1, cores - engine), REST_WHILE_ANSWERING)
 
 
 class Threads(Protocol):
@@ -52,42 +64,56 @@ class CpuSharing:
         answering: Callable[[], bool],
         cores: int,
         set_embedder_threads: Callable[[int], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._engine = engine
         self._engine_threads = engine_threads
         self._answering = answering
         self._cores = cores
         self._set_embedder_threads = set_embedder_threads or set_torch_threads
+        self._sleep = sleep
         self._lock = threading.Lock()
         self._runs = 0
         self._applied: CpuShares | None = None
+        self._last_batch: float | None = None  # when the last batch began (monotonic), while a run goes on
 
     @contextlib.contextmanager
     def indexing(self) -> Iterator[None]:
         with self._lock:
             self._runs += 1
         try:
-            self.before_batch()
+            self._apply()
             yield
         finally:
             with self._lock:
                 self._runs -= 1
-            self.before_batch()
+                self._last_batch = None
+            self._apply()
 
     def before_batch(self) -> None:
-        """Apply the shares for what runs now (an indexing run calls it between batches)."""
+        """Apply the shares for what runs now (an indexing run calls it between batches); while an answer is being
+        written, rest first for a share of the last batch's time."""
+        shares = self._apply()
+        now = time.monotonic()
+        with self._lock:
+            last = self._last_batch
+        if shares.rest and last is not None:
+            self._sleep(min(shares.rest * (now - last), MAX_REST_S))
+        with self._lock:
+            self._last_batch = time.monotonic() if self._runs else None
+
+    def _apply(self) -> CpuShares:
         with self._lock:
             shares = cpu_shares(self._cores, self._engine_threads(), self._runs > 0, self._answering())
-            if shares == self._applied:
-                return
-            engine_changed = self._applied is None or shares.engine != self._applied.engine
-            embedder_changed = self._applied is None or shares.embedder != self._applied.embedder
-            self._applied = shares
+            before, self._applied = self._applied, shares
+        if shares == before:
+            return shares
         log.debug("threads: engine %s, embedder %d", shares.engine or "as planned", shares.embedder)
-        if engine_changed:
+        if before is None or shares.engine != before.engine:
             self._engine.set_threads(shares.engine)
-        if embedder_changed:
+        if before is None or shares.embedder != before.embedder:
             self._set_embedder_threads(shares.embedder)
+        return shares
 
 
 def set_torch_threads(threads: int) -> None:

@@ -141,7 +141,7 @@ def test_token_counts_match_llamacpp(model_info: ModelInfo) -> None:
         llama.close()
     usage = events[-2]
     assert isinstance(usage, Usage)
-    raw = open_llama(model_path=str(model_info.path), n_ctx=2048, n_threads=2, verbose=False)
+    raw = open_llama(model_path=str(model_info.path), n_ctx=2048, n_threads=2, flash_attn=True, verbose=False)
     try:
         formatter_prompt = (
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"

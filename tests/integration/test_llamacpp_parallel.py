@@ -276,7 +276,7 @@ def test_stream_completion_continues_raw_text_as_llamacpp_does(
 ) -> None:
     prompt = "The lighthouse keeper climbed the stairs and"
     ours = Answer(list(parallel.stream_completion(prompt, GREEDY, CancelToken())))
-    raw = open_llama(model_path=str(model_info.path), n_ctx=CONTEXT, n_threads=2, verbose=False)
+    raw = open_llama(model_path=str(model_info.path), n_ctx=CONTEXT, n_threads=2, flash_attn=True, verbose=False)
     try:
         result = raw.create_completion(prompt, max_tokens=GREEDY.max_new_tokens, temperature=0.0)
     finally:

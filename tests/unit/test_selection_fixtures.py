@@ -213,11 +213,11 @@ def test_the_context_offered_when_memory_is_short_is_priced_by_the_chosen_backen
         with pytest.raises(DoesNotFit) as tight:
             plan_for(
                 SMALL,
-                make_inventory(ram_available_gib=0.9, openvino=(("CPU", "Test CPU"),)),
+                make_inventory(ram_available_gib=0.86, openvino=(("CPU", "Test CPU"),)),
                 backend=backend,
                 context_length=8192,
             )
         offered[backend] = int(tight.value.remedy.split("Lower the context to ")[1].split()[0])
-        usable = int(0.9 * GIB) - HEADROOM_BYTES
+        usable = int(0.86 * GIB) - HEADROOM_BYTES
         assert rule(SMALL, offered[backend]).total_bytes <= usable < rule(SMALL, offered[backend] + 256).total_bytes
     assert offered["openvino"] != offered["llamacpp"]  # each backend's own memory rule, not llama.cpp's for both
