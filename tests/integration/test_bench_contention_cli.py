@@ -14,7 +14,6 @@ from tests.helpers import run_hearth
 pytestmark = pytest.mark.integration
 
 
-
 def _long_text(path: Path) -> Path:
     """A plain-text file long enough that short answers end while it is indexed (about 200 passages)."""
     paragraphs = [
