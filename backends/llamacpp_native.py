@@ -133,8 +133,9 @@ class NativeModel:
         context_params.n_threads_batch = options.threads
         # Flash attention everywhere (FLASH_ATTENTION): on GPUs it saves memory and time; on this project's 2-core
         # CPU it read a documents prompt 4-7% faster than llama.cpp's other path (bench/prefill_settings.py); a
-        # quantized V cache needs it; and it evaluates each position alone, so a token's logits do not depend on
-        # what else the step holds (prompt lookup then keeps exactly the greedy text).
+        # quantized V cache needs it; and it attends for each position alone, so a token's attention does not
+        # depend on what else the step holds (with weights whose matrix kernel does not change with the step's
+        # size either, as the embedded model's, prompt lookup keeps exactly the greedy text).
         context_params.flash_attn_type = (
             llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if FLASH_ATTENTION else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )

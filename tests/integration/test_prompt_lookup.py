@@ -3,8 +3,9 @@ llama_decode, give the text decoding one token at a time gives, greedy and seede
 agree with leave nothing behind in the slot's cache.
 
 Exactly the same text needs attention that sums a position the same way whether it is evaluated alone or with the
-guesses after it. llama.cpp's flash attention does (each query row on its own), and Hearth's contexts use it: every
-test here asserts identity, with the default f16 cache and with a quantized one. (Without flash attention a position
+guesses after it. llama.cpp's flash attention does (each query row on its own), and Hearth's contexts use it; so do
+this model's Q4_1 matrix products (other weight types take another kernel for several tokens, and drift). Every test
+here asserts identity, with the default f16 cache and with a quantized one. (Without flash attention a position
 evaluated with others got logits up to 0.2 off here, and long answers drifted.)
 """
 
