@@ -140,6 +140,19 @@ def read_questions(path: Path) -> list[str]:
     return questions
 
 
+def chosen_questions(args: argparse.Namespace) -> list[str]:
+    """The questions of ``args.questions``, only its ``--part`` and at most ``--limit`` of them."""
+    from app.commands_eval import split_part
+
+    questions = read_questions(args.questions)
+    if args.part is not None:
+        questions = split_part(questions, args.questions, args.part)
+    questions = questions[: args.limit] if args.limit else questions
+    if not questions:
+        raise HearthError(f"{args.questions} has no questions to ask.", "Give a JSON Lines file with questions.")
+    return questions
+
+
 def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
     return (
         f"[{number}/{total}] first token {sample.time_to_first_token_ms / 1000:5.2f} s (raw "
@@ -151,17 +164,12 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
 
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.commands import load_model
-    from app.commands_eval import split_part, with_model
+    from app.commands_eval import with_model
     from app.services.chat import ChatService
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
 
-    questions = read_questions(args.questions)
-    if args.part is not None:
-        questions = split_part(questions, args.questions, args.part)
-    questions = questions[: args.limit] if args.limit else questions
-    if not questions:
-        raise HearthError(f"{args.questions} has no questions to ask.", "Give a JSON Lines file with questions.")
+    questions = chosen_questions(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
     services = build_services(settings)
@@ -290,11 +298,8 @@ def _raw_answer(raw: Any, messages: list[dict[str, str]], max_tokens: int) -> An
     return time_stream("raw", pieces())
 
 
-def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
-    parser = kinds.add_parser(
-        "documents",
-        help="an answer from documents step by step (embed, search, prefill, first token, decode) vs raw llama.cpp",
-    )
+def add_question_set_arguments(parser: Any, at_least_one: Any) -> None:
+    """The arguments of a benchmark that asks a question set from a collection."""
     parser.add_argument(
         "questions", type=Path, help='JSON Lines: {"question": "..."} (bench/data/debian-docs-answers.jsonl)'
     )
@@ -304,6 +309,15 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
     )
     parser.add_argument("--part", help="only this part of the set, as its split file names it: tuning or held-out")
     parser.add_argument("--limit", type=at_least_one, help="ask only the first N questions")
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+
+
+def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
+    parser = kinds.add_parser(
+        "documents",
+        help="an answer from documents step by step (embed, search, prefill, first token, decode) vs raw llama.cpp",
+    )
+    add_question_set_arguments(parser, at_least_one)
     parser.add_argument(
         "--max-tokens", type=at_least_one, default=DEFAULT_MAX_TOKENS, help="longest answer (default 128)"
     )
@@ -312,7 +326,6 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
         action="store_true",
         help="ask the questions one after another in one conversation (follow-ups from the cache)",
     )
-    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,19 +84,14 @@ def report_lines(summary: dict[str, Any], model: str) -> list[str]:
 
 
 def run_lookup_bench(settings: Any, args: argparse.Namespace) -> int:
-    from app.bench_documents import read_questions
+    from app.bench_documents import chosen_questions
     from app.commands import load_model
-    from app.commands_eval import split_part, with_model
+    from app.commands_eval import with_model
     from app.services.chat import ChatService
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
 
-    questions = read_questions(args.questions)
-    if args.part is not None:
-        questions = split_part(questions, args.questions, args.part)
-    questions = questions[: args.limit] if args.limit else questions
-    if not questions:
-        raise HearthError(f"{args.questions} has no questions to ask.", "Give a JSON Lines file with questions.")
+    questions = chosen_questions(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
     services = build_services(settings)
@@ -186,15 +181,9 @@ def add_lookup_parser(kinds: Any, at_least_one: Any) -> None:
     parser = kinds.add_parser(
         "lookup", help="decode tokens/s with prompt-lookup decoding vs without, on answers from documents"
     )
-    parser.add_argument(
-        "questions", type=Path, help='JSON Lines: {"question": "..."} (bench/data/debian-docs-answers.jsonl)'
-    )
-    parser.add_argument("--collection", "-c", required=True, help="collection to answer from")
-    parser.add_argument(
-        "--model", dest="bench_model", help="an id or file name from `hearth models list`, or a GGUF path"
-    )
-    parser.add_argument("--part", help="only this part of the set, as its split file names it: tuning or held-out")
-    parser.add_argument("--limit", type=at_least_one, help="ask only the first N questions")
+    from app.bench_documents import add_question_set_arguments
+
+    add_question_set_arguments(parser, at_least_one)
     parser.add_argument(
         "--open",
         type=int,
@@ -206,4 +195,3 @@ def add_lookup_parser(kinds: Any, at_least_one: Any) -> None:
     parser.add_argument(
         "--max-tokens", type=at_least_one, default=DEFAULT_MAX_TOKENS, help="longest answer (default 128)"
     )
-    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
