@@ -28,7 +28,6 @@ DEFAULT_MAX_TOKENS = 96
 
 @dataclass
 class Phase:
-    name: str
     decode_tokens_per_s: list[float] = field(default_factory=list)  # one per answer written in the phase
     index_s: float = 0.0  # 0: the phase indexed nothing
     chunks: int = 0
@@ -94,7 +93,7 @@ def run_contention_bench(settings: Any, args: argparse.Namespace) -> int:
             documents.embedder.embed(["warm up"])  # loaded before anything is timed
             answer = _answerer(services, params)
             progress("answers alone")
-            phases["answers alone"] = Phase("answers alone", [answer(i) for i in range(args.answers)])
+            phases["answers alone"] = Phase([answer(i) for i in range(args.answers)])
             progress("indexing alone")
             phases["indexing alone"] = _index(documents, args.file, "alone", None, None)
             sharing = services.cpu
@@ -140,7 +139,7 @@ def _index(documents: Any, file: Path, collection: str, sharing: Any, chatting: 
             if event.outcome == "skipped":
                 raise HearthError(f"{file.name} could not be indexed: {event.reason}", "Give another document.")
             chunks += event.chunks
-    phase = Phase(collection, index_s=time.perf_counter() - started, chunks=chunks)
+    phase = Phase(index_s=time.perf_counter() - started, chunks=chunks)
     if chatting is not None:
         chatting.set()
     return phase

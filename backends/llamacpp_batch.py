@@ -361,7 +361,8 @@ class BatchScheduler:
         if answer is None or answer.lookup is None:
             return []
         room = min(answer.budget - answer.produced - 1, self._batch.capacity - 1)
-        return answer.lookup.draft(self._drafts.length(room))
+        candidate = answer.lookup.draft(room)
+        return candidate[: self._drafts.length(len(candidate))] if candidate else []
 
     def _evaluate_draft(self, slot: _Slot, draft: list[int]) -> None:
         """The answer's next token and the guesses after it in one llama_decode, with logits at each position.

@@ -38,18 +38,13 @@ def kv_bytes_per_layer(model: ModelInfo, context_length: int, bytes_per_element:
     return int(values * bytes_per_element)
 
 
-def compute_buffer_bytes(
-    model: ModelInfo, context_length: int, batch_tokens: int = 512, flash_attention: bool = True
-) -> int:
+def compute_buffer_bytes(model: ModelInfo, context_length: int, batch_tokens: int = 512) -> int:
     """llama.cpp's scratch for one batch, the largest set of tensors alive at once: the logits of the whole batch,
-    or what attention keeps; plus a few activations. With flash attention (how Hearth creates every context)
-    attention keeps only its mask (batch x context, f16); without it, the scores too (heads x batch x context).
+    or what attention keeps; plus a few activations. With flash attention, how Hearth creates every context,
+    attention keeps only its mask (batch x context, f16), not the scores (heads x batch x context).
     Matches llama.cpp's own "compute buffer size" within a few percent (see tests/integration)."""
     logits = model.vocab_size * batch_tokens * 4
-    if flash_attention:
-        attention = batch_tokens * context_length * 2
-    else:
-        attention = (model.head_count + 1) * batch_tokens * context_length * 4
+    attention = batch_tokens * context_length * 2
     activations = 3 * model.embedding_length * batch_tokens * 4
     return max(logits, attention) + activations
 

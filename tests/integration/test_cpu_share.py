@@ -81,7 +81,10 @@ def test_an_answer_written_while_files_are_indexed_completes_and_so_does_the_ind
         )
         asking.join(timeout=120)
     assert answers and isinstance(answers[0][-1], Finished)
-    assert [f for f in docs.manifest.files("corpus")], events  # every file of the corpus went in
+    from rag.ingest import FileOutcome
+
+    outcomes = [e.outcome for e in events if isinstance(e, FileOutcome)]
+    assert outcomes == ["indexed"] * len(list(CORPUS.iterdir())), events  # every file of the corpus went in
     assert seen and seen[-1] == chat.inventory.physical_cores  # every core back once the run ended
     assert torch.get_num_threads() == chat.inventory.physical_cores
     assert sharing._applied is not None and sharing._applied.engine is None  # the engine as planned again

@@ -9,10 +9,10 @@ from app.bench_contention import Phase, report_lines, summarise
 
 def test_together_phases_are_compared_with_each_side_alone() -> None:
     phases = {
-        "answers alone": Phase("answers alone", [10.0, 12.0, 11.0]),
-        "indexing alone": Phase("indexing alone", index_s=20.0, chunks=300),
-        "together, cores shared": Phase("shared", [6.0, 5.0], index_s=40.0, chunks=300),
-        "together, not shared": Phase("unshared", [1.0], index_s=25.0, chunks=300),
+        "answers alone": Phase([10.0, 12.0, 11.0]),
+        "indexing alone": Phase(index_s=20.0, chunks=300),
+        "together, cores shared": Phase([6.0, 5.0], index_s=40.0, chunks=300),
+        "together, not shared": Phase([1.0], index_s=25.0, chunks=300),
     }
     summary = summarise(phases)
     shared, unshared = summary["together"]["together, cores shared"], summary["together"]["together, not shared"]
