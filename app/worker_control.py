@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from app.errors import HearthError
 from app.paths import write_private_text
@@ -190,25 +190,38 @@ def round_trip_ms(address: tuple[str, int], pin: str, times: int = 5) -> float:
     return sorted(measured)[len(measured) // 2]
 
 
-def bandwidth_bytes_per_s(address: tuple[str, int], pin: str, token: str, size: int = 2 << 20) -> float:
+def bandwidth_bytes_per_s(
+    address: tuple[str, int], pin: str, token: str, size: int = 2 << 20, warm_up: int = 1 << 20
+) -> float:
     """Bytes per second from here to the worker through its link: ``size`` bytes sent, timed until it says they
-    all arrived (the round trip of that last answer included, which a real transfer pays too)."""
+    all arrived (the round trip of that last answer included, which a real transfer pays too). ``warm_up`` bytes go
+    first on the same connection, untimed: a new connection starts slowly (TCP's slow start takes a few round trips
+    to open its window), while the engine's connections to a worker stay open and warm, so without it a link with
+    a long round trip would look several times narrower than it is to the engine."""
     link, _ = connect(address[0], address[1], pin)
     with link:
         reader = link.makefile("rb")
-        link.sendall((json.dumps({"op": "sink", "token": token, "bytes": size}) + "\n").encode())
-        ready = json.loads(reader.readline(MAX_LINE_BYTES) or b"{}")
-        if ready.get("ready") != size:
-            raise WorkerUnavailable(
-                f"The worker at {address[0]}:{address[1]} refused the bandwidth test: {ready.get('error', '?')}",
-                "Pair with it again.",
-            )
-        block = bytes(1 << 16)
-        started = time.perf_counter()
-        for offset in range(0, size, len(block)):
-            link.sendall(block[: min(len(block), size - offset)])
-        done = json.loads(reader.readline(MAX_LINE_BYTES) or b"{}")
-        elapsed = time.perf_counter() - started
+        if warm_up > 0:
+            _sink(link, reader, address, token, warm_up)
+        elapsed = _sink(link, reader, address, token, size)
+    return size / max(elapsed, 1e-9)
+
+
+def _sink(link: socket.socket, reader: BinaryIO, address: tuple[str, int], token: str, size: int) -> float:
+    """Sends ``size`` bytes to the worker's sink; the seconds until it said they all arrived."""
+    link.sendall((json.dumps({"op": "sink", "token": token, "bytes": size}) + "\n").encode())
+    ready = json.loads(reader.readline(MAX_LINE_BYTES) or b"{}")
+    if ready.get("ready") != size:
+        raise WorkerUnavailable(
+            f"The worker at {address[0]}:{address[1]} refused the bandwidth test: {ready.get('error', '?')}",
+            "Pair with it again.",
+        )
+    block = bytes(1 << 16)
+    started = time.perf_counter()
+    for offset in range(0, size, len(block)):
+        link.sendall(block[: min(len(block), size - offset)])
+    done = json.loads(reader.readline(MAX_LINE_BYTES) or b"{}")
+    elapsed = time.perf_counter() - started
     if done.get("received") != size:
         raise WorkerUnavailable(f"The worker at {address[0]}:{address[1]} lost part of the test.", "Try again.")
-    return size / max(elapsed, 1e-9)
+    return elapsed

@@ -3,7 +3,7 @@ client connects to as if it were the worker; each connection goes on through the
 (``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server.
 
 llama.cpp waits for a worker's reply without a timeout, so a worker that hangs (stopped, or cut off by the network)
-would hang the answer forever. While a relay carries anything it pings its worker every couple of seconds on a link
+would hang the answer forever. While a relay carries anything it pings its worker every second on a link
 of its own; a worker that has not answered within :data:`HEARTBEAT_TIMEOUT_S` has its connections cut, llama.cpp
 gives up on it (ending the engine), and the supervisor names the worker and plans without it."""
 
@@ -21,8 +21,9 @@ from backends.base import WorkerLink
 from backends.rpc import BadEndpoint, Endpoint, WorkerUnreachable, parse_endpoint
 from backends.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
 
-HEARTBEAT_EVERY_S = 2.0
-HEARTBEAT_TIMEOUT_S = 10.0
+HEARTBEAT_EVERY_S = 1.0
+HEARTBEAT_TIMEOUT_S = 5.0
+STOPPED_CHECK_S = 2.0
 _relays: dict[WorkerLink, Relay] = {}
 _relays_lock = threading.Lock()
 log = logging.getLogger(__name__)
@@ -66,18 +67,27 @@ def answers(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> bool:
         return False
 
 
-def stopped_workers(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> tuple[str, ...]:
-    """Those of ``workers`` that do not answer now: through their link, or, for one without, by connecting."""
+def stopped_workers(
+    workers: tuple[str, ...], links: tuple[WorkerLink, ...], timeout_s: float = STOPPED_CHECK_S
+) -> tuple[str, ...]:
+    """Those of ``workers`` that do not answer now: through their link, or, for one without, by connecting. Asked
+    after the engine has ended, when a live worker is idle and answers at once: all at the same time, each within
+    ``timeout_s``, so a cut-off worker delays naming it by that and no more."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from backends.rpc import reachable
 
     by_address = {str(parse_endpoint(link.address)): link for link in links}
-    stopped = []
-    for worker in workers:
+
+    def alive(worker: str) -> bool:
         link = by_address.get(str(parse_endpoint(worker)))
-        alive = answers(link) if link is not None else reachable(parse_endpoint(worker))
-        if not alive:
-            stopped.append(worker)
-    return tuple(stopped)
+        return answers(link, timeout_s) if link is not None else reachable(parse_endpoint(worker), timeout_s)
+
+    if not workers:
+        return ()
+    with ThreadPoolExecutor(max_workers=len(workers), thread_name_prefix="worker-check") as pool:
+        answered = list(pool.map(alive, workers))
+    return tuple(worker for worker, up in zip(workers, answered, strict=True) if not up)
 
 
 def _read_line(connection: socket.socket) -> dict[str, object]:
