@@ -92,12 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--events", type=Path, help="append what the window does to this file, one JSON line each (for scripts)"
     )
 
-    worker = commands.add_parser("worker", help="serve this machine's CPU to a Hearth that splits a model's layers")
+    worker = commands.add_parser(
+        "worker", help="serve this machine's CPU or a GPU to a Hearth that splits a model's layers"
+    )
     worker.add_argument(
         "--host", default="127.0.0.1", help="address to serve (default 127.0.0.1; others let paired mains in by TLS)"
     )
     worker.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     worker.add_argument("--threads", type=int, help="CPU threads for the layers it holds (default: half the cores)")
+    worker.add_argument(
+        "--device", default="cpu", help="what it serves: cpu (default) or cuda:N, the N-th NVIDIA GPU (cuda:0 first)"
+    )
 
     workers = commands.add_parser("workers", help="the workers this Hearth splits models across: add, list, remove")
     worker_actions = workers.add_subparsers(dest="workers_action", required=True, metavar="ACTION")
@@ -457,7 +462,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from app.commands_worker import run_worker
         from app.paths import ensure_data_dir, resolve_data_paths
 
-        return run_worker(args.host, args.port, args.threads, ensure_data_dir(resolve_data_paths(settings.home)).root)
+        return run_worker(
+            args.host, args.port, args.threads, ensure_data_dir(resolve_data_paths(settings.home)).root, args.device
+        )
     if args.command == "workers":
         from app.commands_workers import run_workers
 

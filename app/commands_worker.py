@@ -1,10 +1,12 @@
-"""``hearth worker``: this machine's CPU served to llama.cpp over its RPC protocol, for a Hearth that splits a
-model's layers across machines. llama.cpp's RPC server (no authentication, no encryption) listens on this machine's
-loopback only; mains reach it through the worker's port, a TLS link only paired mains may use."""
+"""``hearth worker``: this machine's CPU (or one of its NVIDIA GPUs) served to llama.cpp over its RPC protocol, for
+a Hearth that splits a model's layers across machines. llama.cpp's RPC server (no authentication, no encryption)
+listens on this machine's loopback only; mains reach it through the worker's port, a TLS link only paired mains may
+use."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -12,33 +14,44 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.errors import HearthError
 from app.terminal_text import for_terminal
 from app.wording import plural
 from backends.rpc import Endpoint, reachable
 
+if TYPE_CHECKING:
+    from backends.hardware import GpuDevice
+    from backends.worker_device import ServableDevice
+
 EXIT_OK = 0
 LISTEN_WAIT_S = 30.0
 
 
-def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int:
-    """Serve on ``host:port`` (the control port mains pair with) and llama.cpp's RPC on a loopback port of its own,
-    printing the pairing code on a line of its own."""
+def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device: str = "cpu") -> int:
+    """Serve ``device`` (cpu or cuda:N) on ``host:port`` (the control port mains pair with) and llama.cpp's RPC on a
+    loopback port of its own, printing the pairing code on a line of its own."""
     from app.commands import ensure_port_free, exit_on_terminate
     from app.services.workers import local_versions
     from app.worker_control import ControlServer, load_tokens
     from backends.pairing import WorkerFacts, WorkerState, new_code
+    from backends.rpc import servable_devices
     from backends.secure_link import load_or_create_identity
+    from backends.worker_device import pick_device
 
     endpoint = Endpoint(host, port)
+    served = pick_device(device, servable_devices(memory=False))  # a device that is not here: said before anything
     ensure_port_free(host, port)
     identity = load_or_create_identity(data_dir / "worker-identity")
     threads = threads or max((os.cpu_count() or 2) // 2, 1)
     rpc = Endpoint("127.0.0.1", free_port())
     cache_dir = data_dir / "cache" / "worker-tensors"
     child = subprocess.Popen(
-        [sys.executable, "-m", "backends.rpc_worker", str(rpc), str(cache_dir), str(threads), str(os.getpid())],
+        [
+            *(sys.executable, "-m", "backends.rpc_worker"),
+            *(str(rpc), str(cache_dir), str(threads), str(os.getpid()), device),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,  # llama.cpp's banner; Hearth says what matters below
         start_new_session=True,  # Ctrl+C reaches this process, which ends the server
@@ -49,18 +62,19 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path) -> int
         _wait_listening(rpc, child)
         code = new_code()
         tokens_file = data_dir / "worker-paired.json"
-        speed = _read_speed(threads)
-        facts = WorkerFacts(str(rpc), _device_name(), _free_memory(), threads, *local_versions(), speed)
+        gpu = _nvml_gpu(served) if served.gpu else None
+        free_memory = _free_memory if gpu is None else functools.partial(_free_gpu_memory, gpu.index)
+        speed = (gpu.memory_bytes_per_s if gpu is not None else 0.0) if served.gpu else _read_speed(threads)
+        label = served.label if served.gpu else _device_name()
+        facts = WorkerFacts(str(rpc), label, free_memory(), threads, *local_versions(), speed)
         state = WorkerState(code, identity.fingerprint, facts, load_tokens(tokens_file))
-        control = ControlServer(host, port, state, identity, tokens_file, _announce_code, _free_memory)
-        print(
-            f"Hearth worker: serving this machine's CPU ({plural(threads, 'thread')}) on {endpoint} (Ctrl+C to stop).",
-            flush=True,
-        )
+        control = ControlServer(host, port, state, identity, tokens_file, _announce_code, free_memory)
+        what = f"{served.name} ({served.description})" if served.gpu else f"CPU ({plural(threads, 'thread')})"
+        print(f"Hearth worker: serving this machine's {what} on {endpoint} (Ctrl+C to stop).", flush=True)
         print(f"pairing code: {code}", flush=True)
         print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
         print(f"  Certificate fingerprint: {identity.fingerprint[:16]}… (mains pin it when they pair).", flush=True)
-        print(f"  Memory reads at {speed / 1e9:.1f} GB/s with its threads (mains weigh its layers by it).", flush=True)
+        print(f"  {_speed_line(served.gpu, speed)}", flush=True)
         if not endpoint.loopback:
             print(
                 f"  Reachable from other machines on {host}: only paired mains are served, over TLS.",
@@ -100,6 +114,34 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _speed_line(gpu: bool, speed: float) -> str:
+    if not gpu:
+        return f"Memory reads at {speed / 1e9:.1f} GB/s with its threads (mains weigh its layers by it)."
+    if speed > 0:
+        peak = f"{speed / 1e9:.0f} GB/s"
+        return f"Memory reads at up to {peak} (the GPU's peak, per its driver; mains weigh its layers by it)."
+    return "The GPU's memory speed is unknown (its driver did not say): mains count it at the mean of the others."
+
+
+def _nvml_gpu(served: ServableDevice) -> GpuDevice | None:
+    """The GPU as NVML sees it (free memory, peak memory speed): the one of the same name, or at the same index
+    among those when several have it (CUDA and NVML may number them differently; same-named GPUs are alike)."""
+    from backends.hardware import nvidia_gpus
+
+    gpus = nvidia_gpus()
+    named = [g for g in gpus if g.name == served.description]
+    index = int(served.name.removeprefix("CUDA") or 0) if served.name.removeprefix("CUDA").isdigit() else 0
+    if named:
+        return named[min(index, len(named) - 1)]
+    return gpus[index] if index < len(gpus) else None
+
+
+def _free_gpu_memory(index: int) -> int:
+    from backends.hardware import nvidia_gpus
+
+    return next((g.free_bytes for g in nvidia_gpus() if g.index == index), 0)
 
 
 def _device_name() -> str:

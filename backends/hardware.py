@@ -63,6 +63,7 @@ class GpuDevice:
     free_bytes: int
     compute_capability: tuple[int, int]
     driver: str
+    memory_bytes_per_s: float = 0.0  # peak, from the memory clock and bus width (0: the driver did not say)
 
     @property
     def id(self) -> str:
@@ -178,6 +179,11 @@ def nvidia_hardware_present() -> bool:
         return False
 
 
+def nvidia_gpus() -> tuple[GpuDevice, ...]:
+    """The NVIDIA GPUs NVML lists now, with their free memory (none when there is no driver)."""
+    return _nvidia_gpus([])[0]
+
+
 def _nvidia_gpus(notes: list[str]) -> tuple[tuple[GpuDevice, ...], str | None]:
     try:
         import pynvml
@@ -204,6 +210,12 @@ def _read_nvml(pynvml: object) -> tuple[GpuDevice, ...]:
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)  # type: ignore[attr-defined]
             major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)  # type: ignore[attr-defined]
             name = nvml.nvmlDeviceGetName(handle)  # type: ignore[attr-defined]
+            try:  # double data rate: two transfers per clock, bus width in bits
+                clock_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)  # type: ignore[attr-defined]
+                bus_bits = nvml.nvmlDeviceGetMemoryBusWidth(handle)  # type: ignore[attr-defined]
+                peak = float(clock_mhz) * 1e6 * 2 * float(bus_bits) / 8
+            except Exception:  # NVMLError_NotSupported on some boards and drivers
+                peak = 0.0
             devices.append(
                 GpuDevice(
                     index=index,
@@ -212,6 +224,7 @@ def _read_nvml(pynvml: object) -> tuple[GpuDevice, ...]:
                     free_bytes=int(memory.free),
                     compute_capability=(int(major), int(minor)),
                     driver=driver.decode() if isinstance(driver, bytes) else str(driver),
+                    memory_bytes_per_s=peak,
                 )
             )
         return tuple(devices)

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import HearthError
+from backends.worker_device import ServableDevice, pick_device
 
 DEFAULT_PORT = 50052
 _WRITE_IT = "Write the worker's address as HOST:PORT, for example 127.0.0.1:50052."
 _attached: set[str] = set()
 _attach_lock = threading.Lock()
-# ggml_backend_dev_type: the CPU device
-_DEVICE_CPU = 0
 
 
 class RpcUnavailable(HearthError):
@@ -86,8 +85,21 @@ def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL]:
             f"This llama.cpp build has no RPC backend ({exc}).",
             "Rebuild it with `make setup` (Hearth builds llama.cpp with GGML_RPC=ON).",
         ) from exc
-    ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-    ggml.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    ggml.ggml_backend_dev_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_dev_count.argtypes = []
+    ggml.ggml_backend_dev_get.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    for text in (ggml.ggml_backend_dev_name, ggml.ggml_backend_dev_description):
+        text.restype = ctypes.c_char_p
+        text.argtypes = [ctypes.c_void_p]
+    ggml.ggml_backend_dev_type.restype = ctypes.c_int
+    ggml.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    ggml.ggml_backend_dev_memory.restype = None
+    ggml.ggml_backend_dev_memory.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
     ggml.ggml_backend_register.restype = None
     ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
     rpc.ggml_backend_rpc_start_server.restype = None
@@ -103,20 +115,46 @@ def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL]:
     return ggml, rpc
 
 
-def serve(endpoint: Endpoint, cache_dir: Path, threads: int) -> None:
-    """Serve this machine's CPU to llama.cpp clients on ``endpoint`` until the process ends (it does not return).
-    ``cache_dir`` keeps the tensors clients sent, so loading the same model again sends only their hashes."""
+def servable_devices(memory: bool = True) -> tuple[ServableDevice, ...]:
+    """The devices this process's llama.cpp has (the CPU, and each GPU it was built for), with their memory now
+    (``memory=False``: without; asking a CUDA device's memory sets up a CUDA context in this process)."""
+    ggml, _ = _libraries()
+    found = []
+    for index in range(ggml.ggml_backend_dev_count()):
+        device = ggml.ggml_backend_dev_get(index)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        if memory:
+            ggml.ggml_backend_dev_memory(device, ctypes.byref(free), ctypes.byref(total))
+        found.append(
+            ServableDevice(
+                name=(ggml.ggml_backend_dev_name(device) or b"?").decode(errors="replace"),
+                description=(ggml.ggml_backend_dev_description(device) or b"").decode(errors="replace").strip(),
+                kind=int(ggml.ggml_backend_dev_type(device)),
+                free_bytes=int(free.value),
+                total_bytes=int(total.value),
+            )
+        )
+    return tuple(found)
+
+
+def serve(endpoint: Endpoint, cache_dir: Path, threads: int, device: str = "cpu") -> None:
+    """Serve one of this machine's devices (``device`` as `hearth worker --device` spells it) to llama.cpp clients
+    on ``endpoint`` until the process ends (it does not return). ``cache_dir`` keeps the tensors clients sent, so
+    loading the same model again sends only their hashes."""
     if not endpoint.loopback:
         raise BadEndpoint(
             f"ggml's RPC has no authentication or encryption; Hearth does not expose it on {endpoint.host}.",
             "Serve on 127.0.0.1 (the default).",
         )
     ggml, rpc = _libraries()
-    device = ggml.ggml_backend_dev_by_type(_DEVICE_CPU)
-    if not device:
-        raise RpcUnavailable("llama.cpp lists no CPU device to serve.", "Rebuild it with `make setup`.")
+    name = pick_device(device, servable_devices(memory=False)).name
+    handle = next(
+        handle
+        for handle in (ggml.ggml_backend_dev_get(i) for i in range(ggml.ggml_backend_dev_count()))
+        if (ggml.ggml_backend_dev_name(handle) or b"").decode(errors="replace") == name
+    )
     cache_dir.mkdir(parents=True, exist_ok=True)
-    devices = (ctypes.c_void_p * 1)(device)
+    devices = (ctypes.c_void_p * 1)(handle)
     rpc.ggml_backend_rpc_start_server(str(endpoint).encode(), str(cache_dir).encode(), max(threads, 1), 1, devices)
 
 

@@ -62,3 +62,55 @@ def test_the_pipeline_bench_reads_the_gpus_energy(cuda_machine: None) -> None:
     assert "NVML (" in _energy_source()
     first = _energy_j()
     assert first is not None and first > 0  # millijoules since the driver loaded, as joules
+
+
+def test_a_worker_serving_its_gpu_holds_the_layers_and_the_main_answers_through_it(
+    cuda_machine: None, isolated_home: Path, embedded_model: Path
+) -> None:
+    """`hearth worker --device cuda:0` on loopback, paired, and `--backend pipeline`: the layers on the worker's
+    GPU (the plan names it and gives no "slower than this machine alone", which is for CPU workers)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.e2e.conftest import free_port
+    from tests.helpers import run_hearth
+
+    port = free_port()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "app", "worker", "--port", str(port), "--device", "cuda:0"],
+        env={**os.environ, "HEARTH_HOME": str(isolated_home / "worker")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None
+        serving = worker.stdout.readline()
+        assert "serving this machine's CUDA0 (" in serving, serving
+        code = worker.stdout.readline().removeprefix("pairing code: ").strip()
+        added = run_hearth(isolated_home, "workers", "add", f"127.0.0.1:{port}", "--code", code, timeout=120)
+        assert added.returncode == 0, added.stderr
+        listed = run_hearth(isolated_home, "workers", "list", timeout=60)
+        assert "GPU CUDA0: " in listed.stdout, listed.stdout
+        doctor = run_hearth(isolated_home, "doctor", "--backend", "pipeline", "--model", str(embedded_model))
+        assert doctor.returncode == 0, doctor.stderr
+        assert "slower than this machine alone" not in doctor.stdout
+        answered = run_hearth(
+            isolated_home,
+            "chat",
+            "--backend",
+            "pipeline",
+            "--model",
+            str(embedded_model),
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "16",
+            "What is the capital of France?",
+        )
+        assert answered.returncode == 0, answered.stderr
+        assert "Paris" in answered.stdout
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)

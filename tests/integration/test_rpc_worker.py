@@ -241,6 +241,24 @@ def test_a_worker_refuses_a_port_in_use(isolated_home: Path) -> None:
     assert f"Cannot listen on 127.0.0.1:{port}" in busy.stderr
 
 
+def test_a_worker_asked_for_a_device_it_lacks_says_what_it_has_before_serving(isolated_home: Path) -> None:
+    from backends.rpc import servable_devices
+
+    names = ", ".join(d.name for d in servable_devices(memory=False))
+    if any(d.gpu for d in servable_devices(memory=False)):
+        pytest.fail("this test expects a llama.cpp without CUDA (the CPU build `make setup` makes here)")
+    port = free_port()
+    missing = _hearth(isolated_home, "worker", "--port", str(port), "--device", "cuda:0", timeout=60)
+    assert missing.returncode == 1
+    assert f"There is no cuda:0 here: this llama.cpp has no CUDA device (it lists {names})" in missing.stderr
+    assert "--device cpu" in missing.stderr
+    assert "pairing code" not in missing.stdout
+    unknown = _hearth(isolated_home, "worker", "--port", str(port), "--device", "gpu", timeout=60)
+    assert unknown.returncode == 1 and "Unknown device 'gpu'" in unknown.stderr
+    with socket.socket() as probe:  # nothing was left listening
+        probe.bind(("127.0.0.1", port))
+
+
 def _chat(home: Path, model: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
