@@ -15,6 +15,7 @@ the direct llama.cpp client gets workers of its own. Progress goes to stderr; th
 from __future__ import annotations
 
 import argparse
+import ctypes
 import functools
 import json
 import os
@@ -109,7 +110,7 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
             if raw_endpoints:
                 progress("loading: llama.cpp's own RPC client with the same split, on workers of its own")
                 started = time.perf_counter()
-                raw = _raw_split(model.path, raw_endpoints, split_plan.tensor_split, threads)
+                raw = _raw_split(model.path, raw_endpoints, split_plan, threads)
                 report.load_s[RAW] = time.perf_counter() - started
             params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
             for name in plans:  # warm-up, not counted
@@ -305,24 +306,41 @@ def _hearth_round(plan: str, runtime: Any, users: int, params: GenerationParams,
     return _measured(plan, users, workers if plan != SINGLE else (), work)
 
 
-def _raw_split(path: Path, endpoints: Sequence[str], tensor_split: Sequence[float], threads: int) -> Any:
+def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) -> Any:
+    """llama-cpp-python's own ``Llama`` on llama.cpp's RPC client, placing the weights as ``plan`` does: the same
+    layer split and offload count, and the output projection on this CPU when the plan keeps it here."""
+    import llama_cpp.llama_cpp as bindings
+
     from backends.llamacpp import route_llama_logs
     from backends.llamacpp_buffers import open_llama
     from backends.llamacpp_native import FLASH_ATTENTION
-    from backends.rpc import attach_workers, parse_endpoint
+    from backends.rpc import attach_workers, output_on_cpu_overrides, parse_endpoint
 
     attach_workers(tuple(parse_endpoint(e) for e in endpoints))
     route_llama_logs()
-    llm = open_llama(
-        model_path=str(path),
-        n_ctx=1024,
-        n_threads=threads,
-        n_threads_batch=threads,
-        n_gpu_layers=-1,
-        tensor_split=list(tensor_split),
-        flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
-        verbose=True,
-    )
+    overrides = output_on_cpu_overrides() if plan.output_on_cpu else None
+    original = bindings.llama_model_default_params
+
+    def with_overrides() -> Any:
+        params = original()
+        if overrides is not None:
+            params.tensor_buft_overrides = ctypes.cast(overrides, ctypes.c_void_p)
+        return params
+
+    bindings.llama_model_default_params = with_overrides  # the class asks it for its starting parameters
+    try:
+        llm = open_llama(
+            model_path=str(path),
+            n_ctx=1024,
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_gpu_layers=plan.gpu_layers,
+            tensor_split=list(plan.tensor_split),
+            flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
+            verbose=True,
+        )
+    finally:
+        bindings.llama_model_default_params = original
     llm.verbose = False
     return llm
 

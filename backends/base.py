@@ -85,6 +85,9 @@ class LoadOptions:
     workers: tuple[str, ...] = ()  # `hearth worker` addresses whose devices hold layers (llama.cpp's RPC)
     worker_links: tuple[WorkerLink, ...] = ()  # how to reach those of ``workers`` that are paired ones
     kv_cache_type: str = "f16"  # llama.cpp's context cache: f16, q8_0 or q4_0 (the quantized ones need flash attention)
+    # llama.cpp: the output projection stays on this CPU while every layer is on workers (only the hidden state, not
+    # the logits, then crosses the network per token)
+    output_on_cpu: bool = False
 
 
 @dataclass(frozen=True)

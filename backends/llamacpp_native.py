@@ -93,6 +93,7 @@ class NativeModel:
 
             attach_workers(local_endpoints(options.workers, options.worker_links))
         self._tensor_split: Any = None
+        self._overrides: Any = None
         self.model: Any = None
         self.ctx: Any = None
         # Loading through the C API redirects no file descriptor (llama-cpp-python's verbose=False points the
@@ -112,6 +113,11 @@ class NativeModel:
             # llama.cpp reads the array while loading; the reference keeps ctypes from freeing it before then.
             self._tensor_split = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*options.tensor_split)
             model_params.tensor_split = self._tensor_split
+        if options.output_on_cpu:
+            from backends.rpc import output_on_cpu_overrides
+
+            self._overrides = output_on_cpu_overrides()  # read while loading, like the split
+            model_params.tensor_buft_overrides = ctypes.cast(self._overrides, ctypes.c_void_p)
         self.model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
         if not self.model:
             raise ModelLoadError(

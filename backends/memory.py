@@ -92,28 +92,47 @@ class Offload:
 
 
 def estimate_offload(
-    model: ModelInfo, context_length: int, gpu_layers: tuple[int, ...], slots: int = 1, kv_width: float = F16
+    model: ModelInfo,
+    context_length: int,
+    gpu_layers: tuple[int, ...],
+    slots: int = 1,
+    kv_width: float = F16,
+    output_here: bool = False,
 ) -> Offload:
-    """Per-device memory for a layer placement. Layers are assigned in order: GPU 0 gets the first ones. A
-    layer's KV cache lives with the layer, for every one of the ``slots`` parallel answers."""
+    """Per-device memory for a layer placement as llama.cpp makes it: ``gpu_layers`` repeating layers on each GPU
+    (or worker), in order, and the first layers on the CPU. With any layer offloaded, the output projection goes
+    with the last ones (llama.cpp counts it as one more layer: :func:`llama_gpu_layers`), unless ``output_here``
+    keeps it on the CPU. The token embedding lookup always stays on the CPU. A layer's KV cache lives with the
+    layer, for every one of the ``slots`` parallel answers."""
     layers = _layer_sizes(model)
     kv_layer = kv_bytes_per_layer(model, context_length, kv_width) * slots
     compute = compute_buffer_bytes(model, context_length)
-    everything = sum(gpu_layers) >= model.block_count
+    offloaded = min(sum(gpu_layers), model.block_count)
+    cpu_layers = model.block_count - offloaded
+    output_away = offloaded > 0 and not output_here
+    last = max((index for index, count in enumerate(gpu_layers) if count), default=-1)
     gpus: list[MemoryEstimate] = []
-    start = 0
+    start = cpu_layers
     for index, count in enumerate(gpu_layers):
         weights = sum(layers[start : start + count])
         start += count
-        last = index == len(gpu_layers) - 1
-        if everything and last:
+        if output_away and index == last:
             weights += model.output_bytes
         gpus.append(MemoryEstimate(weights, kv_layer * count, compute if count else 0))
-    cpu_layers = model.block_count - min(start, model.block_count)
-    # The token embedding lookup always stays on the CPU; the output projection too unless fully offloaded.
-    cpu_weights = sum(layers[start:]) + model.other_bytes - (model.output_bytes if everything else 0)
-    cpu_compute = compute if cpu_layers or not gpu_layers else compute // 8
+    cpu_weights = sum(layers[:cpu_layers]) + model.other_bytes
+    if output_away and not model.output_tied:
+        cpu_weights -= model.output_bytes  # its own tensor went; a tied one is the token embedding, which stays
+    # the logits of a batch are the largest piece of the compute buffer, wherever the output projection runs
+    cpu_compute = compute if cpu_layers or not offloaded or output_here else compute // 8
     return Offload(tuple(gpu_layers), tuple(gpus), MemoryEstimate(cpu_weights, kv_layer * cpu_layers, cpu_compute))
+
+
+def llama_gpu_layers(offloaded: int, block_count: int) -> int:
+    """llama.cpp's ``n_gpu_layers`` for ``offloaded`` repeating layers on GPUs or workers: it counts the output
+    projection as the last layer, the first one it offloads (``n_gpu_layers=1`` offloads it alone, and ``k`` the
+    output and ``k - 1`` layers), so the output goes with them as :func:`estimate_offload` counts it."""
+    offloaded = min(max(offloaded, 0), block_count)
+    return offloaded + 1 if offloaded else 0
 
 
 def _layer_sizes(model: ModelInfo) -> tuple[int, ...]:

@@ -22,11 +22,12 @@ from backends.memory import (
     estimate_offload,
     format_bytes,
     layers_that_fit,
+    llama_gpu_layers,
     split_layers,
     usable_bytes,
     weighted_split,
 )
-from backends.pipeline_cost import LinkFacts, network_ms_per_token, slower_than_alone
+from backends.pipeline_cost import FLOAT_BYTES, LinkFacts, network_ms_per_token, output_here, slower_than_alone
 from backends.selection import BackendPlan, Placement, Preferences, kv_cache_reason
 from models.gguf import ModelInfo
 
@@ -62,11 +63,15 @@ def pipeline_plan(
     by_address = {link.address: link for link in prefs.worker_links}
     links = [by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers]
     blocks = model.block_count
+    # The output projection goes with the last layers (llama.cpp offloads it first), to the last worker, unless that
+    # is a CPU: then it stays here, and only the hidden state crosses the network per token, not the logits.
+    keep_output = output_here([links[-1].device])
+    room = [usable_bytes(link.free_bytes) for link in links]
+    if not keep_output:
+        room[-1] = max(room[-1] - model.output_bytes, 0)
     capacities = tuple(
-        layers_that_fit(model, context_length, usable_bytes(link.free_bytes), slots=slots, kv_width=kv_width)
-        if link.free_bytes
-        else blocks
-        for link in links
+        layers_that_fit(model, context_length, free, slots=slots, kv_width=kv_width) if link.free_bytes else blocks
+        for link, free in zip(links, room, strict=True)
     )
     speeds = worker_speeds(links)
     if not any(capacities):
@@ -96,7 +101,7 @@ def pipeline_plan(
             f"context: the workers hold {held}; this machine has {format_bytes(inventory.ram_available_bytes)} free.",
             "Pair another worker, free memory on them, or use a smaller context or model.",
         )
-    offload = estimate_offload(model, context_length, on_workers, slots, kv_width)
+    offload = estimate_offload(model, context_length, on_workers, slots, kv_width, output_here=keep_output)
     placements = (
         Placement("CPU", inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes),
         *(
@@ -118,12 +123,17 @@ def pipeline_plan(
         lines.append(_speed_line(links, any(link.free_bytes for link in links)))
     elif any(link.free_bytes for link in links):
         lines.append("layers in proportion to each worker's free memory when it was paired")
-    network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length)
+    if keep_output:
+        lines.append(
+            f"the output layer on this CPU: each token brings back the last worker's "
+            f"{format_bytes(model.embedding_length * FLOAT_BYTES)} hidden state, not "
+            f"{format_bytes(model.vocab_size * FLOAT_BYTES)} of logits"
+        )
+    network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length, not keep_output)
     fits_here = blocks <= local_capacity
     warning = slower_than_alone(network_ms, fits_here=fits_here, devices=[link.device for link in links])
     lines.append(warning or f"each token also waits about {network_ms:.1f} ms on the links")
     label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")
-    everything = local_layers == 0
     return BackendPlan(
         backend="llamacpp",
         label=label,
@@ -142,7 +152,8 @@ def pipeline_plan(
             kv_cache_reason(prefs.kv_cache_type),
         ),
         placements=placements if local_layers else placements[1:],
-        gpu_layers=-1 if everything else sum(on_workers),
+        gpu_layers=llama_gpu_layers(sum(on_workers), blocks),
+        output_on_cpu=keep_output,
         tensor_split=tuple(float(count) for count in on_workers),
         workers=tuple(workers),
         device="",

@@ -16,9 +16,10 @@ import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from app.errors import HearthError
-from backends.worker_device import ServableDevice, pick_device
+from backends.worker_device import DEVICE_CPU, ServableDevice, pick_device
 
 DEFAULT_PORT = 50052
 _WRITE_IT = "Write the worker's address as HOST:PORT, for example 127.0.0.1:50052."
@@ -85,6 +86,10 @@ def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL]:
             f"This llama.cpp build has no RPC backend ({exc}).",
             "Rebuild it with `make setup` (Hearth builds llama.cpp with GGML_RPC=ON).",
         ) from exc
+    ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    ggml.ggml_backend_dev_buffer_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_buffer_type.argtypes = [ctypes.c_void_p]
     ggml.ggml_backend_dev_count.restype = ctypes.c_size_t
     ggml.ggml_backend_dev_count.argtypes = []
     ggml.ggml_backend_dev_get.restype = ctypes.c_void_p
@@ -156,6 +161,28 @@ def serve(endpoint: Endpoint, cache_dir: Path, threads: int, device: str = "cpu"
     cache_dir.mkdir(parents=True, exist_ok=True)
     devices = (ctypes.c_void_p * 1)(handle)
     rpc.ggml_backend_rpc_start_server(str(endpoint).encode(), str(cache_dir).encode(), max(threads, 1), 1, devices)
+
+
+class _TensorOverride(ctypes.Structure):
+    """llama.cpp's ``llama_model_tensor_buft_override``: tensors whose name matches ``pattern`` go to ``buft``."""
+
+    _fields_: ClassVar = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+# The output projection's weights: its own tensor, or the token embedding a tied model reuses for it (anchored:
+# every layer has an ``attn_output.weight``)
+OUTPUT_WEIGHTS = r"^(output|token_embd)\.weight$"
+
+
+def output_on_cpu_overrides() -> ctypes.Array[_TensorOverride]:
+    """The tensor overrides (a list ending in an empty one) that keep the output projection in this CPU's memory
+    while the layers go to workers; llama.cpp then runs it here. Keep the array alive until the model is loaded."""
+    ggml, _ = _libraries()
+    cpu = ggml.ggml_backend_dev_by_type(DEVICE_CPU)
+    if not cpu:
+        raise RpcUnavailable("llama.cpp lists no CPU device.", "Rebuild it with `make setup`.")
+    here = _TensorOverride(OUTPUT_WEIGHTS.encode(), ggml.ggml_backend_dev_buffer_type(cpu))
+    return (_TensorOverride * 2)(here, _TensorOverride(None, None))
 
 
 def attach_workers(endpoints: tuple[Endpoint, ...]) -> None:

@@ -30,6 +30,7 @@ from backends.memory import (
     format_bytes,
     largest_context,
     layers_that_fit,
+    llama_gpu_layers,
     split_layers,
     usable_bytes,
 )
@@ -99,6 +100,7 @@ class BackendPlan:
     slots: int = 1  # answers written at once; ``context_length`` is each one's
     workers: tuple[str, ...] = ()  # `hearth worker` addresses holding layers (the pipeline backend)
     kv_cache_type: str = "f16"
+    output_on_cpu: bool = False  # the output projection on this CPU, the layers elsewhere (see LoadOptions)
 
     def load_options(
         self, seed: int = 0, cache_dir: str | None = None, worker_links: tuple[WorkerLink, ...] = ()
@@ -116,6 +118,7 @@ class BackendPlan:
             workers=self.workers,
             worker_links=worker_links,
             kv_cache_type=self.kv_cache_type,
+            output_on_cpu=self.output_on_cpu,
         )
 
 
@@ -465,7 +468,8 @@ def _gpu_full(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
                 f"the whole model and its context cache fit on {gpu.name}: about {format_bytes(need)} of "
                 f"{format_bytes(gpu.free_bytes)} free",
             )
-            plan = _gpu_plan(ctx, "llama.cpp (CUDA)", placements, blocks + 1, (), gpu.index, reasons)
+            every = llama_gpu_layers(blocks, blocks)
+            plan = _gpu_plan(ctx, "llama.cpp (CUDA)", placements, every, (), gpu.index, reasons)
             return _Option(RANK_GPU_FULL, plan, NVIDIA)
     return None
 
@@ -503,15 +507,15 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
         + ", in proportion to free memory",
     )
     label = f"llama.cpp (CUDA, {len(ordered)} GPUs)"
-    plan = _gpu_plan(ctx, label, placements, blocks + 1, share, ordered[biggest].index, reasons)
+    plan = _gpu_plan(ctx, label, placements, llama_gpu_layers(blocks, blocks), share, ordered[biggest].index, reasons)
     return _Option(RANK_GPU_SPLIT, plan, NVIDIA)
 
 
 def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
     model, blocks = ctx.model, ctx.model.block_count
-    layers = layers_that_fit(
-        model, ctx.context, usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES), slots=ctx.slots, kv_width=ctx.kv_width
-    )
+    # the output projection goes to the GPU with the layers (llama.cpp offloads it first): count it there
+    room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES) - model.output_bytes
+    layers = layers_that_fit(model, ctx.context, max(room, 0), slots=ctx.slots, kv_width=ctx.kv_width)
     if layers == 0:
         ctx.not_used.append(f"{_gpu_label(gpu)}: not even one layer fits")
         ctx.note(NVIDIA, ctx.not_used[-1])
@@ -529,7 +533,7 @@ def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
     )
     return _Option(
         RANK_GPU_PARTIAL,
-        _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, layers, (), gpu.index, reasons),
+        _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, llama_gpu_layers(layers, blocks), (), gpu.index, reasons),
         NVIDIA,
     )
 
@@ -542,7 +546,8 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
     need = offload.gpus[0].total_bytes
     room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
     if need > room:
-        most = layers_that_fit(model, ctx.context, room, slots=ctx.slots, kv_width=ctx.kv_width)
+        with_output = max(room - model.output_bytes, 0)  # the output projection goes with the layers
+        most = layers_that_fit(model, ctx.context, with_output, slots=ctx.slots, kv_width=ctx.kv_width)
         failure = DoesNotFit(
             f"{layers} layers of {model.display_name} need about {format_bytes(need)} on {gpu.name}, which has "
             f"{format_bytes(gpu.free_bytes)} free.",
@@ -556,7 +561,7 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
         _cpu_placement(ctx, offload.cpu, blocks - layers),
     )
     reasons = (f"{layers} of {blocks} layers on {gpu.name}, as configured",)
-    gpu_layers = blocks + 1 if layers >= blocks else layers
+    gpu_layers = llama_gpu_layers(layers, blocks)
     label = "llama.cpp (CUDA)" if layers >= blocks else "llama.cpp (CPU + GPU)"
     return [_Option(RANK_GPU_FULL, _gpu_plan(ctx, label, placements, gpu_layers, (), gpu.index, reasons), NVIDIA)]
 

@@ -16,7 +16,7 @@ from typing import Any
 from models.gguf import ModelInfo, display_name
 
 # Facts written by another version of the reader are read from the file again (its checks may have changed).
-FACTS_VERSION = 1
+FACTS_VERSION = 2  # 2: output_tied
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ class ModelInfo:
     layer_bytes: tuple[int, ...] = ()
     other_bytes: int = 0
     output_bytes: int = 0  # the output projection (or the tied embedding it reuses), which runs on the last device
+    output_tied: bool = False  # no output projection of its own: it reuses the token embedding
     tensor_types: frozenset[str] = frozenset()  # ggml types of the weights, e.g. {"Q4_K", "Q6_K", "F32"}
 
     @property
@@ -141,12 +142,14 @@ def _tensor_facts(tensors: Sequence[TensorEntry], block_count: int) -> dict[str,
         other += tensor.n_bytes
         if tensor.name == "output.weight":
             output = tensor.n_bytes
-    if output == 0:  # tied embeddings: the output projection reuses the token embedding
+    tied = output == 0
+    if tied:  # tied embeddings: the output projection reuses the token embedding
         output = next((t.n_bytes for t in tensors if t.name == "token_embd.weight"), 0)
     return {
         "layer_bytes": tuple(layers),
         "other_bytes": other,
         "output_bytes": output,
+        "output_tied": tied,
         "tensor_types": frozenset(types),
     }
 

@@ -54,6 +54,12 @@ def test_the_benchmark_measures_each_plan_and_writes_its_files(
     ]
     split = next(row for row in summary["rows"] if row["plan"] == "split (Hearth)")
     assert split["aggregate_tokens_per_s"] > 0 and split["bytes_per_token"] > 0
+    # CPU workers: the output projection runs here, so a token's logits (49,152 floats) never cross the links; with
+    # them, each token would carry at least that much (the prompt's hidden states add some per token here)
+    logits = 49_152 * 4
+    assert split["bytes_per_token"] < logits
+    raw = next(row for row in summary["rows"] if row["plan"] == "split (llama.cpp RPC, direct)")
+    assert raw["bytes_per_token"] < logits  # placed as Hearth places it
     assert summary["split_vs_one_process"]["runs"] == 1
     assert "energy" in ran.stdout and "split / raw RPC" in ran.stdout
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.pipeline_cost import LinkFacts, bytes_per_token, network_ms_per_token, slower_than_alone
+from backends.pipeline_cost import LinkFacts, bytes_per_token, network_ms_per_token, output_here, slower_than_alone
 
 SMOLLM2 = (49_152, 576)  # vocabulary, embedding length
 
@@ -14,6 +14,16 @@ def test_the_logits_from_the_last_worker_are_most_of_the_bytes() -> None:
     assert last - first == 49_152 * 4
     # `hearth bench pipeline` measured about 220 KB per token for two loopback workers on this model
     assert sum(bytes_per_token(*SMOLLM2, workers=2)) == pytest.approx(220_000, rel=0.05)
+
+
+def test_with_the_output_projection_here_only_hidden_states_cross_and_cpu_workers_get_it_here() -> None:
+    first, last = bytes_per_token(*SMOLLM2, workers=2, logits_back=False)
+    assert first == last == 576 * 4 * 2 + 12_000  # no logits: the hidden state both ways and the graph
+    slow = LinkFacts(round_trip_ms=5.0, bytes_per_s=12.5e6)
+    assert network_ms_per_token([slow], *SMOLLM2, logits_back=False) < network_ms_per_token([slow], *SMOLLM2) - 15
+    assert output_here(["CPU: Xeon", "CPU: EPYC"])
+    assert not output_here(["CPU: Xeon", "GPU CUDA0: NVIDIA L4"])  # the GPU holding the last layers runs it faster
+    assert not output_here([])
 
 
 def test_each_worker_adds_a_round_trip_and_its_bytes_at_its_bandwidth() -> None:

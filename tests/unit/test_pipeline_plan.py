@@ -45,13 +45,15 @@ def test_the_plan_puts_every_layer_on_the_workers_and_says_which(model: ModelInf
     )
     options = plan.load_options()
     assert plan.backend == "llamacpp" and options.workers == workers
-    assert options.gpu_layers == -1
+    # every layer on the workers (and the output projection, as llama.cpp counts it), then kept here by an override
+    assert options.gpu_layers == model.block_count + 1 and options.output_on_cpu
     assert sum(options.tensor_split) == model.block_count
     assert [p.layers for p in plan.placements] == [len(r) for r in layer_ranges(model.block_count, 2)]
     assert plan.reasons[0] == "llama.cpp split across 2 workers: chosen by you"
     assert plan.reasons[1].endswith("on the worker at 127.0.0.1:50052")
     assert plan.threads == 4 and options.slots == 2
-    assert plan.reasons[3].startswith("slower than this machine alone")  # two CPU workers, unmeasured links
+    assert plan.reasons[3].startswith("the output layer on this CPU: each token brings back the last worker's")
+    assert plan.reasons[4].startswith("slower than this machine alone")  # two CPU workers, unmeasured links
 
 
 def test_the_plan_counts_the_measured_links_and_a_gpu_worker_is_not_called_slower(model: ModelInfo) -> None:
@@ -69,6 +71,8 @@ def test_the_plan_counts_the_measured_links_and_a_gpu_worker_is_not_called_slowe
     wait = plan.reasons[2]
     assert wait.startswith("each token also waits about ") and wait.endswith(" ms on the links")
     assert float(wait.split("about ")[1].split(" ms")[0]) > 5.0  # the round trip and the bytes at 100 Mbit/s
+    # a GPU holding the last layer runs the output projection too
+    assert plan.load_options().gpu_layers == model.block_count + 1 and not plan.output_on_cpu
 
 
 def test_asking_for_the_pipeline_without_workers_says_how_to_get_one(model: ModelInfo) -> None:
@@ -112,7 +116,9 @@ def test_layers_follow_the_workers_free_memory_and_this_cpu_holds_the_first_ones
     first, second = plan.tensor_split
     assert first > 1.5 * second  # twice the free memory, about twice the layers
     local = 30 - int(first + second)
-    assert local > 0 and plan.gpu_layers == 30 - local  # llama.cpp keeps the first ones on the CPU
+    # llama.cpp keeps the first ones on the CPU; it counts the output projection as one more layer to offload
+    assert local > 0 and plan.gpu_layers == 30 - local + 1
+    assert plan.output_on_cpu  # CPU workers: the output projection runs here
     assert plan.label == "llama.cpp split across 2 workers and this CPU"
     assert plan.reasons[1] == f"layers 0-{local - 1} on this CPU (the workers cannot hold them)"
     assert plan.reasons[2] == f"layers {local}-{local + int(first) - 1} on the worker at {workers[0]}"
