@@ -55,10 +55,23 @@ class Round:
     answers: tuple[Answer, ...]
     worker_bytes: int = 0
     energy_j: float | None = None
+    stage_busy_s: tuple[float, ...] = ()  # per stage of the plan (see Stage): CPU seconds over its threads
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A process that computes part of each token: this machine's engine, or a worker's llama.cpp server. Its CPU
+    time over a round, divided by its threads, is how long it was computing; the stages' busy times added up and
+    divided by the round's time say how much they overlapped (1: one stage at a time, as one answer's layers run;
+    more: several computing at once)."""
+
+    name: str
+    pid: int
+    threads: int
 
 
 @dataclass
@@ -70,6 +83,7 @@ class Report:
     load_s: dict[str, float] = field(default_factory=dict)
     rounds: list[Round] = field(default_factory=list)
     energy: str = ""
+    stages: dict[str, list[str]] = field(default_factory=dict)  # each plan's stage names, in the order of the chain
 
 
 def run_pipeline_bench(args: argparse.Namespace) -> int:
@@ -77,9 +91,10 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
     from app.settings import load_settings
 
     users = sorted({int(c) for c in args.users.split(",")})
+    worker_pids: dict[str, int] = {}
     with (
         tempfile.TemporaryDirectory(prefix="hearth-bench-") as home,
-        _workers(args.workers, home, Path(home) / "workers.json") as endpoints,
+        _workers(args.workers, home, Path(home) / "workers.json", worker_pids) as endpoints,
         _workers(args.workers, home, Path(home) / "raw-workers.json") as raw_endpoints,
     ):
         common: dict[str, Any] = {"home": home, "model": {"context_length": 1024}}
@@ -113,13 +128,16 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
                 raw = _raw_split(model.path, raw_endpoints, split_plan, threads)
                 report.load_s[RAW] = time.perf_counter() - started
             params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
+            stages = {name: _stages(services[name].runtime, threads, worker_pids) for name in plans}
+            report.stages = {name: [stage.name for stage in chain] for name, chain in stages.items()}
             for name in plans:  # warm-up, not counted
                 _hearth_round(name, services[name].runtime, 1, GenerationParams(0.0, 8), endpoints)
             for index in range(args.runs):
                 for count in users:
                     for name in plans:
                         progress(f"round {index + 1} of {args.runs}: {name}, {count} at once")
-                        report.rounds.append(_hearth_round(name, services[name].runtime, count, params, endpoints))
+                        runtime = services[name].runtime
+                        report.rounds.append(_hearth_round(name, runtime, count, params, endpoints, stages[name]))
                 if raw is not None:
                     progress(f"round {index + 1} of {args.runs}: {RAW}, 1 at a time")
                     report.rounds.append(_raw_round(raw, args.max_tokens, raw_endpoints))
@@ -137,10 +155,22 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stages(runtime: Any, threads: int, worker_pids: dict[str, int]) -> list[Stage]:
+    """The processes computing a plan's tokens: the engine, then the workers its plan puts layers on."""
+    status = runtime.status
+    chain = [Stage("this machine", status.engine_pid, threads)] if status.engine_pid else []
+    plan = status.plan
+    for worker in plan.workers if plan is not None else ():
+        if worker in worker_pids:
+            chain.append(Stage(worker, worker_pids[worker], 1))
+    return chain
+
+
 @contextmanager
-def _workers(count: int, home: str, book: Path) -> Iterator[list[str]]:
+def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = None) -> Iterator[list[str]]:
     """``count`` workers started here on loopback (1 thread each, their caches in ``home``), paired into ``book``;
-    yields their llama.cpp RPC addresses."""
+    yields their llama.cpp RPC addresses. ``pids``, when given, receives each worker's process id by the address
+    mains pair with."""
     from app.commands_worker import free_port
     from app.services.workers import WorkerBook
 
@@ -164,6 +194,8 @@ def _workers(count: int, home: str, book: Path) -> Iterator[list[str]]:
                 raise RuntimeError(f"a worker did not start: {serving!r} {code_line!r}")
             address = serving.split(" on ", 1)[1].split(" ", 1)[0]
             paired.add(address, code_line.removeprefix("pairing code: ").strip())
+            if pids is not None:
+                pids[address] = process.pid
         yield [worker.facts.rpc for worker in paired.paired()]
     finally:
         for process in started:
@@ -256,15 +288,38 @@ def _nvml_energy_counters() -> list[Callable[[], int]]:
         return []
 
 
-def _measured(plan: str, users: int, workers: Sequence[str], work: Callable[[], list[Answer]]) -> Round:
-    io_before, energy_before = _worker_io(workers), _energy_j()
+def _measured(
+    plan: str, users: int, workers: Sequence[str], work: Callable[[], list[Answer]], stages: Sequence[Stage] = ()
+) -> Round:
+    io_before, energy_before, cpu_before = _worker_io(workers), _energy_j(), _cpu_seconds(stages)
     started = time.perf_counter()
     answers = work()
     wall = time.perf_counter() - started
+    cpu_after = _cpu_seconds(stages)
     energy_after = _energy_j()
     energy = energy_after - energy_before if energy_after is not None and energy_before is not None else None
     bytes_moved = _worker_io(workers) - io_before if plan != SINGLE else 0
-    return Round(plan, users, sum(a.tokens for a in answers), wall, tuple(answers), bytes_moved, energy)
+    busy = tuple(
+        (after - before) / max(stage.threads, 1)
+        for stage, before, after in zip(stages, cpu_before, cpu_after, strict=True)
+    )
+    return Round(plan, users, sum(a.tokens for a in answers), wall, tuple(answers), bytes_moved, energy, busy)
+
+
+def _cpu_seconds(stages: Sequence[Stage]) -> list[float]:
+    """Each stage's CPU time so far (user and system), its child processes' included: a `hearth worker` computes
+    in the llama.cpp server it started."""
+    import psutil
+
+    seconds = []
+    for stage in stages:
+        try:
+            process = psutil.Process(stage.pid)
+            times = [p.cpu_times() for p in (process, *process.children(recursive=True))]
+            seconds.append(sum(t.user + t.system for t in times))
+        except psutil.Error:
+            seconds.append(0.0)
+    return seconds
 
 
 def _timed(pieces: Iterator[str], requested: float) -> Answer:
@@ -275,7 +330,14 @@ def _timed(pieces: Iterator[str], requested: float) -> Answer:
     return Answer(stamps[0] - requested, len(stamps), between)
 
 
-def _hearth_round(plan: str, runtime: Any, users: int, params: GenerationParams, workers: Sequence[str]) -> Round:
+def _hearth_round(
+    plan: str,
+    runtime: Any,
+    users: int,
+    params: GenerationParams,
+    workers: Sequence[str],
+    stages: Sequence[Stage] = (),
+) -> Round:
     answers: list[Answer | None] = [None] * users
     errors: list[BaseException] = []
     go = threading.Barrier(users + 1)
@@ -303,7 +365,7 @@ def _hearth_round(plan: str, runtime: Any, users: int, params: GenerationParams,
             raise errors[0]
         return [a for a in answers if a is not None]
 
-    return _measured(plan, users, workers if plan != SINGLE else (), work)
+    return _measured(plan, users, workers if plan != SINGLE else (), work, stages)
 
 
 def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) -> Any:
@@ -392,6 +454,7 @@ def summarise(report: Report, users: Sequence[int]) -> dict[str, Any]:
                     "joules_per_token": sum(e for e in energies if e is not None) / tokens
                     if tokens and all(e is not None for e in energies)
                     else None,
+                    **_stage_shares(these, report.stages.get(plan, [])),
                 }
             )
     single_one = [r.tokens_per_s for r in rounds(SINGLE, 1)]
@@ -408,6 +471,18 @@ def summarise(report: Report, users: Sequence[int]) -> dict[str, Any]:
         "split_vs_one_process": spread(paired_ratios(split_one, single_one)).as_dict() if single_one else None,
         "split_vs_llama_cpp_rpc": spread(paired_ratios(split_one, raw_one)).as_dict() if raw_one else None,
     }
+
+
+def _stage_shares(rounds: Sequence[Round], names: Sequence[str]) -> dict[str, Any]:
+    """Each stage's busy time as a share of the round (median over rounds), and their sum: how much the stages
+    computed at the same time (1.0: one after another)."""
+    measured = [r for r in rounds if len(r.stage_busy_s) == len(names) and names and r.wall_s > 0]
+    if not measured:
+        return {}
+    shares = {
+        name: statistics.median(r.stage_busy_s[index] / r.wall_s for r in measured) for index, name in enumerate(names)
+    }
+    return {"stage_busy": shares, "stages_at_once": statistics.median(sum(r.stage_busy_s) / r.wall_s for r in measured)}
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -433,6 +508,12 @@ def print_summary(summary: dict[str, Any]) -> None:
                 f"{words}, 1 user, per round: median {value['median']:.2f} "
                 f"(min {value['low']:.2f}, max {value['high']:.2f}, {value['runs']} rounds)\n"
             )
+    busy = [row for row in summary["rows"] if row.get("stage_busy")]
+    if busy:
+        out.write("busy share of each round, by stage (CPU time over threads; their sum 1.0 = one at a time):\n")
+        for row in busy:
+            stages = ", ".join(f"{name} {share:.2f}" for name, share in row["stage_busy"].items())
+            out.write(f"  {row['plan']}, {row['users']} at once: {stages}; together {row['stages_at_once']:.2f}\n")
     out.write(f"energy: {summary['energy']}\n")
     out.flush()
 

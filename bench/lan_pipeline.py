@@ -281,7 +281,7 @@ def main() -> int:
 
     from app.services.workers import WorkerBook
     from app.settings import load_settings
-    from backends.pipeline_cost import LinkFacts, network_ms_per_token
+    from backends.pipeline_cost import LinkFacts, network_ms_per_token, output_here
     from models.gguf import read_model_info
 
     no_netem = netem_available()
@@ -313,7 +313,9 @@ def main() -> int:
                 rates, text = decode_rates(split, args.rounds, args.max_tokens)
                 book.remove(paired.address)
             facts = LinkFacts(paired.round_trip_ms, paired.bandwidth_bytes_per_s)
-            predicted = network_ms_per_token((facts,), info.vocab_size or 0, info.embedding_length or 0)
+            # as the planner counts it: a CPU worker's logits do not come back (the output projection runs here)
+            logits_back = not output_here([paired.facts.device])
+            predicted = network_ms_per_token((facts,), info.vocab_size or 0, info.embedding_length or 0, logits_back)
             results.append(
                 Result(
                     link.name,

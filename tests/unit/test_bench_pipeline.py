@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.bench_pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise, tcp_bytes
 
 SS = (
@@ -44,3 +46,20 @@ def test_rows_ratios_and_bytes_per_token() -> None:
     ratio = summary["split_vs_one_process"]
     assert ratio["runs"] == 2 and ratio["low"] == 0.5 and ratio["high"] == 0.625
     assert summary["split_vs_llama_cpp_rpc"]["median"] == (1.25 + 1.25) / 2
+
+
+def test_each_stages_busy_share_and_how_many_computed_at_once() -> None:
+    import dataclasses
+
+    report = Report("m", ["127.0.0.1:1"], 2, 64, stages={SPLIT: ["this machine", "127.0.0.1:1"]})
+    # one stage after the other: the engine busy 0.2 s and the worker 0.7 s of a 1 s round, then 0.4 s of a 2 s one
+    report.rounds = [
+        dataclasses.replace(_round(SPLIT, 1, 64, 1.0, 0.02), stage_busy_s=(0.2, 0.7)),
+        dataclasses.replace(_round(SPLIT, 1, 64, 2.0, 0.02), stage_busy_s=(0.4, 1.4)),
+        _round(SINGLE, 1, 64, 1.0, 0.01),  # no stages measured: no share
+        _round(SINGLE, 1, 64, 1.0, 0.01),
+    ]
+    rows = {row["plan"]: row for row in summarise(report, [1])["rows"]}
+    assert rows[SPLIT]["stage_busy"] == {"this machine": 0.2, "127.0.0.1:1": 0.7}
+    assert rows[SPLIT]["stages_at_once"] == pytest.approx(0.9)
+    assert "stage_busy" not in rows[SINGLE]
