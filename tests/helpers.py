@@ -33,6 +33,18 @@ def run_hearth(home: Path, *args: str, timeout: float = 300) -> subprocess.Compl
     )
 
 
+def start_worker(home: Path, port: int, *flags: str) -> subprocess.Popen[str]:
+    """``hearth worker --port PORT FLAGS`` on loopback with ``home`` as its data folder, as on another machine: what it
+    prints (where it serves, its pairing code) can be read from its stdout; its servers' log lines are dropped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", "worker", "--port", str(port), *flags],
+        env={**os.environ, "HEARTH_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def require(available: bool, component: str, remedy: str) -> None:
     """Skip when a real component is missing on a developer machine; fail in CI, where it must be there."""
     if available:

@@ -5,9 +5,7 @@ the reason, and Remove forgets it."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import RunningApp, free_port
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
 from tests.e2e.test_hardware_page import choose
+from tests.helpers import start_worker
 
 pytestmark = pytest.mark.e2e
 
@@ -28,13 +27,7 @@ SPLIT = "Split across the paired workers (llama.cpp RPC)"
 def worker(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """A worker with a data folder of its own, as on another machine: its address and its process."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "worker", "--port", str(port), "--threads", "1"],
-        env={**os.environ, "HEARTH_HOME": str(tmp_path / "worker-home")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    process = start_worker(tmp_path / "worker-home", port, "--threads", "1")
     try:
         yield f"127.0.0.1:{port}", process
     finally:

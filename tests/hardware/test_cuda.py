@@ -69,21 +69,11 @@ def test_a_worker_serving_its_gpu_holds_the_layers_and_the_main_answers_through_
 ) -> None:
     """`hearth worker --device cuda:0` on loopback, paired, and `--backend pipeline`: the layers on the worker's
     GPU (the plan names it and gives no "slower than this machine alone", which is for CPU workers)."""
-    import os
-    import subprocess
-    import sys
-
     from tests.e2e.conftest import free_port
-    from tests.helpers import run_hearth
+    from tests.helpers import run_hearth, start_worker
 
     port = free_port()
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "app", "worker", "--port", str(port), "--device", "cuda:0"],
-        env={**os.environ, "HEARTH_HOME": str(isolated_home / "worker")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    worker = start_worker(isolated_home / "worker", port, "--device", "cuda:0")
     try:
         assert worker.stdout is not None
         serving = worker.stdout.readline()

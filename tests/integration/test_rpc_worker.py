@@ -20,7 +20,7 @@ import pytest
 
 from backends.rpc import parse_endpoint
 from tests.e2e.conftest import free_port
-from tests.helpers import run_hearth
+from tests.helpers import run_hearth, start_worker
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +56,7 @@ def _generate(model: Path, *workers: str) -> str:
 
 
 def _start_worker(home: Path, port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "app", "worker", "--port", str(port), "--threads", "1"],
-        env={**os.environ, "HEARTH_HOME": str(home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,  # the RPC server's per-tensor lines
-        text=True,
-    )
+    return start_worker(home, port, "--threads", "1")
 
 
 def _pairing_code(process: subprocess.Popen[str], address: str) -> str:
