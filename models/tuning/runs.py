@@ -160,7 +160,11 @@ class RunFolder:
             return False
 
     def view(self) -> RunView:
-        return fold_events(list(self.events()), self.trainer_alive())
+        # Whether the trainer lives first, then its events: a trainer writes its last event before it ends, so events
+        # read after it was seen ended hold that event. Read the other way round, a run that finished between the two
+        # reads looked interrupted (seen once in the suite).
+        alive = self.trainer_alive()
+        return fold_events(list(self.events()), alive)
 
 
 def fold_events(events: list[dict[str, Any]], alive: bool) -> RunView:
