@@ -15,7 +15,6 @@ the direct llama.cpp client gets workers of its own. Progress goes to stderr; th
 from __future__ import annotations
 
 import argparse
-import ctypes
 import functools
 import json
 import os
@@ -371,8 +370,6 @@ def _hearth_round(
 def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) -> Any:
     """llama-cpp-python's own ``Llama`` on llama.cpp's RPC client, placing the weights as ``plan`` does: the same
     layer split and offload count, and the output projection on this CPU when the plan keeps it here."""
-    import llama_cpp.llama_cpp as bindings
-
     from backends.llamacpp import route_llama_logs
     from backends.llamacpp_buffers import open_llama
     from backends.llamacpp_native import FLASH_ATTENTION
@@ -380,29 +377,17 @@ def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) ->
 
     attach_workers(tuple(parse_endpoint(e) for e in endpoints))
     route_llama_logs()
-    overrides = output_on_cpu_overrides() if plan.output_on_cpu else None
-    original = bindings.llama_model_default_params
-
-    def with_overrides() -> Any:
-        params = original()
-        if overrides is not None:
-            params.tensor_buft_overrides = ctypes.cast(overrides, ctypes.c_void_p)
-        return params
-
-    bindings.llama_model_default_params = with_overrides  # the class asks it for its starting parameters
-    try:
-        llm = open_llama(
-            model_path=str(path),
-            n_ctx=1024,
-            n_threads=threads,
-            n_threads_batch=threads,
-            n_gpu_layers=plan.gpu_layers,
-            tensor_split=list(plan.tensor_split),
-            flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
-            verbose=True,
-        )
-    finally:
-        bindings.llama_model_default_params = original
+    llm = open_llama(
+        tensor_overrides=output_on_cpu_overrides() if plan.output_on_cpu else None,
+        model_path=str(path),
+        n_ctx=1024,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_gpu_layers=plan.gpu_layers,
+        tensor_split=list(plan.tensor_split),
+        flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
+        verbose=True,
+    )
     llm.verbose = False
     return llm
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,10 +63,13 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
         _wait_listening(rpc, child)
         code = new_code()
         tokens_file = data_dir / "worker-paired.json"
-        gpu = _nvml_gpu(served) if served.gpu else None
-        free_memory = _free_memory if gpu is None else functools.partial(_free_gpu_memory, gpu.index)
-        speed = (gpu.memory_bytes_per_s if gpu is not None else 0.0) if served.gpu else _read_speed(threads)
-        label = served.label if served.gpu else _device_name()
+        free_memory: Callable[[], int] = _free_memory
+        if served.gpu:  # NVML's figures; without them (no driver library) mains count it as not measured
+            gpu = _nvml_gpu(served)
+            free_memory = functools.partial(_free_gpu_memory, gpu.index) if gpu else _not_measured
+            speed, label = (gpu.memory_bytes_per_s if gpu else 0.0), served.label
+        else:
+            speed, label = _read_speed(threads), _device_name()
         facts = WorkerFacts(str(rpc), label, free_memory(), threads, *local_versions(), speed)
         state = WorkerState(code, identity.fingerprint, facts, load_tokens(tokens_file))
         control = ControlServer(host, port, state, identity, tokens_file, _announce_code, free_memory)
@@ -132,10 +136,15 @@ def _nvml_gpu(served: ServableDevice) -> GpuDevice | None:
 
     gpus = nvidia_gpus()
     named = [g for g in gpus if g.name == served.description]
-    index = int(served.name.removeprefix("CUDA") or 0) if served.name.removeprefix("CUDA").isdigit() else 0
+    number = served.name.removeprefix("CUDA")
+    index = int(number) if number.isdigit() else 0
     if named:
         return named[min(index, len(named) - 1)]
     return gpus[index] if index < len(gpus) else None
+
+
+def _not_measured() -> int:
+    return 0
 
 
 def _free_gpu_memory(index: int) -> int:

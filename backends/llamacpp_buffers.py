@@ -47,28 +47,37 @@ def apply(model_params: Any) -> Any:
 
 
 @contextlib.contextmanager
-def for_llama_class() -> Iterator[None]:
-    """While inside, ``llama_cpp.Llama(...)`` loads with the same buffer rule (the class takes no such argument; it
-    asks ``llama_model_default_params`` for its starting parameters, so that is wrapped for the duration)."""
-    if this_cpu_allows_extra_buffers():
+def for_llama_class(tensor_overrides: Any = None) -> Iterator[None]:
+    """While inside, ``llama_cpp.Llama(...)`` loads with the same buffer rule, and with ``tensor_overrides`` (a
+    ctypes array of llama.cpp's tensor buffer overrides) when given: the class takes no such arguments; it asks
+    ``llama_model_default_params`` for its starting parameters, so that is wrapped for the duration."""
+    if this_cpu_allows_extra_buffers() and tensor_overrides is None:
         yield
         return
+    import ctypes
     import importlib
 
     # The module the class calls it through (``llama_cpp.llama`` imports ``llama_cpp.llama_cpp as llama_cpp``).
     bindings: Any = importlib.import_module("llama_cpp.llama_cpp")
+
+    def starting_params() -> Any:
+        params = apply(original())
+        if tensor_overrides is not None:
+            params.tensor_buft_overrides = ctypes.cast(tensor_overrides, ctypes.c_void_p)
+        return params
+
     with _patching:
         original = bindings.llama_model_default_params
-        bindings.llama_model_default_params = lambda: apply(original())
+        bindings.llama_model_default_params = starting_params
         try:
             yield
         finally:
             bindings.llama_model_default_params = original
 
 
-def open_llama(**kwargs: Any) -> Any:
-    """``llama_cpp.Llama(**kwargs)`` under the buffer rule."""
+def open_llama(tensor_overrides: Any = None, **kwargs: Any) -> Any:
+    """``llama_cpp.Llama(**kwargs)`` under the buffer rule, with ``tensor_overrides`` when given."""
     from llama_cpp import Llama
 
-    with for_llama_class():
+    with for_llama_class(tensor_overrides):
         return Llama(**kwargs)

@@ -145,13 +145,19 @@ def usable_bytes(available_bytes: int, headroom_bytes: int = HEADROOM_BYTES) -> 
 
 
 def layers_that_fit(
-    model: ModelInfo, context_length: int, free_bytes: int, first_layer: int = 0, slots: int = 1, kv_width: float = F16
+    model: ModelInfo,
+    context_length: int,
+    free_bytes: int,
+    first_layer: int = 0,
+    slots: int = 1,
+    kv_width: float = F16,
+    with_output: bool = False,
 ) -> int:
     """How many consecutive layers from ``first_layer`` fit in ``free_bytes`` with their KV cache (for each of
-    ``slots`` answers) and a compute buffer (the output projection is left out: callers add it when every
-    layer fits)."""
+    ``slots`` answers) and a compute buffer; ``with_output``: beside the output projection, which llama.cpp puts on
+    the device holding the last offloaded layers (see :func:`estimate_offload`)."""
     layers = _layer_sizes(model)
-    room = free_bytes - compute_buffer_bytes(model, context_length)
+    room = free_bytes - compute_buffer_bytes(model, context_length) - (model.output_bytes if with_output else 0)
     kv_layer = kv_bytes_per_layer(model, context_length, kv_width) * slots
     count = 0
     for size in layers[first_layer:]:

@@ -66,12 +66,18 @@ def pipeline_plan(
     # The output projection goes with the last layers (llama.cpp offloads it first), to the last worker, unless that
     # is a CPU: then it stays here, and only the hidden state crosses the network per token, not the logits.
     keep_output = output_here([links[-1].device])
-    room = [usable_bytes(link.free_bytes) for link in links]
-    if not keep_output:
-        room[-1] = max(room[-1] - model.output_bytes, 0)
     capacities = tuple(
-        layers_that_fit(model, context_length, free, slots=slots, kv_width=kv_width) if link.free_bytes else blocks
-        for link, free in zip(links, room, strict=True)
+        layers_that_fit(
+            model,
+            context_length,
+            usable_bytes(link.free_bytes),
+            slots=slots,
+            kv_width=kv_width,
+            with_output=not keep_output and index == len(links) - 1,
+        )
+        if link.free_bytes
+        else blocks
+        for index, link in enumerate(links)
     )
     speeds = worker_speeds(links)
     if not any(capacities):

@@ -123,23 +123,27 @@ def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL]:
 def servable_devices(memory: bool = True) -> tuple[ServableDevice, ...]:
     """The devices this process's llama.cpp has (the CPU, and each GPU it was built for), with their memory now
     (``memory=False``: without; asking a CUDA device's memory sets up a CUDA context in this process)."""
+    return tuple(device for _, device in _devices(memory))
+
+
+def _devices(memory: bool) -> list[tuple[int, ServableDevice]]:
+    """Each of llama.cpp's devices: its handle, and what it is."""
     ggml, _ = _libraries()
     found = []
     for index in range(ggml.ggml_backend_dev_count()):
-        device = ggml.ggml_backend_dev_get(index)
+        handle = ggml.ggml_backend_dev_get(index)
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
         if memory:
-            ggml.ggml_backend_dev_memory(device, ctypes.byref(free), ctypes.byref(total))
-        found.append(
-            ServableDevice(
-                name=(ggml.ggml_backend_dev_name(device) or b"?").decode(errors="replace"),
-                description=(ggml.ggml_backend_dev_description(device) or b"").decode(errors="replace").strip(),
-                kind=int(ggml.ggml_backend_dev_type(device)),
-                free_bytes=int(free.value),
-                total_bytes=int(total.value),
-            )
+            ggml.ggml_backend_dev_memory(handle, ctypes.byref(free), ctypes.byref(total))
+        device = ServableDevice(
+            name=(ggml.ggml_backend_dev_name(handle) or b"?").decode(errors="replace"),
+            description=(ggml.ggml_backend_dev_description(handle) or b"").decode(errors="replace").strip(),
+            kind=int(ggml.ggml_backend_dev_type(handle)),
+            free_bytes=int(free.value),
+            total_bytes=int(total.value),
         )
-    return tuple(found)
+        found.append((handle, device))
+    return found
 
 
 def serve(endpoint: Endpoint, cache_dir: Path, threads: int, device: str = "cpu") -> None:
@@ -151,15 +155,11 @@ def serve(endpoint: Endpoint, cache_dir: Path, threads: int, device: str = "cpu"
             f"ggml's RPC has no authentication or encryption; Hearth does not expose it on {endpoint.host}.",
             "Serve on 127.0.0.1 (the default).",
         )
-    ggml, rpc = _libraries()
-    name = pick_device(device, servable_devices(memory=False)).name
-    handle = next(
-        handle
-        for handle in (ggml.ggml_backend_dev_get(i) for i in range(ggml.ggml_backend_dev_count()))
-        if (ggml.ggml_backend_dev_name(handle) or b"").decode(errors="replace") == name
-    )
+    _, rpc = _libraries()
+    handles = {device: handle for handle, device in _devices(memory=False)}
+    chosen = pick_device(device, tuple(handles))
     cache_dir.mkdir(parents=True, exist_ok=True)
-    devices = (ctypes.c_void_p * 1)(handle)
+    devices = (ctypes.c_void_p * 1)(handles[chosen])
     rpc.ggml_backend_rpc_start_server(str(endpoint).encode(), str(cache_dir).encode(), max(threads, 1), 1, devices)
 
 

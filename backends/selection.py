@@ -486,8 +486,10 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
         for g in ordered
     ]
     # The last GPU also holds the output projection; count that against it.
-    last_room = usable_bytes(ordered[-1].free_bytes, GPU_HEADROOM_BYTES) - model.output_bytes
-    capacities[-1] = layers_that_fit(model, ctx.context, max(last_room, 0), slots=ctx.slots, kv_width=ctx.kv_width)
+    last_room = usable_bytes(ordered[-1].free_bytes, GPU_HEADROOM_BYTES)
+    capacities[-1] = layers_that_fit(
+        model, ctx.context, last_room, slots=ctx.slots, kv_width=ctx.kv_width, with_output=True
+    )
     if sum(capacities) < blocks:
         return None
     counts = split_layers(blocks, tuple(capacities))
@@ -514,8 +516,8 @@ def _gpu_split(ctx: _Context, gpus: Sequence[GpuDevice]) -> _Option | None:
 def _gpu_partial(ctx: _Context, gpu: GpuDevice) -> _Option | None:
     model, blocks = ctx.model, ctx.model.block_count
     # the output projection goes to the GPU with the layers (llama.cpp offloads it first): count it there
-    room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES) - model.output_bytes
-    layers = layers_that_fit(model, ctx.context, max(room, 0), slots=ctx.slots, kv_width=ctx.kv_width)
+    room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
+    layers = layers_that_fit(model, ctx.context, room, slots=ctx.slots, kv_width=ctx.kv_width, with_output=True)
     if layers == 0:
         ctx.not_used.append(f"{_gpu_label(gpu)}: not even one layer fits")
         ctx.note(NVIDIA, ctx.not_used[-1])
@@ -546,8 +548,8 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
     need = offload.gpus[0].total_bytes
     room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
     if need > room:
-        with_output = max(room - model.output_bytes, 0)  # the output projection goes with the layers
-        most = layers_that_fit(model, ctx.context, with_output, slots=ctx.slots, kv_width=ctx.kv_width)
+        # the output projection goes with the layers
+        most = layers_that_fit(model, ctx.context, room, slots=ctx.slots, kv_width=ctx.kv_width, with_output=True)
         failure = DoesNotFit(
             f"{layers} layers of {model.display_name} need about {format_bytes(need)} on {gpu.name}, which has "
             f"{format_bytes(gpu.free_bytes)} free.",
