@@ -2,9 +2,11 @@
 llama.cpp's own RPC client driven directly with the same split, in the same run.
 
 For each plan and each number of users at once (1, 2, 4, 8 by default): aggregate tokens/s, latency per token per
-user (p50/p95 of each answer's time between tokens), time to the first token, and the bytes the workers read and
-wrote per generated token (their processes' I/O counters). Load time once per plan. Energy per token where the
-machine exposes it (Intel RAPL under /sys/class/powercap); otherwise the report says it cannot measure energy here.
+user (p50/p95 of each answer's time between tokens), time to the first token, and the bytes that crossed the
+workers' ports per generated token (the kernel's TCP counters; the direct client reaches the workers' private Unix
+sockets, which keep no such counters, so its bytes are not measured). Load time once per plan. Energy per token
+where the machine exposes it (Intel RAPL under /sys/class/powercap); otherwise the report says it cannot measure
+energy here.
 
 Rounds interleave the plans so drift on a shared machine hits them alike; the workers are started here on loopback
 (1 thread each) and paired with the benchmark's own data folder. A ggml RPC server serves one client at a time, so
@@ -93,9 +95,11 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
     worker_pids: dict[str, int] = {}
     with (
         tempfile.TemporaryDirectory(prefix="hearth-bench-") as home,
-        _workers(args.workers, home, Path(home) / "workers.json", worker_pids) as endpoints,
-        _workers(args.workers, home, Path(home) / "raw-workers.json") as raw_endpoints,
+        _workers(args.workers, home, Path(home) / "workers.json", worker_pids) as paired,
+        _workers(args.workers, home, Path(home) / "raw-workers.json") as raw_paired,
     ):
+        endpoints = [address for address, _ in paired]  # their control ports: what crosses the network
+        raw_endpoints = [rpc for _, rpc in raw_paired]  # their llama.cpp servers' sockets, reached directly
         common: dict[str, Any] = {"home": home, "model": {"context_length": 1024}}
         if args.model:
             common["model"]["path"] = str(args.model)
@@ -139,7 +143,7 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
                         report.rounds.append(_hearth_round(name, runtime, count, params, endpoints, stages[name]))
                 if raw is not None:
                     progress(f"round {index + 1} of {args.runs}: {RAW}, 1 at a time")
-                    report.rounds.append(_raw_round(raw, args.max_tokens, raw_endpoints))
+                    report.rounds.append(_raw_round(raw, args.max_tokens))
             if raw is not None:
                 raw.close()
         finally:
@@ -166,10 +170,10 @@ def _stages(runtime: Any, threads: int, worker_pids: dict[str, int]) -> list[Sta
 
 
 @contextmanager
-def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = None) -> Iterator[list[str]]:
+def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = None) -> Iterator[list[tuple[str, str]]]:
     """``count`` workers started here on loopback (1 thread each, their caches in ``home``), paired into ``book``;
-    yields their llama.cpp RPC addresses. ``pids``, when given, receives each worker's process id by the address
-    mains pair with."""
+    yields each one's control address and its llama.cpp server's socket (``unix:PATH``, this account's alone).
+    ``pids``, when given, receives each worker's process id by the address mains pair with."""
     from app.commands_worker import free_port
     from app.services.workers import WorkerBook
 
@@ -195,7 +199,7 @@ def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = No
             paired.add(address, code_line.removeprefix("pairing code: ").strip())
             if pids is not None:
                 pids[address] = process.pid
-        yield [worker.facts.rpc for worker in paired.paired()]
+        yield [(worker.address, worker.facts.rpc) for worker in paired.paired()]
     finally:
         for process in started:
             process.terminate()
@@ -203,8 +207,9 @@ def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = No
 
 
 def _worker_io(endpoints: Sequence[str]) -> int:
-    """Bytes the workers have sent and received so far on their open connections (the kernel's TCP counters, read
-    with iproute2's ``ss``; RPC traffic goes through send/recv, which per-process I/O counters do not see)."""
+    """Bytes the workers have sent and received so far on the open connections of their control ports, which
+    carry the RPC traffic through the links (the kernel's TCP counters, read with iproute2's ``ss``; RPC traffic
+    goes through send/recv, which per-process I/O counters do not see)."""
     ports = {endpoint.rsplit(":", 1)[1] for endpoint in endpoints}
     if not ports:
         return 0
@@ -373,9 +378,10 @@ def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) ->
     from backends.llamacpp import route_llama_logs
     from backends.llamacpp_buffers import open_llama
     from backends.llamacpp_native import FLASH_ATTENTION
-    from backends.rpc import attach_workers, output_on_cpu_overrides, parse_endpoint
+    from backends.local_socket import parse_local
+    from backends.rpc import attach_workers, output_on_cpu_overrides
 
-    attach_workers(tuple(parse_endpoint(e) for e in endpoints))
+    attach_workers(tuple(where for e in endpoints if (where := parse_local(e)) is not None))
     route_llama_logs()
     llm = open_llama(
         tensor_overrides=output_on_cpu_overrides() if plan.output_on_cpu else None,
@@ -392,7 +398,7 @@ def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) ->
     return llm
 
 
-def _raw_round(raw: Any, max_tokens: int, workers: Sequence[str]) -> Round:
+def _raw_round(raw: Any, max_tokens: int) -> Round:
     def work() -> list[Answer]:
         requested = time.perf_counter()
         stream = raw.create_chat_completion(
@@ -404,7 +410,7 @@ def _raw_round(raw: Any, max_tokens: int, workers: Sequence[str]) -> Round:
         )
         return [_timed((c["choices"][0]["delta"].get("content") or "" for c in stream), requested)]
 
-    return _measured(RAW, 1, workers, work)
+    return _measured(RAW, 1, (), work)  # its sockets keep no byte counters
 
 
 def _percentile(values: Sequence[float], share: float) -> float:
@@ -481,9 +487,10 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.write(head + "\n")
     for row in summary["rows"]:
         joules = f"{row['joules_per_token']:.3f}" if row["joules_per_token"] is not None else "-"
+        moved = f"{row['bytes_per_token']:.0f}" if row["plan"] != RAW else "-"  # its sockets keep no counters
         out.write(
             f"{row['plan']:<32}{row['users']:>6}{row['aggregate_tokens_per_s']:>9.1f}{row['ms_per_token_p50']:>12.1f}"
-            f"{row['ms_per_token_p95']:>8.1f}{row['first_token_ms_p50']:>9.0f}{row['bytes_per_token']:>10.0f}"
+            f"{row['ms_per_token_p95']:>8.1f}{row['first_token_ms_p50']:>9.0f}{moved:>10}"
             f"{joules:>8}\n"
         )
     for key, words in (("split_vs_one_process", "split / one process"), ("split_vs_llama_cpp_rpc", "split / raw RPC")):

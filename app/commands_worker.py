@@ -1,7 +1,7 @@
 """``hearth worker``: this machine's CPU (or one of its NVIDIA GPUs) served to llama.cpp over its RPC protocol, for
 a Hearth that splits a model's layers across machines. llama.cpp's RPC server (no authentication, no encryption)
-listens on this machine's loopback only; mains reach it through the worker's port, a TLS link only paired mains may
-use."""
+listens on a Unix socket in a folder only this account may enter, never on a TCP port; mains reach it through the
+worker's port, a TLS link only paired mains may use, whose server hands their connections to that socket."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +21,11 @@ from typing import TYPE_CHECKING
 from app.errors import HearthError
 from app.terminal_text import for_terminal
 from app.wording import plural
-from backends.rpc import Endpoint, reachable
+from backends.local_socket import LocalSocket
+from backends.rpc import Endpoint
 
 if TYPE_CHECKING:
+    from app.worker_control import ControlServer
     from backends.hardware import GpuDevice
     from backends.worker_device import ServableDevice
 
@@ -32,10 +35,11 @@ LISTEN_WAIT_S = 30.0
 
 def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device: str = "cpu") -> int:
     """Serve ``device`` (cpu or cuda:N) on ``host:port`` (the control port mains pair with) and llama.cpp's RPC on a
-    loopback port of its own, printing the pairing code on a line of its own."""
+    private Unix socket of its own, printing the pairing code on a line of its own."""
     from app.commands import ensure_port_free, exit_on_terminate
     from app.services.workers import local_versions
     from app.worker_control import ControlServer, load_tokens
+    from backends.local_socket import SOCKET_NAME, private_folder, remove_folder
     from backends.pairing import WorkerFacts, WorkerState, new_code
     from backends.rpc import servable_devices
     from backends.secure_link import load_or_create_identity
@@ -46,7 +50,8 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
     ensure_port_free(host, port)
     identity = load_or_create_identity(data_dir / "worker-identity")
     threads = threads or max((os.cpu_count() or 2) // 2, 1)
-    rpc = Endpoint("127.0.0.1", free_port())
+    sockets = private_folder("hearth-worker-")
+    rpc = LocalSocket(sockets / SOCKET_NAME)
     cache_dir = data_dir / "cache" / "worker-tensors"
     child = subprocess.Popen(
         [
@@ -72,12 +77,14 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
             speed, label = _read_speed(threads), _device_name()
         facts = WorkerFacts(str(rpc), label, free_memory(), threads, *local_versions(), speed)
         state = WorkerState(code, identity.fingerprint, facts, load_tokens(tokens_file))
-        control = ControlServer(host, port, state, identity, tokens_file, _announce_code, free_memory)
+        control = ControlServer(host, port, state, identity, tokens_file, _announce_code, free_memory, _announce_pause)
+        _new_codes_on_enter(control)
         what = f"{served.name} ({served.description})" if served.gpu else f"CPU ({plural(threads, 'thread')})"
         print(f"Hearth worker: serving this machine's {what} on {endpoint} (Ctrl+C to stop).", flush=True)
         print(f"pairing code: {code}", flush=True)
         print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
         print(f"  Certificate fingerprint: {identity.fingerprint[:16]}… (mains pin it when they pair).", flush=True)
+        print("  Press Enter here for a new code at any time.", flush=True)
         print(f"  {_speed_line(served.gpu, speed)}", flush=True)
         if not endpoint.loopback:
             print(
@@ -106,11 +113,31 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
             if child.poll() is None:
                 child.kill()
                 child.wait()
+        remove_folder(sockets)
 
 
 def _announce_code(code: str) -> None:
     print("The last code is used up (a main paired with it, or gave a wrong one); the next main needs this one:")
     print(f"pairing code: {code}", flush=True)
+
+
+def _announce_pause() -> None:
+    print(
+        "Pairing is paused: several wrong pairing codes came in (mains that give one wait a while before they may "
+        "try again). Press Enter here for a new code.",
+        flush=True,
+    )
+
+
+def _new_codes_on_enter(control: ControlServer) -> None:
+    """Each line typed in the worker's terminal (Enter) draws a new code, ending a pause."""
+
+    def read() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for _ in sys.stdin:
+                print(f"pairing code: {control.renew_code()}", flush=True)
+
+    threading.Thread(target=read, name="worker-new-code", daemon=True).start()
 
 
 def free_port() -> int:
@@ -173,15 +200,18 @@ def _free_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def _wait_listening(endpoint: Endpoint, child: subprocess.Popen[bytes]) -> None:
+def _wait_listening(where: LocalSocket, child: subprocess.Popen[bytes]) -> None:
+    from backends.local_socket import connect
+
     deadline = time.monotonic() + LISTEN_WAIT_S
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise HearthError(
-                f"The worker's server could not start on {endpoint} (status {child.returncode}).",
-                "Check that this llama.cpp build has RPC (`hearth doctor` says) and that the port is free.",
+                f"The worker's server could not start (status {child.returncode}).",
+                "Check that this llama.cpp build has RPC (`hearth doctor` says); `hearth -v worker` says more.",
             )
-        if reachable(endpoint):
+        with contextlib.suppress(OSError):
+            connect(where, 1.0).close()
             return
         time.sleep(0.1)
-    raise HearthError(f"The worker's server did not listen on {endpoint} within 30 s.", "Start it again.")
+    raise HearthError("The worker's server did not start within 30 s.", "Start it again.")

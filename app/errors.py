@@ -105,11 +105,13 @@ class EngineStopped(HearthError):
 
 class WorkersStopped(EngineStopped):
     """The engine ended because workers holding a model's layers stopped answering (llama.cpp aborts then);
-    ``workers`` names them (their control addresses), so the model can be planned again without them."""
+    ``workers`` names them (their control addresses), so the model can be planned again without them. ``held_up``:
+    they answered pings but not llama.cpp (their server was held by another connection)."""
 
-    def __init__(self, message: str, remedy: str, workers: tuple[str, ...]) -> None:
+    def __init__(self, message: str, remedy: str, workers: tuple[str, ...], held_up: bool = False) -> None:
         super().__init__(message, remedy)
         self.workers = workers
+        self.held_up = held_up
 
 
 class Busy(HearthError):

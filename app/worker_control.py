@@ -1,7 +1,11 @@
 """The worker's control port and the main's client for it: TLS (``backends/secure_link.py``), then one JSON object
 per line each way (``backends/pairing.py`` has the messages); a paired main's ``rpc`` request turns its connection
-into llama.cpp's RPC stream to the worker's loopback. The worker keeps the tokens of the mains paired with it in its
-data folder (owner-only)."""
+into llama.cpp's RPC stream to the worker's server on its private Unix socket. The worker keeps the tokens of the
+mains paired with it in its data folder (owner-only).
+
+Before a connection shows a paired main's token it is a stranger's: at most :data:`MAX_STRANGERS` at once (more are
+closed on arrival), each cut :data:`STRANGER_S` after it arrived, however slowly it trickles (one watchdog thread for
+them all); a line that is not one flat JSON object gets a one-line refusal."""
 
 from __future__ import annotations
 
@@ -19,12 +23,16 @@ from typing import Any, BinaryIO
 
 from app.errors import HearthError
 from app.paths import write_private_text
-from backends.pairing import WorkerState
-from backends.rpc import parse_endpoint
+from app.peer_account import source_of
+from backends.local_socket import connect as connect_local
+from backends.local_socket import parse_local
+from backends.pairing import WorkerState, parse_request
 from backends.secure_link import Identity, LinkRefused, carry, connect, server_context
 
 MAX_LINE_BYTES = 4096
 CONTROL_TIMEOUT_S = 5.0
+MAX_STRANGERS = 32
+STRANGER_S = 10.0
 
 
 class WorkerUnavailable(HearthError):
@@ -45,8 +53,10 @@ class ControlServer:
         tokens_file: Path,
         announce: Callable[[str], None] = lambda code: None,
         free_memory: Callable[[], int] | None = None,
+        on_pause: Callable[[], None] = lambda: None,
     ) -> None:
         self._state = state
+        self._on_pause = on_pause
         self._free_memory = free_memory
         self._tokens_file = tokens_file
         self._announce = announce
@@ -58,13 +68,21 @@ class ControlServer:
             timeout = CONTROL_TIMEOUT_S
 
             def handle(self) -> None:
+                server = self.server
+                assert isinstance(server, _Server)
                 with contextlib.suppress(OSError, ValueError):
                     self.request.do_handshake()  # in this connection's thread, not the one accepting them
+                    source = source_of(self.client_address, self.request.getsockname())
                     while line := self.rfile.readline(MAX_LINE_BYTES + 1):
                         if len(line) > MAX_LINE_BYTES:
                             return
-                        request = json.loads(line)
-                        reply = outer.answer(request if isinstance(request, dict) else {})
+                        request = parse_request(line)
+                        if isinstance(request, str):
+                            self.wfile.write((json.dumps({"error": request, "remedy": _SAME_VERSION}) + "\n").encode())
+                            return
+                        reply = outer.answer(request, source)
+                        if outer._state.paired(request) and "error" not in reply:
+                            server.known(self.request)  # a paired main's: no longer a stranger's
                         if request.get("op") == "rpc" and reply.get("ok"):
                             outer.carry_rpc(self.request, str(request.get("token")), reply)
                             return
@@ -74,15 +92,16 @@ class ControlServer:
                             self.wfile.write((json.dumps({"received": received}) + "\n").encode())
 
         self._server = _Server((host, port), Handler, server_context(identity))
+        self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="worker-control", daemon=True)
         self._thread.start()
 
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, request: dict[str, Any], source: str = "") -> dict[str, Any]:
         with self._lock:
-            before, code = len(self._state.tokens), self._state.code
+            before, code, paused = len(self._state.tokens), self._state.code, self._state.paused
             if self._free_memory is not None and request.get("op") in ("info", "pair"):
                 self._state.facts = dataclasses.replace(self._state.facts, free_bytes=self._free_memory())
-            reply = self._state.answer(request)
+            reply = self._state.answer(request, source, time.monotonic())
             token = request.get("token")
             if request.get("op") == "info" and "facts" in reply:
                 reply["serving"] = any(self._serving.values())  # its free memory then excludes what a main loaded
@@ -96,18 +115,26 @@ class ControlServer:
                 self._serving[str(token)] = self._serving.get(str(token), 0) + 1
             if len(self._state.tokens) != before:
                 write_private_text(self._tokens_file, json.dumps(sorted(self._state.tokens)))
-            if self._state.code != code:
+            if self._state.paused and not paused:
+                self._on_pause()
+            elif self._state.code != code and self._state.code:
                 self._announce(self._state.code)
             return reply
 
+    def renew_code(self) -> str:
+        """A new code, at the owner's request (pairing resumes if it was paused)."""
+        with self._lock:
+            return self._state.renew_code()
+
     def carry_rpc(self, link: socket.socket, token: str, reply: dict[str, Any]) -> None:
         """Say yes, then carry llama.cpp's RPC stream between a paired main's link and the server on this machine's
-        loopback; the connection counts as serving that main until it ends, however it ends."""
+        private socket; the connection counts as serving that main until it ends, however it ends."""
         try:
             link.sendall((json.dumps(reply) + "\n").encode())
-            rpc = parse_endpoint(self._state.facts.rpc)
-            local = socket.create_connection((rpc.host, rpc.port), timeout=CONTROL_TIMEOUT_S)
-            local.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            rpc = parse_local(self._state.facts.rpc)
+            if rpc is None:
+                return
+            local = connect_local(rpc, CONTROL_TIMEOUT_S)
             carry(link, local)
         finally:
             with self._lock:
@@ -125,18 +152,52 @@ def _drain(reader: Any, size: int) -> int:
     return received
 
 
+_SAME_VERSION = "Use `hearth workers add` from the same Hearth version."
+
+
 class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True  # a restarted worker takes its port back at once
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler], tls: ssl.SSLContext):
         self._tls = tls
+        self._strangers: dict[socket.socket, float] = {}  # connections yet to show a token -> when they are cut
+        self._strangers_lock = threading.Lock()
         super().__init__(address, handler)
+        threading.Thread(target=self._watch, name="worker-control-watchdog", daemon=True).start()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         connection, address = super().get_request()
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self._tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
+        with self._strangers_lock:
+            if len(self._strangers) >= MAX_STRANGERS:
+                connection.close()
+                raise OSError("too many connections that have not shown a token")  # socketserver drops it
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            wrapped = self._tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
+            self._strangers[wrapped] = time.monotonic() + STRANGER_S
+        return wrapped, address
+
+    def known(self, connection: socket.socket) -> None:
+        with self._strangers_lock:
+            self._strangers.pop(connection, None)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.known(request)
+        super().shutdown_request(request)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.5)
+            now = time.monotonic()
+            with self._strangers_lock:
+                overdue = [c for c, deadline in self._strangers.items() if deadline <= now]
+                for connection in overdue:
+                    del self._strangers[connection]
+            for connection in overdue:
+                with contextlib.suppress(OSError):
+                    # the plain socket's shutdown: its thread's pending read ends at once (TLS's own would drop
+                    # its state under that thread's feet)
+                    socket.socket.shutdown(connection, socket.SHUT_RDWR)
 
 
 def load_tokens(path: Path) -> set[str]:

@@ -4,7 +4,9 @@ on other machines; an engine adds the workers' devices to its own and llama.cpp 
 Both sides go through the shared libraries llama-cpp-python ships, opened by their versioned names
 (``libggml.so.0``, ``libggml-rpc.so.0``): the unversioned names are other files to the loader, and a second copy of
 ggml keeps a device registry of its own that llama.cpp never reads. ggml's RPC has no authentication and no
-encryption: a worker listens on loopback only, and anything else is refused here.
+encryption, so Hearth never puts it on a TCP port, not even on loopback (which every account on the computer can
+reach): servers and clients meet on Unix sockets in owner-only folders (``backends/local_socket.py``), an endpoint
+llama.cpp takes as ``unix:PATH`` once built with Hearth's patch (``packaging/patches/``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from app.errors import HearthError
+from backends.local_socket import LocalSocket
 from backends.worker_device import DEVICE_CPU, ServableDevice, pick_device
 
 DEFAULT_PORT = 50052
@@ -120,6 +123,23 @@ def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL]:
     return ggml, rpc
 
 
+def unix_sockets_patched() -> bool:
+    """Whether this llama.cpp build takes ``unix:PATH`` endpoints (Hearth's patch, applied by ``make setup``)."""
+    _, rpc = _libraries()
+    return hasattr(rpc, "ggml_backend_rpc_unix_sockets")
+
+
+def _require_unix_sockets() -> ctypes.CDLL:
+    _, rpc = _libraries()
+    if not unix_sockets_patched():
+        raise RpcUnavailable(
+            "This llama.cpp build cannot use private sockets for its RPC, and Hearth will not open it to every "
+            "account on this computer.",
+            "Rebuild it with `make setup` (it applies Hearth's patch to llama.cpp).",
+        )
+    return rpc
+
+
 def servable_devices(memory: bool = True) -> tuple[ServableDevice, ...]:
     """The devices this process's llama.cpp has (the CPU, and each GPU it was built for), with their memory now
     (``memory=False``: without; asking a CUDA device's memory sets up a CUDA context in this process)."""
@@ -146,21 +166,17 @@ def _devices(memory: bool) -> list[tuple[int, ServableDevice]]:
     return found
 
 
-def serve(endpoint: Endpoint, cache_dir: Path, threads: int, device: str = "cpu") -> None:
+def serve(where: LocalSocket, cache_dir: Path, threads: int, device: str = "cpu") -> None:
     """Serve one of this machine's devices (``device`` as `hearth worker --device` spells it) to llama.cpp clients
-    on ``endpoint`` until the process ends (it does not return). ``cache_dir`` keeps the tensors clients sent, so
-    loading the same model again sends only their hashes."""
-    if not endpoint.loopback:
-        raise BadEndpoint(
-            f"ggml's RPC has no authentication or encryption; Hearth does not expose it on {endpoint.host}.",
-            "Serve on 127.0.0.1 (the default).",
-        )
-    _, rpc = _libraries()
+    on the Unix socket ``where`` (in a folder only this account may enter) until the process ends (it does not
+    return). ``cache_dir`` keeps the tensors clients sent, so loading the same model again sends only their
+    hashes."""
+    rpc = _require_unix_sockets()
     handles = {device: handle for handle, device in _devices(memory=False)}
     chosen = pick_device(device, tuple(handles))
     cache_dir.mkdir(parents=True, exist_ok=True)
     devices = (ctypes.c_void_p * 1)(handles[chosen])
-    rpc.ggml_backend_rpc_start_server(str(endpoint).encode(), str(cache_dir).encode(), max(threads, 1), 1, devices)
+    rpc.ggml_backend_rpc_start_server(str(where).encode(), str(cache_dir).encode(), max(threads, 1), 1, devices)
 
 
 class _TensorOverride(ctypes.Structure):
@@ -185,17 +201,18 @@ def output_on_cpu_overrides() -> ctypes.Array[_TensorOverride]:
     return (_TensorOverride * 2)(here, _TensorOverride(None, None))
 
 
-def attach_workers(endpoints: tuple[Endpoint, ...]) -> None:
-    """Add the workers' devices to this process's llama.cpp (once each): a model loaded with layers on GPUs
-    afterwards may place them on these devices, in this order. An unreachable worker is reported by llama.cpp when
-    the model loads."""
-    ggml, rpc = _libraries()
+def attach_workers(sockets: tuple[LocalSocket, ...]) -> None:
+    """Add the devices of the workers reached at ``sockets`` (each a relay's, or a worker's own on this machine) to
+    this process's llama.cpp (once each): a model loaded with layers on GPUs afterwards may place them on these
+    devices, in this order."""
+    ggml, _ = _libraries()
+    rpc = _require_unix_sockets()
     with _attach_lock:
-        for endpoint in endpoints:
-            key = str(endpoint)
+        for where in sockets:
+            key = str(where)
             if key in _attached:
                 continue
-            _check_answers(endpoint)  # llama.cpp aborts the whole process on a worker it cannot reach
+            _check_listens(where)  # llama.cpp aborts the whole process on a worker it cannot reach
             registry = rpc.ggml_backend_rpc_add_server(key.encode())
             if not registry:
                 raise RpcUnavailable(f"llama.cpp could not add the worker at {key}.", "Check that it is running.")
@@ -217,6 +234,18 @@ def reachable(endpoint: Endpoint, timeout_s: float = 1.0) -> bool:
     except WorkerUnreachable:
         return False
     return True
+
+
+def _check_listens(where: LocalSocket, timeout_s: float = WORKER_CONNECT_S) -> None:
+    from backends.local_socket import connect
+
+    try:
+        connect(where, timeout_s).close()
+    except OSError as exc:
+        raise WorkerUnreachable(
+            f"Nothing answers at {where} ({exc.strerror or exc}).",
+            "Start the worker again (or check that it runs), or leave it out.",
+        ) from None
 
 
 def _check_answers(endpoint: Endpoint, timeout_s: float = WORKER_CONNECT_S) -> None:

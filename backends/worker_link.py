@@ -1,6 +1,12 @@
-"""The engine's end of the links to paired workers: for each, a port on this machine's loopback that llama.cpp's RPC
-client connects to as if it were the worker; each connection goes on through the encrypted link
-(``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server.
+"""The engine's end of the links to paired workers: for each, a Unix socket in a folder only this account may enter
+(``backends/local_socket.py``) that llama.cpp's RPC client connects to as if it were the worker; the relay carries
+only connections from its own process (the kernel names the peer), each on through the encrypted link
+(``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server. Another account can
+neither reach the socket nor, through it, borrow this main's pairing token.
+
+llama.cpp's RPC server serves one client at a time and makes the others wait without end; a connection whose first
+request the worker has not answered within :data:`FIRST_ANSWER_S` is cut (llama.cpp then gives up on the load),
+and the worker is named as the one that held it up.
 
 llama.cpp waits for a worker's reply without a timeout, so a worker that hangs (stopped, or cut off by the network)
 would hang the answer forever. While a relay carries anything it pings its worker every second on a link
@@ -9,21 +15,26 @@ gives up on it (ending the engine), and the supervisor names the worker and plan
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
+import os
 import socket
 import threading
 import time
 
 from app.errors import HearthError
 from backends.base import WorkerLink
-from backends.rpc import BadEndpoint, Endpoint, WorkerUnreachable, parse_endpoint
+from backends.local_socket import SOCKET_NAME, LocalSocket, listen, peer_process, private_folder, remove_folder
+from backends.rpc import BadEndpoint, WorkerUnreachable, parse_endpoint
 from backends.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
 
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_TIMEOUT_S = 5.0
 STOPPED_CHECK_S = 2.0
+FIRST_ANSWER_S = 15.0
+HELD_UP_LOG = "hearth.worker_held_up"  # one record per worker that held a load up; its message is the address
 _relays: dict[WorkerLink, Relay] = {}
 _relays_lock = threading.Lock()
 log = logging.getLogger(__name__)
@@ -106,13 +117,22 @@ def _read_line(connection: socket.socket) -> dict[str, object]:
 
 
 class Relay:
-    """A loopback port whose connections go on to one worker through its link, until the process ends."""
+    """A private Unix socket whose connections, from this process only, go on to one worker through its link,
+    until the process ends."""
 
-    def __init__(self, link: WorkerLink, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        link: WorkerLink,
+        heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
+        first_answer_s: float = FIRST_ANSWER_S,
+    ) -> None:
         self.link = link
         self._heartbeat_timeout_s = heartbeat_timeout_s
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = Endpoint("127.0.0.1", int(self._listener.getsockname()[1]))
+        self._first_answer_s = first_answer_s
+        folder = private_folder("hearth-relay-")
+        atexit.register(remove_folder, folder)
+        self.endpoint = LocalSocket(folder / SOCKET_NAME)
+        self._listener = listen(self.endpoint.path)
         self._carrying: set[socket.socket] = set()  # the llama.cpp ends of the connections being carried
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, name=f"relay-{link.address}", daemon=True).start()
@@ -144,41 +164,74 @@ class Relay:
             threading.Thread(target=self._carry, args=(local,), name="relay-link", daemon=True).start()
 
     def _carry(self, local: socket.socket) -> None:
+        peer = peer_process(local)
+        if peer != os.getpid():  # the folder already keeps other accounts out; this keeps out this account's others
+            log.warning("the relay to %s refused a connection from process %d", self.link.address, peer)
+            local.close()
+            return
         try:
             remote = open_rpc(self.link)
         except HearthError:
             local.close()  # llama.cpp sees the worker gone; the engine's supervisor names it
             return
-        for end in (local, remote):
-            with contextlib.suppress(OSError):
-                end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(OSError):
+            remote.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             self._carrying.add(local)
         try:
-            carry(local, remote)
+            if self._first_answer(local, remote):
+                carry(local, remote)
+            else:
+                local.close()
+                remote.close()
         finally:
             with self._lock:
                 self._carrying.discard(local)
 
+    def _first_answer(self, local: socket.socket, remote: socket.socket) -> bool:
+        """Passes llama.cpp's first request to the worker and the worker's first answer back; False (after naming
+        the worker) when none came within the deadline, or when either end closed first."""
+        try:
+            request = local.recv(1 << 16)
+            if not request:
+                return False
+            remote.sendall(request)
+            remote.settimeout(self._first_answer_s)
+            try:
+                answer = remote.recv(1 << 16)
+            except TimeoutError:
+                log.error(
+                    "the worker at %s did not answer within %.0f s: its llama.cpp server is held by another "
+                    "connection; giving up on it",
+                    self.link.address,
+                    self._first_answer_s,
+                )
+                logging.getLogger(HELD_UP_LOG).error("%s", self.link.address)
+                return False
+            remote.settimeout(None)
+            if not answer:
+                return False
+            local.sendall(answer)
+        except OSError:
+            return False
+        return True
 
-def local_endpoints(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> tuple[Endpoint, ...]:
-    """Where llama.cpp reaches each of ``workers``: the relay of its link (started once per process, after checking
-    the link works: llama.cpp aborts the process on a worker it cannot reach), or, for an address with no link, the
-    worker's RPC server itself, which only a loopback address may be."""
+
+def local_endpoints(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> tuple[LocalSocket, ...]:
+    """Where llama.cpp reaches each of ``workers``: the relay of its link, started once per process, after checking
+    the link works (llama.cpp aborts the process on a worker it cannot reach). A worker must be paired: llama.cpp's
+    RPC is never reached at a bare address, not even on this machine."""
     by_address = {str(parse_endpoint(link.address)): link for link in links}
     endpoints = []
     for worker in workers:
         where = parse_endpoint(worker)
         link = by_address.get(str(where))
         if link is None:
-            if not where.loopback:
-                raise BadEndpoint(
-                    f"The worker at {where} is not paired, and llama.cpp's RPC is never used unencrypted beyond "
-                    "this machine.",
-                    f"Pair with it: hearth workers add {where} --code CODE (the code it printed).",
-                )
-            endpoints.append(where)
-            continue
+            raise BadEndpoint(
+                f"The worker at {where} is not paired: Hearth reaches llama.cpp's RPC only through a paired "
+                "worker's encrypted link, never at a bare address.",
+                f"Start `hearth worker` there and pair with it: hearth workers add {where} --code CODE.",
+            )
         with _relays_lock:
             relay = _relays.get(link)
             if relay is None:

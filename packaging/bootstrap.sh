@@ -30,18 +30,50 @@ find_python() {
     die "Hearth needs Python 3.11 or newer; install it (e.g. apt-get install python3.11 python3.11-venv) and retry."
 }
 
+# Patches applied to llama-cpp-python's source before it is built; their names make part of the wheel folder's name,
+# so a change to them builds it again.
+PATCHES=("$ROOT/packaging/patches/ggml-rpc-unix-socket.patch")
+
 llama_flags() {
-    local flags="-DGGML_RPC=ON" flavor="rpc"
+    local flags="-DGGML_RPC=ON" flavor="rpc" patched
     if command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
         flags="$flags -DGGML_CUDA=ON"
         flavor="rpc-cuda"
     fi
-    echo "$flavor|$flags"
+    patched="$(cat "${PATCHES[@]}" | sha256sum | cut -c1-8)"
+    echo "$flavor-p$patched|$flags"
 }
 
 stamp_of() {
     # Reinstall when the dependency list, the extras or the llama.cpp flavour changes.
     { cat "$ROOT/pyproject.toml"; echo "$1 $EXTRAS"; } | sha256sum | cut -c1-16
+}
+
+patch_source() {
+    # GNU patch where it is installed, otherwise git's (which acts as patch outside a repository)
+    local folder="$1" patch_file="$2"
+    if command -v patch >/dev/null 2>&1; then
+        patch -d "$folder" -p1 --forward --silent <"$patch_file"
+    else
+        (cd "$folder" && git apply -p1 "$patch_file")
+    fi
+}
+
+build_llama_wheel() {
+    # The source from the package index, Hearth's patches applied, then one wheel into the wheel folder.
+    local flags="$1" wheel_dir="$2" work source
+    shift 2
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' RETURN
+    "$@" download --no-deps --no-binary :all: --no-cache-dir "llama-cpp-python==$LLAMA_CPP_VERSION" -d "$work" ||
+        die "could not download llama-cpp-python $LLAMA_CPP_VERSION's source from the package index."
+    tar -xzf "$work"/llama_cpp_python-"$LLAMA_CPP_VERSION".tar.gz -C "$work"
+    source="$work/llama_cpp_python-$LLAMA_CPP_VERSION"
+    for patch_file in "${PATCHES[@]}"; do
+        patch_source "$source" "$patch_file" || die "$(basename "$patch_file") does not apply to llama-cpp-python $LLAMA_CPP_VERSION."
+    done
+    CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc 2>/dev/null || echo 2)" \
+        "$@" wheel --no-deps --no-cache-dir "$source" -w "$wheel_dir"
 }
 
 main() {
@@ -63,8 +95,7 @@ main() {
     if ! ls "$wheel_dir"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
         say "Building llama-cpp-python $LLAMA_CPP_VERSION ($flags) — about 12 minutes on 2 cores, once"
         mkdir -p "$wheel_dir"
-        CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc 2>/dev/null || echo 2)" \
-            "${pip[@]}" wheel --no-deps --no-cache-dir "llama-cpp-python==$LLAMA_CPP_VERSION" -w "$wheel_dir"
+        build_llama_wheel "$flags" "$wheel_dir" "${pip[@]}"
     fi
 
     say "Installing torch $TORCH_VERSION first (CPU build where available)"
@@ -82,6 +113,10 @@ import llama_cpp
 flavor = sys.argv[1]
 if not llama_cpp.llama_supports_rpc():
     sys.exit("llama-cpp-python was built without RPC; delete the wheel folder and run make again")
+from backends.rpc import unix_sockets_patched
+
+if not unix_sockets_patched():
+    sys.exit("llama-cpp-python was built without Hearth's RPC patch; delete the wheel folder and run make again")
 print(f"llama-cpp-python {llama_cpp.__version__}: RPC yes, flavour {flavor}")
 PY
     rm -f "$VENV"/.hearth-installed-*

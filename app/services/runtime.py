@@ -402,9 +402,10 @@ class ModelRuntime:
                 lost = tuple(w for w in exc.workers if w in choice.prefs.workers)
                 if not lost:
                     raise
-                log.warning("worker %s stopped while %s loaded; loading again without it", lost, model.display_name)
+                what = "did not answer (its server was held by another connection)" if exc.held_up else "stopped"
+                log.warning("worker %s %s while %s loaded; loading again without it", lost, what, model.display_name)
                 choice, model, plan = self._without_workers(choice, lost)
-                yield LoadProgress(0.0, f"Worker {', '.join(lost)} stopped while loading; loading on {plan.label}")
+                yield LoadProgress(0.0, f"Worker {', '.join(lost)} {what} while loading; loading on {plan.label}")
 
     def _boot(
         self, choice: ModelChoice, model: ModelInfo, plan: BackendPlan

@@ -41,7 +41,7 @@ from backends.engine.protocol import (
     Start,
     ThreadsRequest,
 )
-from backends.worker_link import stopped_workers
+from backends.worker_link import HELD_UP_LOG, stopped_workers
 from models.gguf import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,14 @@ class EngineExit:
     returncode: int | None
     expected: bool  # True when Hearth asked it to stop
     stopped_workers: tuple[str, ...] = ()  # workers holding layers that no longer answer (llama.cpp aborts then)
+    held_up_workers: tuple[str, ...] = ()  # workers whose llama.cpp server another connection held (see Relay)
 
     @property
     def description(self) -> str:
         if self.stopped_workers:
             return f"worker {', '.join(self.stopped_workers)} stopped"
+        if self.held_up_workers:
+            return f"worker {', '.join(self.held_up_workers)} did not answer: its server was held by another connection"
         code = self.returncode
         if code is None:
             return "it stopped answering"
@@ -105,6 +108,7 @@ class EngineProcess:
         self._waiting_lock = threading.Lock()
         self._startup: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._exit: EngineExit | None = None
+        self._held_up: list[str] = []  # workers the engine's relays gave up on (its log says so)
         self._stopping = False
         self.context_length = 0
         self.slots = 1
@@ -162,6 +166,15 @@ class EngineProcess:
                         "was loading.",
                         "Start it again (`hearth worker`) or remove it (`hearth workers remove ADDRESS`).",
                         message.exit.stopped_workers,
+                    )
+                if message.exit.held_up_workers:
+                    held = ", ".join(message.exit.held_up_workers)
+                    raise WorkersStopped(
+                        f"Worker {held} did not answer while {self.model.path.name} was loading: its llama.cpp "
+                        "server is held by another connection.",
+                        f"Restart that worker (`hearth worker`), or remove it (`hearth workers remove {held}`).",
+                        message.exit.held_up_workers,
+                        held_up=True,
                     )
                 raise EngineStopped(
                     f"The engine stopped while loading {self.model.path.name} ({message.exit.description}).",
@@ -318,6 +331,9 @@ class EngineProcess:
                 if inbox is not None:  # else: an answer whose caller already left
                     inbox.put(message)
             elif isinstance(message, LogLine):
+                if message.name == HELD_UP_LOG:
+                    self._held_up.append(message.message)
+                    continue
                 logging.getLogger(message.name).log(message.level, "%s", message.message)
             elif isinstance(message, NotesChanged):
                 self.notes = message.notes
@@ -339,7 +355,8 @@ class EngineProcess:
             if self.options.workers and not self._stopping
             else ()
         )
-        died = _Died(EngineExit(self._process.pid, returncode, self._stopping, lost))
+        held = tuple(dict.fromkeys(w for w in self._held_up if w not in lost))
+        died = _Died(EngineExit(self._process.pid, returncode, self._stopping, lost, held))
         with self._waiting_lock:
             self._exit = died.exit
         if died.exit.expected:

@@ -6,6 +6,7 @@ the reason, and Remove forgets it."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from backends.pairing import WRONG_BLOCK_S
 from tests.e2e.conftest import RunningApp, free_port
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
 from tests.e2e.test_hardware_page import choose
@@ -76,6 +78,7 @@ def test_a_worker_is_paired_used_and_removed_from_the_page(
     assert "Not paired:" in refused and "Wrong or already used pairing code." in refused
     assert page.input_value("#worker-code textarea, #worker-code input") == ""  # a code pairs once: emptied
     fresh = next(codes)  # the worker printed a new one after the wrong try
+    time.sleep(WRONG_BLOCK_S)  # and takes no code from where a wrong one came for this long
     paired = _pair(page, address, fresh, "Paired with")
     assert f"Paired with the worker at {address}" in paired
     row = page.locator("#workers tbody tr")

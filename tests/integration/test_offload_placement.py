@@ -1,7 +1,7 @@
 """Where the real llama.cpp puts a model's weights for the layer counts Hearth's planner gives it, against what the
-planner counted: a llama.cpp RPC server on loopback stands in for a GPU (llama.cpp places layers on it exactly as on
-one). llama.cpp counts the output projection as the first layer it offloads, and Hearth's tensor override keeps it
-on this CPU when asked."""
+planner counted: a llama.cpp RPC server on a private Unix socket stands in for a GPU (llama.cpp places layers on it
+exactly as on one). llama.cpp counts the output projection as the first layer it offloads, and Hearth's tensor
+override keeps it on this CPU when asked."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 
 from backends.memory import MIB, estimate_offload, llama_gpu_layers
 from models.gguf import read_model_info
-from tests.e2e.conftest import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +23,8 @@ import json, logging, sys
 from backends.base import LoadOptions
 from backends.llamacpp import route_llama_logs
 from backends.llamacpp_native import NativeModel
-from backends.rpc import attach_workers, parse_endpoint
+from backends.local_socket import parse_local
+from backends.rpc import attach_workers
 
 lines = []
 handler = logging.Handler()
@@ -32,7 +32,7 @@ handler.emit = lambda record: lines.append(record.getMessage())
 logging.getLogger("llama.cpp").addHandler(handler)
 logging.getLogger("llama.cpp").setLevel(logging.DEBUG)
 route_llama_logs()
-attach_workers((parse_endpoint(sys.argv[2]),))
+attach_workers((parse_local(sys.argv[2]),))
 model = NativeModel(sys.argv[1], LoadOptions(
     context_length=256, threads=1, gpu_layers=int(sys.argv[3]), tensor_split=(1.0,), output_on_cpu=sys.argv[4] == "1"
 ))
@@ -47,7 +47,10 @@ print("SIZES:" + json.dumps(sizes))
 
 @pytest.fixture(scope="module")
 def rpc_server(tmp_path_factory: pytest.TempPathFactory) -> str:
-    endpoint = f"127.0.0.1:{free_port()}"
+    from backends.local_socket import SOCKET_NAME, LocalSocket, connect, private_folder
+
+    where = LocalSocket(private_folder("hearth-test-") / SOCKET_NAME)
+    endpoint = str(where)
     cache = tmp_path_factory.mktemp("rpc-cache")
     server = subprocess.Popen(
         [sys.executable, "-m", "backends.rpc_worker", endpoint, str(cache), "1", str(os.getpid())],
@@ -56,14 +59,15 @@ def rpc_server(tmp_path_factory: pytest.TempPathFactory) -> str:
     )
     import time
 
-    from backends.rpc import parse_endpoint, reachable
-
     deadline = time.monotonic() + 30
-    while not reachable(parse_endpoint(endpoint)) and time.monotonic() < deadline:
+    while not where.path.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+    connect(where, 5).close()
     yield endpoint  # type: ignore[misc]
     server.kill()
     server.wait()
+    where.path.unlink()
+    where.path.parent.rmdir()
 
 
 def _buffers(model: Path, endpoint: str, gpu_layers: int, output_on_cpu: bool) -> dict[str, float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.rpc import parse_endpoint
+from backends.local_socket import parse_local
 from tests.e2e.conftest import free_port
 from tests.helpers import run_hearth, start_worker
 
@@ -27,10 +27,11 @@ pytestmark = pytest.mark.integration
 GENERATE = """
 import sys
 from backends import llamacpp_buffers
-from backends.rpc import attach_workers, parse_endpoint
+from backends.local_socket import parse_local
+from backends.rpc import attach_workers
 import llama_cpp
 
-workers = tuple(parse_endpoint(e) for e in sys.argv[2:])
+workers = tuple(parse_local(e) for e in sys.argv[2:])
 if workers:
     attach_workers(workers)
 with llamacpp_buffers.for_llama_class():
@@ -85,7 +86,7 @@ _hearth = run_hearth
 @dataclass
 class Worker:
     address: str  # its control address (what `hearth workers add` takes)
-    rpc: str  # the llama.cpp RPC address it told the main when paired
+    rpc: str  # its llama.cpp server's private socket (unix:PATH), as it told the main when paired
     process: subprocess.Popen[str]
 
 
@@ -137,12 +138,12 @@ def test_stopping_a_worker_stops_its_servers_and_the_list_says_it_is_offline(
     stopped = workers[0]
     stopped.process.terminate()
     stopped.process.wait(timeout=15)
-    for address in (stopped.address, stopped.rpc):  # its control port and its RPC server
-        host, port = address.rsplit(":", 1)
-        deadline = time.monotonic() + 10
-        while _listening(host, int(port)):
-            assert time.monotonic() < deadline, f"something still listens on {address} after the worker stopped"
-            time.sleep(0.2)
+    host, port = stopped.address.rsplit(":", 1)
+    socket_path = Path(stopped.rpc.removeprefix("unix:"))
+    deadline = time.monotonic() + 10
+    while _listening(host, int(port)) or socket_path.parent.exists():  # its control port, its RPC server's socket
+        assert time.monotonic() < deadline, f"{stopped.address} or {socket_path} is still there after it stopped"
+        time.sleep(0.2)
     listed = _hearth(isolated_home, "workers", "list", timeout=60)
     assert listed.stdout.splitlines()[0].startswith(f"{stopped.address}\toffline\tThe worker at {stopped.address}")
 
@@ -199,7 +200,7 @@ def test_the_worker_port_speaks_only_tls_and_serves_rpc_only_to_a_paired_main(
         plain.sendall(b'{"op": "ping"}\n')
         assert plain.recv(4096) == b""  # no answer in the clear: the handshake failed and the worker hung up
     paired = WorkerBook(isolated_home / "workers.json").paired()[0]
-    assert paired.address == workers[0].address and parse_endpoint(paired.facts.rpc).loopback  # RPC stays inside
+    assert paired.address == workers[0].address and parse_local(paired.facts.rpc) is not None  # a private socket
     with pytest.raises(LinkRefused) as refused:
         open_rpc(WorkerLink(paired.address, paired.fingerprint, "not-the-token"))
     assert "is not paired with this worker" in refused.value.message

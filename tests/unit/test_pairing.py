@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from backends.pairing import (
+    PAUSE_AFTER_WRONG,
     WorkerFacts,
     WorkerState,
     facts_from,
     new_code,
     normalise_code,
     pair_request,
+    parse_request,
     proof,
     worker_proved,
 )
@@ -61,8 +65,73 @@ def test_a_code_pairs_once_and_a_wrong_one_is_used_up_too() -> None:
     again = worker.answer(pair_request("ABCD-EFGH", MINE, "0.1.0", "0.3.36"))  # a second main, the same code
     assert again["error"] == "Wrong or already used pairing code." and "printed a new one" in again["remedy"]
     guessed = worker.code
-    worker.answer(pair_request("ZZZZ-ZZZZ", MINE, "0.1.0", "0.3.36"))
+    worker.answer(pair_request("ZZZZ-ZZZZ", MINE, "0.1.0", "0.3.36"), "elsewhere")
     assert worker.code != guessed and len(worker.tokens) == 1  # a code learnt after a wrong try is dead
+
+
+def _wrong(worker: WorkerState, source: str, now: float) -> dict[str, object]:
+    return worker.answer(
+        pair_request("ZZZZ-ZZZZ" if worker.code != "ZZZZ-ZZZZ" else "YYYY-YYYY", MINE, *V), source, now
+    )
+
+
+V = ("0.1.0", "0.3.36")
+
+
+def test_wrong_codes_in_a_loop_burn_one_code_per_wait_and_the_owner_still_pairs() -> None:
+    worker = WorkerState("ABCD-EFGH", MINE, FACTS)
+    codes = {worker.code}
+    for step in range(1500):  # one account sending wrong proofs as fast as it can, over 3 s
+        _wrong(worker, "account 65534", step * 0.002)
+        codes.add(worker.code)
+    assert len(codes) == 3  # burnt at 0 s and again after its 2 s wait; every other try was refused unread
+    blocked = _wrong(worker, "account 65534", 3.0)
+    assert "Too many wrong pairing codes from here" in str(blocked["error"]) and "3 s" in str(blocked["error"])
+    assert not worker.paused
+    paired = worker.answer(pair_request(worker.code, MINE, *V), "account 1000", 3.0)  # the owner's main
+    assert paired["token"] in worker.tokens
+
+
+def test_a_wait_doubles_with_each_wrong_code_from_the_same_place() -> None:
+    worker = WorkerState("ABCD-EFGH", MINE, FACTS)
+    _wrong(worker, "192.0.2.7", 0.0)
+    assert "Too many" in str(_wrong(worker, "192.0.2.7", 1.9)["error"])
+    assert "Wrong" in str(_wrong(worker, "192.0.2.7", 2.0)["error"])
+    assert "Too many" in str(_wrong(worker, "192.0.2.7", 5.9)["error"])  # 4 s this time
+    assert "Wrong" in str(_wrong(worker, "192.0.2.7", 6.0)["error"])
+
+
+def test_pairing_pauses_after_several_wrong_codes_until_the_owner_asks_for_a_new_one() -> None:
+    worker = WorkerState("ABCD-EFGH", MINE, FACTS)
+    for index in range(PAUSE_AFTER_WRONG - 1):
+        _wrong(worker, f"192.0.2.{index}", 0.0)
+    assert not worker.paused
+    last = _wrong(worker, "192.0.2.99", 0.0)
+    assert worker.paused and worker.code == "" and "pairing is now paused" in str(last["error"])
+    refused = worker.answer(pair_request("ABCD-EFGH", MINE, *V), "account 1000", 10.0)
+    assert "Pairing is paused" in refused["error"] and "press Enter" in refused["remedy"]
+    code = worker.renew_code()
+    assert not worker.paused and worker.code == code
+    assert "token" in worker.answer(pair_request(code, MINE, *V), "account 1000", 10.0)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (b"[]\n", "not a JSON list"),
+        (b"1\n", "not a JSON int"),
+        (b'"op"\n', "not a JSON str"),
+        (b"[" * 2000 + b"]" * 2000 + b"\n", "nests too deep"),
+        (b"{not json\n", "not JSON"),
+    ],
+)
+def test_a_request_that_is_not_one_flat_object_is_refused_in_words(line: bytes, said: str) -> None:
+    refused = parse_request(line)
+    assert isinstance(refused, str) and said in refused
+
+
+def test_a_request_object_is_read() -> None:
+    assert parse_request(b'{"op": "ping"}\n') == {"op": "ping"}
 
 
 def test_incomplete_requests_and_bad_tokens_are_refused() -> None:
