@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from contextlib import closing
@@ -54,6 +55,20 @@ def run_tune(settings: Settings, data: Path | None, name: str | None, options: T
 
 
 def _follow(run: RunFolder) -> int:
+    """Show the run as it goes; Ctrl+C, or SIGTERM (what `timeout` and `kill` send), cancels it at the end of the
+    step and waits for the trainer to end, so no trainer is left behind."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _watch(run)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _watch(run: RunFolder) -> int:
     shown_phase, shown_step, shown_stats, shown_plan = "", 0, False, False
     try:
         while True:

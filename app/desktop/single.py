@@ -1,42 +1,64 @@
 """One Hearth window per data folder: the first launch holds a lock and listens on a local socket; a later launch
 finds the lock taken, asks the first to come to the front over the socket, and exits.
 
-The socket lives in the owner-only data folder (or, when that path is too long for a Unix socket, in an owner-only
-folder under the temporary directory), and the first instance answers only its own user (``SO_PEERCRED``).
+The socket lives in the owner-only data folder. When that path is too long for a Unix socket, the first instance makes
+a private folder of its own (``backends/local_socket.py``: in the per-user runtime folder, or a new folder with a
+random name under the temporary directory, which another account cannot make first) and writes its name in the data
+folder, where a later launch reads it. The first instance answers only its own user (``SO_PEERCRED``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import socket
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from app.errors import HearthError
+from app.paths import write_private_text
+from backends.local_socket import private_folder, remove_folder
 
 SHOW = b"show\n"
 SHOWN = b"shown\n"
 # sun_path holds 108 bytes on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 100
 _ANSWER_WAIT_S = 5.0
+_SOCKET_NAME = "desktop.sock"
+_FOLDER_NOTE = "desktop-socket-folder"  # in the data folder: where a first instance with a long path listens
 
 
-def socket_path(root: Path) -> Path:
-    """Where the first instance listens: in the data folder, or in an owner-only folder under the temporary
-    directory (named after the data folder) when the data folder's path is too long for a socket."""
-    inside = root / "desktop.sock"
-    if len(os.fsencode(inside)) <= _MAX_SOCKET_PATH:
+def socket_path(root: Path) -> Path | None:
+    """Where the first instance listens, as a later launch finds it: in the data folder, or in the private folder
+    the data folder names (None when it names none)."""
+    inside = root / _SOCKET_NAME
+    if _fits(inside):
         return inside
-    folder = Path(tempfile.gettempdir()) / f"hearth-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    if folder.stat().st_uid != os.getuid() or folder.stat().st_mode & 0o077:
-        raise PermissionError(f"{folder} is not this user's own folder")
-    return folder / f"{hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:16]}.sock"
+    try:
+        named = (root / _FOLDER_NOTE).read_text().strip()
+    except OSError:
+        return None
+    return Path(named) / _SOCKET_NAME if named else None
+
+
+def _fits(path: Path) -> bool:
+    return len(os.fsencode(path)) <= _MAX_SOCKET_PATH
+
+
+def _own_private_folder(folder: Path) -> bool:
+    try:
+        found = os.lstat(folder)
+    except OSError:
+        return False
+    return found.st_uid == os.getuid() and not found.st_mode & 0o077
+
+
+class InstanceSocketError(HearthError):
+    """The first instance's socket could not be made."""
 
 
 class SingleInstance:
@@ -44,8 +66,10 @@ class SingleInstance:
     then :meth:`serve`-s show requests, a later one calls :meth:`ask_to_show`."""
 
     def __init__(self, root: Path) -> None:
+        self._root = root
         self._lock_path = root / "desktop.lock"
-        self._socket_path = socket_path(root)
+        self._socket_path: Path | None = None
+        self._folder: Path | None = None  # the private folder this first instance made, if it made one
         self._lock_fd: int | None = None
         self._server: socket.socket | None = None
         self._stopped = threading.Event()
@@ -58,13 +82,37 @@ class SingleInstance:
             os.close(fd)
             return False
         self._lock_fd = fd
-        self._socket_path.unlink(missing_ok=True)  # left by a first instance that was killed: the lock was free
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(str(self._socket_path))
-        self._socket_path.chmod(0o600)
-        server.listen(4)
-        self._server = server
+        try:
+            path = self._listening_path()
+            path.unlink(missing_ok=True)  # left by a first instance that was killed: the lock was free
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(str(path))
+            path.chmod(0o600)
+            server.listen(4)
+        except OSError as exc:
+            self.release()
+            raise InstanceSocketError(
+                f"Hearth could not listen for later launches of its window ({exc.strerror or exc}).",
+                f"Check that you own {self._root} and can write to it, then start Hearth again.",
+            ) from exc
+        except BaseException:
+            self.release()
+            raise
+        self._socket_path, self._server = path, server
         return True
+
+    def _listening_path(self) -> Path:
+        """The first instance's socket: in the data folder when its path fits, otherwise in a new private folder
+        (the one a killed first instance left is removed) whose name goes in the data folder."""
+        inside = self._root / _SOCKET_NAME
+        if _fits(inside):
+            return inside
+        left = socket_path(self._root)
+        if left is not None and _own_private_folder(left.parent):
+            remove_folder(left.parent)
+        self._folder = private_folder("hearth-desktop-")
+        write_private_text(self._root / _FOLDER_NOTE, str(self._folder))
+        return self._folder / _SOCKET_NAME
 
     def serve(self, on_show: Callable[[], None]) -> threading.Thread:
         """Answer show requests in a daemon thread, calling ``on_show`` for each, until :meth:`release`."""
@@ -95,9 +143,12 @@ class SingleInstance:
         ``wait_s``, as the first may hold the lock a moment before it listens."""
         deadline = time.monotonic() + wait_s
         while True:
+            path = socket_path(self._root)  # read again: the first may not have written it yet
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
                 client.settimeout(_ANSWER_WAIT_S)
-                client.connect(str(self._socket_path))
+                if path is None:
+                    raise FileNotFoundError(self._root / _FOLDER_NOTE)
+                client.connect(str(path))
                 client.sendall(SHOW)
                 if client.recv(len(SHOWN)) == SHOWN:
                     return True
@@ -112,7 +163,13 @@ class SingleInstance:
                 self._server.shutdown(socket.SHUT_RDWR)
             self._server.close()
             self._server = None
+        if self._socket_path is not None:
             self._socket_path.unlink(missing_ok=True)
+            self._socket_path = None
+        if self._folder is not None:
+            remove_folder(self._folder)
+            (self._root / _FOLDER_NOTE).unlink(missing_ok=True)
+            self._folder = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None

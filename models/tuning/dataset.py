@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from app.errors import TrainingDataError
 from backends.base import ChatMessage
@@ -21,6 +22,10 @@ from backends.base import ChatMessage
 # One example larger than this is almost certainly a whole document on one line (or not training data at all);
 # it would be cut to the run's max length anyway, so it is refused with a way to split it.
 MAX_EXAMPLE_BYTES = 1 << 20
+# The held-out check scores each held-out example before and after the run: past a few hundred, more examples make
+# the check slower, not truer.
+MAX_HELD_OUT = 200
+_SKIP_CHUNK = 1 << 20
 ROLES = ("system", "user", "assistant")
 FORMAT_HINT = (
     'Each line must be one JSON object: {"messages": [{"role": "user", "content": "..."}, {"role": "assistant", '
@@ -68,7 +73,7 @@ def read_examples(path: Path) -> list[Example]:
     """The examples in ``path``, or :class:`TrainingDataError` naming the first problem."""
     try:
         with path.open("rb") as handle:
-            examples, bad = parse_lines(enumerate(handle, start=1))
+            examples, bad = parse_lines(bounded_lines(handle))
     except FileNotFoundError:
         raise TrainingDataError(f"Training data not found: {path}.", "Check the path.") from None
     except IsADirectoryError:
@@ -83,12 +88,30 @@ def read_examples(path: Path) -> list[Example]:
     return examples
 
 
-def parse_lines(lines: Iterable[tuple[int, bytes]]) -> tuple[list[Example], list[BadLine]]:
+def bounded_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes | int]]:
+    """Each line of ``handle`` with its number, read at most :data:`MAX_EXAMPLE_BYTES` at a time: a longer line
+    comes as its length in bytes, the rest of it read past in chunks and let go, so memory never follows the
+    longest line."""
+    number = 0
+    while raw := handle.readline(MAX_EXAMPLE_BYTES + 1):
+        number += 1
+        if len(raw) <= MAX_EXAMPLE_BYTES or raw.endswith(b"\n"):
+            yield number, raw
+            continue
+        length = len(raw)
+        while (rest := handle.readline(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
+            length += len(rest)
+        yield number, length + len(rest)
+
+
+def parse_lines(lines: Iterable[tuple[int, bytes | int]]) -> tuple[list[Example], list[BadLine]]:
+    """The examples in ``lines`` (numbered; a line too long to read comes as its length) and the bad lines."""
     examples: list[Example] = []
     bad: list[BadLine] = []
     for number, raw in lines:
-        if len(raw) > MAX_EXAMPLE_BYTES:
-            bad.append(BadLine(number, f"is {len(raw) / 1e6:.1f} MB; one example may be at most 1 MB ({_SPLIT_IT})"))
+        size = raw if isinstance(raw, int) else len(raw)
+        if isinstance(raw, int) or size > MAX_EXAMPLE_BYTES:
+            bad.append(BadLine(number, f"is {size / 1e6:.1f} MB; one example may be at most 1 MB ({_SPLIT_IT})"))
             continue
         try:
             line = raw.decode("utf-8")
@@ -101,6 +124,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]]) -> tuple[list[Example], list
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             bad.append(BadLine(number, f"is not JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        except RecursionError:
+            bad.append(BadLine(number, "nests lists or objects thousands deep, which no training example does"))
             continue
         parsed = parse_example(item)
         if isinstance(parsed, str):
@@ -169,8 +195,9 @@ def _json_kind(item: object) -> str:
 
 
 def held_out_count(total: int) -> int:
-    """One example in ten is held out, when there are at least ten; with fewer, none (each one is needed)."""
-    return total // 10 if total >= 10 else 0
+    """One example in ten is held out, when there are at least ten (with fewer, none: each one is needed), and at
+    most :data:`MAX_HELD_OUT`."""
+    return min(total // 10, MAX_HELD_OUT) if total >= 10 else 0
 
 
 def split_examples(examples: Sequence[Example], seed: int = 0) -> Split:

@@ -36,8 +36,9 @@ def tune(capsys: pytest.CaptureFixture[str], data: Path, *flags: str) -> str:
         (GOOD.encode() + b'{"text": "caf\xe9"}\n', "line 2: is not UTF-8 text (byte 0xe9"),
         (b'{"text": "' + b"x" * 10_000_000 + b'"}\n', "line 1: is 10.0 MB; one example may be at most 1 MB"),
         (b"[1, 2]\n" + GOOD.encode() + b"nope\n", "line 1: is a JSON list, not an object (1 more bad line after it)"),
+        (b"[" * 200_000 + b"]" * 200_000 + b"\n", "line 1: nests lists or objects thousands deep"),
     ],
-    ids=["empty", "blank", "not-json", "wrong-keys", "no-assistant", "bad-role", "not-utf8", "10MB", "two-bad"],
+    ids=["empty", "blank", "not-json", "wrong-keys", "no-assistant", "bad-role", "not-utf8", "10MB", "two-bad", "deep"],
 )
 def test_bad_training_data_is_refused_naming_the_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, isolated_home: Path, content: bytes, expected: str

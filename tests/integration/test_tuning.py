@@ -169,6 +169,53 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint_while_chat_keeps_answ
     assert tuning.adapter_store(paths).get("resumed").steps == 40
 
 
+def test_sigterm_to_hearth_tune_ends_its_trainer_too(isolated_home: Path, tmp_path: Path, embedded_model: Path) -> None:
+    # what `timeout 60 hearth tune …` sends when its time is up
+    import subprocess
+    import sys
+
+    tune = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "app", "tune", str(fact_data(tmp_path, copies=4)), "--name", "termed"),
+            *("--model", str(embedded_model), "--steps", "400", "--batch-size", "1"),
+        ],
+        env={**os.environ, "HEARTH_HOME": str(isolated_home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        paths = resolve_data_paths(isolated_home)
+        deadline = time.monotonic() + RUN_LIMIT_S
+        while not (runs := tuning.list_runs(paths)) or runs[0].trainer_pid() is None:
+            assert tune.poll() is None, tune.stderr.read() if tune.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        run = runs[0]
+        wait_until(run, lambda view: view.step >= 1)
+        trainer = run.trainer_pid()
+        tune.send_signal(signal.SIGTERM)
+        _, err = tune.communicate(timeout=RUN_LIMIT_S)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+    assert "Cancelling at the end of this step" in err, err[-2000:]
+    assert not run.trainer_alive() and trainer is not None
+    import psutil
+
+    def ended() -> bool:  # gone, or a zombie waiting for this container's first process to reap it
+        try:
+            return psutil.Process(trainer).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    deadline = time.monotonic() + 60  # it takes its pid file away, then the interpreter winds down
+    while not ended():
+        assert time.monotonic() < deadline, "the trainer kept running after `hearth tune` ended"
+        time.sleep(0.2)
+    assert run.view().state != "running"
+
+
 def test_a_dataset_smaller_than_one_batch_is_refused_with_what_to_do(
     isolated_home: Path, tmp_path: Path, embedded_model: Path
 ) -> None:

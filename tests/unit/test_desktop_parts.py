@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -88,20 +89,56 @@ def test_nobody_answers_when_no_first_instance_listens(tmp_path: Path) -> None:
     assert not SingleInstance(tmp_path).ask_to_show(wait_s=0.5)
 
 
-def test_a_data_folder_too_deep_for_a_socket_gets_one_in_a_private_temporary_folder(tmp_path: Path) -> None:
+def test_a_data_folder_too_deep_for_a_socket_gets_one_in_a_private_folder_it_names(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 120)
     deep.mkdir()
-    path = socket_path(deep)
-    assert len(os.fsencode(path)) <= 100
-    assert path.parent.stat().st_mode & 0o077 == 0
-    assert socket_path(deep) == path and socket_path(tmp_path) != path
+    assert socket_path(deep) is None  # no first instance yet
     first, second = SingleInstance(deep), SingleInstance(deep)
     assert first.acquire()
     try:
+        path = socket_path(deep)
+        assert path is not None and len(os.fsencode(path)) <= 100
+        assert path.parent.stat().st_mode & 0o077 == 0 and path.parent.stat().st_uid == os.getuid()
         first.serve(lambda: None)
+        assert not second.acquire()
         assert second.ask_to_show(wait_s=5)
     finally:
         first.release()
+    assert not path.parent.exists()  # taken away with the first instance
+
+
+def test_a_folder_another_account_made_first_cannot_lock_the_window_out(tmp_path: Path) -> None:
+    # what the old fallback used: a fixed name under the temporary directory, which anyone may create first
+    squatted = Path(tempfile.gettempdir()) / f"hearth-{os.getuid()}"
+    made = not squatted.exists()
+    if made:
+        squatted.mkdir(mode=0o755)
+        if os.getuid() == 0:
+            os.chown(squatted, 65534, 65534)  # nobody's
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    try:
+        first = SingleInstance(deep)
+        assert first.acquire()
+        path = socket_path(deep)
+        assert path is not None and path.parent != squatted
+        first.release()
+    finally:
+        if made:
+            squatted.rmdir()
+
+
+def test_a_data_folder_the_socket_cannot_be_made_in_is_a_hearth_message(tmp_path: Path) -> None:
+    from app.desktop.single import InstanceSocketError
+
+    (tmp_path / "desktop.sock").mkdir()  # in the way: neither removable as a file nor bindable
+    with pytest.raises(InstanceSocketError) as failed:
+        SingleInstance(tmp_path).acquire()
+    assert "could not listen" in failed.value.message and str(tmp_path) in failed.value.remedy
+    (tmp_path / "desktop.sock").rmdir()
+    again = SingleInstance(tmp_path)
+    assert again.acquire()  # the failed one let go of the lock
+    again.release()
 
 
 def test_the_window_passes_the_model_flags_to_the_server_it_starts() -> None:

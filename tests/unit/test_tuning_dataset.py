@@ -11,6 +11,7 @@ from app.errors import TrainingDataError
 from backends.base import ChatMessage
 from models.tuning.dataset import (
     MAX_EXAMPLE_BYTES,
+    MAX_HELD_OUT,
     ChatExample,
     Example,
     TextExample,
@@ -164,7 +165,10 @@ def test_a_single_bad_line_mentions_no_others(tmp_path: Path) -> None:
     assert "more bad" not in caught.value.message
 
 
-@pytest.mark.parametrize(("total", "held"), [(0, 0), (1, 0), (9, 0), (10, 1), (19, 1), (20, 2), (105, 10)])
+@pytest.mark.parametrize(
+    ("total", "held"),
+    [(0, 0), (1, 0), (9, 0), (10, 1), (19, 1), (20, 2), (105, 10), (2000, 200), (1_000_000, MAX_HELD_OUT)],
+)
 def test_held_out_count(total: int, held: int) -> None:
     assert held_out_count(total) == held
 
@@ -198,3 +202,31 @@ def test_fewer_than_ten_examples_are_all_trained_on() -> None:
     assert split.held_out == ()
     assert split.train == tuple(examples)
     assert split.checked_on_training_data
+
+
+def test_a_line_nested_thousands_deep_is_a_bad_line_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"text": "fine"}\n' + "[" * 200_000 + "]" * 200_000 + "\n")
+    with pytest.raises(TrainingDataError) as caught:
+        read_examples(path)
+    assert "deep.jsonl, line 2: nests lists or objects thousands deep" in caught.value.message
+
+
+def test_a_line_far_longer_than_the_limit_is_measured_without_being_held(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "one-line.jsonl"
+    with path.open("wb") as out:  # 40 MB and no newline at all
+        for _ in range(40):
+            out.write(b"x" * (1 << 20))
+    with path.open("ab") as out:
+        out.write(b'\n{"text": "after"}\n')
+    tracemalloc.start()
+    try:
+        with pytest.raises(TrainingDataError) as caught:
+            read_examples(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "line 1: is 41.9 MB; one example may be at most 1 MB" in caught.value.message
+    assert peak < 8 * MAX_EXAMPLE_BYTES  # a few chunks of the line at a time, never the whole of it
