@@ -14,6 +14,7 @@ import socket
 import stat
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +64,9 @@ def runtime_base() -> Path | None:
 
 
 def private_folder(prefix: str) -> Path:
-    """A new folder that only this account may enter, with a name short enough for a socket inside it."""
+    """A new folder that only this account may enter, with a name short enough for a socket inside it. Folders of
+    the same prefix that a killed process left behind (this account's, with nothing listening in them) go first."""
+    remove_stale(prefix)
     reason = "its path would be too long for a socket"
     for base in (runtime_base(), None):
         try:
@@ -78,6 +81,35 @@ def private_folder(prefix: str) -> Path:
         f"Hearth could not make a private folder for its sockets ({reason}).",
         "Set TMPDIR to a short folder you can write to (for example /tmp) and try again.",
     )
+
+
+STALE_AFTER_S = 60.0  # a younger folder may be one a process of ours is about to listen in
+
+
+def remove_stale(prefix: str) -> None:
+    """Removes this account's folders of ``prefix`` in which no socket is bound any more (Linux lists the bound
+    ones in /proc/net/unix; elsewhere nothing is removed)."""
+    try:
+        bound = {
+            line.split()[-1] for line in Path("/proc/net/unix").read_text().splitlines()[1:] if len(line.split()) > 7
+        }
+    except OSError:
+        return
+    now = time.time()
+    for base in (runtime_base(), Path(tempfile.gettempdir())):
+        if base is None:
+            continue
+        with contextlib.suppress(OSError):
+            for folder in base.glob(f"{prefix}*"):
+                found = os.lstat(folder)
+                if (
+                    not stat.S_ISDIR(found.st_mode)
+                    or found.st_uid != os.getuid()
+                    or now - found.st_mtime < STALE_AFTER_S
+                ):
+                    continue
+                if not any(str(entry) in bound for entry in folder.iterdir()):
+                    remove_folder(folder)
 
 
 def remove_folder(folder: Path) -> None:
