@@ -98,3 +98,41 @@ def test_the_manuals_answer_set_reads_and_asks_about_every_manual() -> None:
     assert len({q.question for q in questions}) == len(questions)
     # No expected name is in its own question: an answer that repeats the question must not score right.
     assert not [q.line for q in questions if any(contains(q.question, a) for item in q.expected for a in item)]
+
+
+def test_the_user_words_set_is_written_apart_from_its_passages_and_split_before_tuning() -> None:
+    import json
+
+    from rag.question_rules import missing_expected, shared_run
+
+    path = BENCH / "data" / "user-words-answers.jsonl"
+    questions = read_answer_questions(path)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    passages = {
+        row["id"]: row
+        for row in map(json.loads, (BENCH / "data" / "user-words-passages.jsonl").read_text().splitlines())
+    }
+    assert len(questions) >= 80 and len({q.question for q in questions}) == len(questions)
+    listing = BENCH / "corpus" / "user_words.files"
+    sources = {row["source"] for row in rows}
+    assert sources == corpus_files(listing)  # every document is asked about
+    assert len({Path(name).suffix for name in sources}) >= 3  # of at least three kinds
+    for row in rows:
+        passage = passages[row["passage"]]
+        assert passage["source"] == row["source"] and "skipped" not in passage
+        assert shared_run(row["question"], passage["text"]) is None, row["question"]
+        assert missing_expected(row["expected"], passage["text"]) == [], row["question"]
+    assert not [q.line for q in questions if any(contains(q.question, a) for item in q.expected for a in item)]
+    split = json.loads((BENCH / "data" / "user-words-answers.split.json").read_text())
+    assert sorted(split["tuning"] + split["held-out"]) == list(range(1, len(questions) + 1))
+    assert split["tuning"] == list(range(1, len(questions) + 1, 2))
+
+
+def test_the_rules_of_a_users_own_words_catch_copied_runs_and_invented_answers() -> None:
+    from rag.question_rules import missing_expected, shared_run
+
+    passage = "Exit immediately if a pipeline returns a non-zero status."
+    assert shared_run("When does bash exit immediately if a pipeline fails?", passage) == "exit immediately if a"
+    assert shared_run("Which option stops a script at the first failing command?", passage) is None
+    assert missing_expected(["non-zero", ["zero", "nonzero"]], passage) == []
+    assert missing_expected(["errexit"], passage) == ["errexit"]
