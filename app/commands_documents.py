@@ -239,4 +239,16 @@ def run_eval_retrieval(
         f"p90 {report.latency_percentile_ms(0.9):.0f} ms (the first includes building the keyword index)"
     )
     print(f"hit@1 {report.hit_at_1:.3f}   hit@{top_k} {report.hit_at_k:.3f}   MRR {report.mrr:.3f}")
+    with_answers = [r for r in report.results if r.question.expected]
+    if with_answers:
+        from rag.answer_eval import holds_expected
+
+        lacking = [
+            r for r in with_answers if not holds_expected("\n".join(p.text for p in r.retrieved), r.question.expected)
+        ]
+        for result in lacking:
+            got = ", ".join(f"{r.file_name}" + (f" p{r.page}" if r.page else "") for r in result.retrieved[:3])
+            print(f"answer not in the passages: {for_terminal(repr(result.question.question))} -> {for_terminal(got)}")
+        held = len(with_answers) - len(lacking)
+        print(f"the {top_k} passages hold the answer (every expected string) for {held} of {len(with_answers)}")
     return EXIT_OK

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rag.entries import entry_starts
 from rag.sections import Section
 
 DEFAULT_CHUNK_TOKENS = 200
@@ -124,15 +125,16 @@ def block_end(text: str, start: int) -> int:
 
 
 def _gap_rank(text: str, spans: Sequence[Span], k: int) -> int:
-    """How good a place to cut is just before token ``k``: 4 a paragraph break, 3 a line break, 2 a sentence end,
-    1 a space, 0 inside a word."""
+    """How good a place to cut is just before token ``k``: 4 a paragraph break or the start of an option entry
+    (a line that begins ``-e Exit immediately…``, after one that is not an option name alone), 3 a line break, 2 a
+    sentence end, 1 a space, 0 inside a word."""
     gap = text[spans[k - 1][1] : spans[k][0]]
     if not gap:
         return 0
     if "\n\n" in gap or "\n\r\n" in gap:
         return 4
     if "\n" in gap:
-        return 3
+        return 4 if entry_starts(text, spans[k][0]) else 3
     if text[spans[k - 1][0] : spans[k - 1][1]] in (".", "!", "?", "。", "!", "?"):
         return 2
     return 1 if gap.isspace() else 0

@@ -9,6 +9,10 @@ A retrieved passage matches when its file name equals ``gold_file`` (the name, n
 ``gold_page`` when one is given (the PDF's physical page, counted from 1) and it contains ``gold_text`` when one is
 given (compared on letters and digits only, ignoring case, so spacing and punctuation do not matter). The question's
 rank is that of the first matching passage.
+
+An answer set's lines (``{"question", "expected", "source"}``, see ``rag/answer_eval.py``) read as questions too:
+``source`` is the gold file, and ``expected`` is kept so the caller can tell whether the passages retrieved hold
+the answer (every expected string in them), the recall at the passage budget.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class Question:
     gold_file: str
     gold_page: int | None = None
     gold_text: str | None = None
+    expected: tuple[tuple[str, ...], ...] = ()  # an answer set's expected strings (each a tuple of alternatives)
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,8 @@ def parse_question(item: object) -> Question | str:
     question = item.get("question")
     if not isinstance(question, str) or not question.strip():
         return _missing_text(item, "question")
-    gold_file = item.get("gold_file")
+    expected = _expected(item.get("expected")) if "gold_file" not in item else ()  # an answer set's line
+    gold_file = item.get("gold_file", item.get("source") if expected else None)
     if not isinstance(gold_file, str) or not gold_file.strip():
         return _missing_text(item, "gold_file")
     page = _page(item.get("gold_page"))
@@ -153,7 +159,15 @@ def parse_question(item: object) -> Question | str:
     gold_text = item.get("gold_text")
     if gold_text is not None and (not isinstance(gold_text, str) or not _letters_and_digits(gold_text)):
         return '"gold_text" must be words the right passage contains'
-    return Question(question.strip(), _file_name(gold_file), page, gold_text)
+    return Question(question.strip(), _file_name(gold_file), page, gold_text, expected)
+
+
+def _expected(value: object) -> tuple[tuple[str, ...], ...]:
+    """An answer set's "expected" list as tuples of alternatives; empty for anything else."""
+    if not isinstance(value, list):
+        return ()
+    items = [tuple(entry) if isinstance(entry, list) else (entry,) for entry in value]
+    return tuple(items) if all(all(isinstance(a, str) for a in item) and item for item in items) else ()
 
 
 def _missing_text(item: dict[object, object], key: str) -> str:

@@ -1,23 +1,26 @@
 """Hybrid retrieval: keyword (BM25) and vector (cosine) rankings fused by reciprocal rank, near-duplicates
 dropped, then an optional reranker. The keyword index is built from the collection's chunks on first use and
-rebuilt when the collection changes."""
+rebuilt when the collection changes. A passage found inside a manual's option entry, after the line that defines
+the option, gets that line put in front of it (``rag/entries.py``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rag.bm25 import BM25Index
 from rag.chunking import searchable_text
 from rag.embeddings import Embedder
+from rag.entries import entry_head
 from rag.fusion import FusionPolicy, drop_near_duplicates, fuse
 from rag.manifest import CollectionInfo, Manifest
 from rag.store import StoredChunk, VectorStore
 
 CANDIDATES_PER_RANKING = 40
+ENTRY_LOOKBACK = 2  # passages before a found one searched for the option entry it begins inside
 # Chosen on the tuning halves of both question sets in bench/data (bench/fusion_tuning.py, 1,261 policies): first
 # the policy that falls least behind the better of dense-only and keyword-only search, then the most questions right.
 # Keyword ranks weigh 1.5 times vector ranks, a smaller RRF constant lets first places count for more, and a vector
@@ -69,6 +72,10 @@ class _KeywordIndex:
     version: tuple[int, float]
     chunks: list[StoredChunk]
     index: BM25Index
+    by_position: dict[tuple[str, int], StoredChunk] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_position = {(c.path, c.index): c for c in self.chunks}
 
 
 class Retriever:
@@ -129,15 +136,29 @@ class Retriever:
         passages = drop_near_duplicates(passages, lambda p: p.chunk.text, limit=wanted)
         if self._reranker is not None:
             passages = self._reranker.rerank(query, passages)
+        chosen = self.with_entry_heads(collection, passages[:top_k])
         fusion_ms = (time.perf_counter() - fusing) * 1000
         return SearchResult(
-            passages[:top_k],
+            chosen,
             found.embed_ms,
             found.keyword_ms + found.vector_ms + fusion_ms,
             keyword_ms=found.keyword_ms,
             vector_ms=found.vector_ms,
             fusion_ms=fusion_ms,
         )
+
+    def with_entry_heads(self, collection: str, passages: Sequence[Passage]) -> list[Passage]:
+        """``passages``, each that begins inside an option entry with the entry's defining sentence in front."""
+        known = self.keyword_index(self._manifest.get(collection)).by_position
+        extended = []
+        for passage in passages:
+            chunk = passage.chunk
+            before = [known.get((chunk.path, chunk.index - back)) for back in range(ENTRY_LOOKBACK, 0, -1)]
+            head = entry_head([c.text for c in before if c is not None], chunk.text)
+            if head is not None:
+                passage = replace(passage, chunk=replace(chunk, text=f"{head} …\n{chunk.text}"))
+            extended.append(passage)
+        return extended
 
     @staticmethod
     def rank(found: Candidates, policy: FusionPolicy) -> list[Passage]:

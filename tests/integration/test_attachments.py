@@ -47,7 +47,8 @@ def test_a_short_file_goes_to_the_model_whole_and_is_cited(
 ) -> None:
     note = tmp_path / "boat.txt"
     note.write_text("The boat Marigold is moored at pier 7. Its engine was serviced by Ewan Ross in March.")
-    events = list(_service(chat, documents).send(None, "Who serviced the engine?", PARAMS, "", attach=[note]))
+    question = "Who serviced the engine of the Marigold?"
+    events = list(_service(chat, documents).send(None, question, PARAMS, "", attach=[note]))
     assert any(isinstance(e, AttachProgress) and e.name == "boat.txt" for e in events)
     started = next(e for e in events if isinstance(e, TurnStarted))
     assert [u.words for u in started.attachments] == ["boat.txt: whole file in context"]
@@ -58,7 +59,7 @@ def test_a_short_file_goes_to_the_model_whole_and_is_cited(
     assert isinstance(saved, TurnSaved) and saved.message.stats is not None
     assert saved.message.stats.attachments == started.attachments
     stored = chat.store.get(started.conversation_id)
-    assert stored.messages[0].content == "Who serviced the engine?"  # the file is not pasted into the question
+    assert stored.messages[0].content == question  # the file is not pasted into the question
     assert stored.messages[1].stats is not None and stored.messages[1].stats.attachments == started.attachments
 
 

@@ -79,3 +79,12 @@ def test_hit_at_1_on_the_debian_set_stays_at_the_recorded_figure(indexed: Docume
     assert report.hit_at_1 <= recorded["hit_at_1"] + TOLERANCE, (
         f"retrieval got better: {figures}; record the new figures in {RECORDED.name} (and the README)"
     )
+
+
+def test_an_option_asked_about_comes_with_the_line_that_defines_it(indexed: DocumentServices) -> None:
+    # The bash manual's option list, as its PDF gives it: entries one line after another, no blank line between.
+    # The passages found for this question began inside the entry for -e, after its defining line, which left the
+    # model guessing (issue 35); now such a passage comes with that line in front.
+    found = indexed.retriever.search("debian docs", "What does set -e do in bash?", top_k=3)
+    texts = [" ".join(p.chunk.text.split()) for p in found.passages]
+    assert any(t.startswith("-e Exit immediately if a pipeline") for t in texts), [t[:160] for t in texts]

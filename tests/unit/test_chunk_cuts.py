@@ -66,3 +66,31 @@ def test_blocks_end_at_a_line_break_or_a_space() -> None:
     assert block_end("short text", 0) == len("short text")
     solid = "x" * (BLOCK_CHARS * 2)
     assert block_end(solid, 0) == BLOCK_CHARS
+
+
+OPTIONS = (
+    "When options are supplied, they have the following meanings:\n"
+    "-a Each variable or function that is created is marked for export to the environment of\n"
+    "subsequent commands and stays so until it is unset again by the user.\n"
+    "-e Exit immediately if a pipeline returns a non-zero status, unless the command that fails\n"
+    "is part of a condition.\n"
+)
+
+
+def test_a_chunk_in_an_option_list_ends_where_an_entry_starts_not_inside_one() -> None:
+    found = spans(OPTIONS)
+    stop = cut_before(OPTIONS, found, 0, len(found) - 3)
+    assert OPTIONS[found[stop][0] :].startswith("-e Exit immediately")  # the entry keeps its defining line
+
+
+def test_names_of_one_option_on_lines_of_their_own_stay_together() -> None:
+    text = "Options follow, each with what it does.\n-k\n--keep-index All changes already added are left intact."
+    found = spans(text)
+    keep = next(k for k in range(len(found)) if text[found[k][0] :].startswith("--keep-index"))
+    assert _rank(text, found, keep) == 3  # a line break, not an entry's start: -k names the same entry
+
+
+def _rank(text: str, found: list[tuple[int, int]], k: int) -> int:
+    from rag.chunking import _gap_rank
+
+    return _gap_rank(text, found, k)

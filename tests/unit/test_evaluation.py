@@ -127,3 +127,17 @@ def test_unreadable_question_files(tmp_path: Path) -> None:
 def test_missing_question_file(tmp_path: Path) -> None:
     with pytest.raises(QuestionSetError, match="not found"):
         read_questions(tmp_path / "nope.jsonl")
+
+
+def test_an_answer_set_line_reads_as_a_question_with_its_expected_strings() -> None:
+    from rag.evaluation import parse_question
+
+    read = parse_question({"question": "Which flag?", "expected": ["-e", ["errexit", "exit"]], "source": "b.pdf"})
+    assert isinstance(read, Question)
+    assert read.gold_file == "b.pdf" and read.expected == (("-e",), ("errexit", "exit"))
+    plain = parse_question({"question": "Which flag?", "gold_file": "b.pdf"})
+    assert isinstance(plain, Question) and plain.expected == ()
+    assert (
+        parse_question({"question": "Which flag?", "source": "b.pdf"})
+        == 'has no "gold_file" (it has: question, source)'
+    )
