@@ -51,8 +51,17 @@ def stopped_page(what: str, lines: Sequence[str]) -> str:
         "Hearth stopped",
         f"""<h1>Hearth stopped</h1>
 <p>{html.escape(what)} Your conversations and documents are kept.</p>
-<p><button id="restart" autofocus onclick="this.disabled=true; this.textContent='Restarting…';
-window.pywebview.api.restart()">Restart</button></p>
+<p><button id="restart" autofocus onclick="this.disabled=true; this.textContent='Restarting…'; restartServer()"
+>Restart</button></p>
+<script>
+// The window's bridge (window.pywebview.api) is set up a moment after a page loads: a click before it is there
+// waits for it instead of failing (seen when Restart was pressed as soon as the page showed).
+function restartServer() {{
+  var api = window.pywebview && window.pywebview.api;
+  if (api && typeof api.restart === "function") {{ api.restart(); return; }}
+  setTimeout(restartServer, 100);
+}}
+</script>
 <p>What it printed last:</p>
 <pre>{said}</pre>""",
     )

@@ -5,8 +5,6 @@ uploaded through the page in this run. A real server (uvicorn, Gradio, the guard
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +23,6 @@ from tests.integration.api_support import Served, serve_hearth
 
 pytestmark = pytest.mark.integration
 
-OTHER_ACCOUNT = "hearth-test-other"
 SECRET_TEXT = "the owner's private words: plover-quince-7731"
 
 
@@ -33,25 +30,6 @@ SECRET_TEXT = "the owner's private words: plover-quince-7731"
 def hearth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with serve_hearth(tmp_path_factory.mktemp("owner") / "home", make_engine=local_engines(FakeBackend)) as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def other_account() -> Iterator[tuple[int, int]]:
-    """A throwaway unprivileged account (the tests run as root in CI), removed afterwards."""
-    require(os.geteuid() == 0, "root (to create a second account)", "run the suite as root, as CI does")
-    require(
-        shutil.which("useradd") is not None and shutil.which("setpriv") is not None,
-        "useradd and setpriv",
-        "apt-get install -y passwd util-linux",
-    )
-    created = subprocess.run(["id", "-u", OTHER_ACCOUNT], capture_output=True).returncode != 0
-    if created:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_ACCOUNT], check=True)
-    uid = int(subprocess.run(["id", "-u", OTHER_ACCOUNT], capture_output=True, text=True, check=True).stdout)
-    gid = int(subprocess.run(["id", "-g", OTHER_ACCOUNT], capture_output=True, text=True, check=True).stdout)
-    yield uid, gid
-    if created:
-        subprocess.run(["userdel", OTHER_ACCOUNT], check=False)
 
 
 def page_routes() -> list[tuple[str, str, dict[str, Any]]]:

@@ -25,13 +25,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from app.services.container import Services
+from app.services.workers import PairedWorker
 from app.worker_control import MAX_STRANGERS, STRANGER_S
 from tests.e2e.conftest import free_port
-from tests.helpers import require, run_hearth
+from tests.helpers import run_hearth
 
 pytestmark = pytest.mark.integration
-
-OTHER_ACCOUNT = "hearth-test-other"
 
 # A plain ggml RPC client over ctypes: prints DEVICES n when llama.cpp's RPC at the endpoint answered. llama.cpp
 # aborts the process on an endpoint that does not speak its protocol; that, a refusal or a hang is "not used".
@@ -76,25 +76,6 @@ while time.monotonic() < stop:
             sent += 1
 print(sent)
 """
-
-
-@pytest.fixture(scope="module")
-def other_account() -> Iterator[tuple[int, int]]:
-    require(os.geteuid() == 0, "root (to create a second account)", "run the suite as root, as CI does")
-    require(
-        shutil.which("useradd") is not None and shutil.which("setpriv") is not None,
-        "useradd and setpriv",
-        "apt-get install -y passwd util-linux",
-    )
-    require(Path("/usr/bin/python3").exists(), "the system's python3", "apt-get install -y python3")
-    created = subprocess.run(["id", "-u", OTHER_ACCOUNT], capture_output=True).returncode != 0
-    if created:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_ACCOUNT], check=True)
-    uid = int(subprocess.run(["id", "-u", OTHER_ACCOUNT], capture_output=True, text=True, check=True).stdout)
-    gid = int(subprocess.run(["id", "-g", OTHER_ACCOUNT], capture_output=True, text=True, check=True).stdout)
-    yield uid, gid
-    if created:
-        subprocess.run(["userdel", OTHER_ACCOUNT], check=False)
 
 
 @pytest.fixture(scope="module")
@@ -180,24 +161,36 @@ def _stop(process: subprocess.Popen[str]) -> str:
     return err
 
 
-def test_no_other_account_reaches_llama_cpp_rpc_through_a_worker_or_a_main_using_it(
-    isolated_home: Path, embedded_model: Path, other_account: tuple[int, int], ggml_libraries: Path
-) -> None:
-    from app.services.container import build_services
+@pytest.fixture
+def paired(isolated_home: Path) -> Iterator[PairedWorker]:
+    """A real `hearth worker` on loopback, paired with the isolated Hearth."""
     from app.services.workers import WorkerBook
-    from app.settings import load_settings
 
     port = free_port()
     worker = _start_worker(isolated_home / "worker", port)
-    services = None
     try:
-        address = f"127.0.0.1:{port}"
-        paired = WorkerBook(isolated_home / "workers.json").add(address, _first_code(worker))
-        own = _probe(paired.facts.rpc, ggml_libraries, None)
-        assert own == "DEVICES 1", own  # the probe works: the owner's client reaches the worker's server
-        services = build_services(
-            load_settings(model={"path": str(embedded_model), "context_length": 512}, backend={"name": "pipeline"})
-        )
+        yield WorkerBook(isolated_home / "workers.json").add(f"127.0.0.1:{port}", _first_code(worker))
+    finally:
+        _stop(worker)
+
+
+def _split_services(model: Path) -> Services:
+    """The isolated Hearth with ``model`` split across every paired worker (not started yet)."""
+    from app.services.container import build_services
+    from app.settings import load_settings
+
+    return build_services(
+        load_settings(model={"path": str(model), "context_length": 512}, backend={"name": "pipeline"})
+    )
+
+
+def test_no_other_account_reaches_llama_cpp_rpc_through_a_worker_or_a_main_using_it(
+    paired: PairedWorker, embedded_model: Path, other_account: tuple[int, int], ggml_libraries: Path
+) -> None:
+    own = _probe(paired.facts.rpc, ggml_libraries, None)
+    assert own == "DEVICES 1", own  # the probe works: the owner's client reaches the worker's server
+    services = _split_services(embedded_model)
+    try:
         list(services.control.start())
         assert services.runtime.status.state == "ready" and services.runtime.status.engine_pid
         targets = _listening(os.getpid())  # this main (the test's process), its engine, and the worker
@@ -214,9 +207,7 @@ def test_no_other_account_reaches_llama_cpp_rpc_through_a_worker_or_a_main_using
         answer = services.chat.send(None, "Name a colour.", GenerationParams(0.0, 8), "Be brief.")
         assert "".join(e.text for e in answer if isinstance(e, TextDelta)).strip()
     finally:
-        if services is not None:
-            services.close()
-        _stop(worker)
+        services.close()
 
 
 def test_unpaired_addresses_are_never_used_as_llama_cpp_rpc(isolated_home: Path, embedded_model: Path) -> None:
@@ -312,29 +303,17 @@ def test_the_control_port_answers_malformed_requests_in_one_line_and_cuts_trickl
 
 
 def test_a_worker_held_by_another_connection_is_named_and_the_load_goes_on_without_it(
-    isolated_home: Path, embedded_model: Path
+    paired: PairedWorker, embedded_model: Path
 ) -> None:
-    from app.services.container import build_services
-    from app.services.workers import WorkerBook
-    from app.settings import load_settings
     from backends.worker_link import open_rpc
 
-    port = free_port()
-    worker = _start_worker(isolated_home / "worker", port)
-    services = None
+    holding = open_rpc(paired.link)  # a stale connection of this same main: the server serves it, and waits
+    services = _split_services(embedded_model)
     try:
-        address = f"127.0.0.1:{port}"
-        paired = WorkerBook(isolated_home / "workers.json").add(address, _first_code(worker))
-        holding = open_rpc(paired.link)  # a stale connection of this same main: the server serves it, and waits
-        services = build_services(
-            load_settings(model={"path": str(embedded_model), "context_length": 512}, backend={"name": "pipeline"})
-        )
         said = [step.message for step in services.control.start()]
-        held = f"Worker {address} did not answer (its server was held by another connection) while loading"
+        held = f"Worker {paired.address} did not answer (its server was held by another connection) while loading"
         assert any(held in message for message in said), said
         assert services.runtime.status.state == "ready", services.runtime.status  # on this machine alone
-        holding.close()
     finally:
-        if services is not None:
-            services.close()
-        _stop(worker)
+        holding.close()
+        services.close()
