@@ -141,11 +141,17 @@ def connect(where: LocalSocket, timeout_s: float) -> socket.socket:
     return client
 
 
-def peer_process(connection: socket.socket) -> int:
-    """The process id of whoever is at the other end of a Unix socket connection, as the kernel recorded it when
-    that end connected (0 where the system does not say)."""
+def peer_credentials(connection: socket.socket) -> tuple[int, int]:
+    """The process id and user id of whoever is at the other end of a Unix socket connection, as the kernel
+    recorded them when that end connected ((0, -1) where the system does not say)."""
     if not hasattr(socket, "SO_PEERCRED"):
-        return 0
+        return 0, -1
     raw = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, _uid, _gid = struct.unpack("3i", raw)
-    return int(pid)
+    pid, uid, _gid = struct.unpack("3i", raw)
+    return int(pid), int(uid)
+
+
+def peer_process(connection: socket.socket) -> int:
+    """The process id of whoever is at the other end of a Unix socket connection (0 where the system does not
+    say)."""
+    return peer_credentials(connection)[0]

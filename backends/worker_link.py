@@ -200,6 +200,12 @@ class Relay:
             try:
                 answer = remote.recv(1 << 16)
             except TimeoutError:
+                answer = b""
+            remote.settimeout(None)
+            if not answer:
+                # Nothing within the deadline, or the worker hung up unanswered: its own connection to its server
+                # waits in a full queue behind the one the server is busy with. (A worker that died is named as
+                # stopped instead: it no longer answers pings.)
                 log.error(
                     "the worker at %s did not answer within %.0f s: its llama.cpp server is held by another "
                     "connection; giving up on it",
@@ -207,9 +213,6 @@ class Relay:
                     self._first_answer_s,
                 )
                 logging.getLogger(HELD_UP_LOG).error("%s", self.link.address)
-                return False
-            remote.settimeout(None)
-            if not answer:
                 return False
             local.sendall(answer)
         except OSError:

@@ -13,7 +13,6 @@ import contextlib
 import fcntl
 import os
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -21,12 +20,10 @@ from pathlib import Path
 
 from app.errors import HearthError
 from app.paths import write_private_text
-from backends.local_socket import private_folder, remove_folder
+from backends.local_socket import MAX_PATH_BYTES, peer_credentials, private_folder, remove_folder
 
 SHOW = b"show\n"
 SHOWN = b"shown\n"
-# sun_path holds 108 bytes on Linux, including the terminating NUL.
-_MAX_SOCKET_PATH = 100
 _ANSWER_WAIT_S = 5.0
 _SOCKET_NAME = "desktop.sock"
 _FOLDER_NOTE = "desktop-socket-folder"  # in the data folder: where a first instance with a long path listens
@@ -46,7 +43,7 @@ def socket_path(root: Path) -> Path | None:
 
 
 def _fits(path: Path) -> bool:
-    return len(os.fsencode(path)) <= _MAX_SOCKET_PATH
+    return len(os.fsencode(path)) <= MAX_PATH_BYTES
 
 
 def _own_private_folder(folder: Path) -> bool:
@@ -176,6 +173,4 @@ class SingleInstance:
 
 
 def _same_user(client: socket.socket) -> bool:
-    credentials = client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", credentials)
-    return int(uid) == os.getuid()
+    return peer_credentials(client)[1] == os.getuid()

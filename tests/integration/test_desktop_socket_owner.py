@@ -1,0 +1,57 @@
+"""The desktop window's single-instance socket, tried by another account (``setpriv`` to a throwaway one): in the
+data folder, or, when that path is too long, in a private folder with a random name, it cannot even connect, so it
+can neither bring the window forward nor learn it runs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.desktop.single import SingleInstance, socket_path
+
+pytestmark = pytest.mark.integration
+
+CONNECT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b"show\\n")
+    print("ANSWERED", s.recv(16))
+except OSError as exc:
+    print("REFUSED", exc.errno)
+"""
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["in-data-folder", "private-folder"])
+def test_another_account_cannot_reach_the_windows_socket(
+    tmp_path: Path, other_account: tuple[int, int], deep: bool
+) -> None:
+    root = tmp_path / ("d" * 120) if deep else tmp_path
+    root.mkdir(exist_ok=True)
+    root.chmod(0o755)  # even with the data folder open to others (it is 0700 in use), the socket is not theirs
+    first = SingleInstance(root)
+    assert first.acquire()
+    shown: list[bool] = []
+    try:
+        first.serve(lambda: shown.append(True))
+        path = socket_path(root)
+        assert path is not None
+        tried = subprocess.run(
+            [
+                *("setpriv", f"--reuid={other_account[0]}", f"--regid={other_account[1]}", "--clear-groups"),
+                *("/usr/bin/python3", "-c", CONNECT, str(path)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        assert tried.stdout.startswith("REFUSED 13"), tried.stdout + tried.stderr  # EACCES
+        assert not shown
+        assert SingleInstance(root).ask_to_show(wait_s=5)  # the owner's second launch still gets through
+    finally:
+        first.release()
