@@ -7,11 +7,17 @@ guesses after it. llama.cpp's flash attention does (each query row on its own), 
 this model's Q4_1 matrix products (other weight types take another kernel for several tokens, and drift). Every test
 here asserts identity, with the default f16 cache and with a quantized one. (Without flash attention a position
 evaluated with others got logits up to 0.2 off here, and long answers drifted.)
+
+Each answer here starts from empty caches. Identity holds for one way of reading a prompt: on some CPUs (AVX2
+without AVX-512, seen in CI) a prompt read in one piece and the same prompt read after a cached prefix give logits
+that differ in the last bits, and a greedy answer of this small model can turn on them. Which prefix a slot holds
+depends on the tests that ran before, so the comparisons here never inherit it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -51,9 +57,40 @@ def quantized_backend(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
     loaded.close()
 
 
+def _settle(backend: LlamaCppBackend) -> None:
+    """Wait until the last answer's slot is released (the scheduler thread lets go of it just after the answer's
+    last event), so the next answer may reuse that slot's cache."""
+    scheduler = backend._scheduler
+    assert scheduler is not None
+    deadline = time.monotonic() + 30
+    while any(slot.answer is not None for slot in scheduler._slots):
+        assert time.monotonic() < deadline, "an answer's slot was never released"
+        time.sleep(0.01)
+
+
+def _forget_caches(backend: LlamaCppBackend) -> None:
+    """Empty every slot's llama.cpp cache and the scheduler's record of it."""
+    _settle(backend)
+    engine, scheduler = backend._engine, backend._scheduler
+    assert engine is not None and scheduler is not None
+    for slot in scheduler._slots:
+        engine.forget(slot.index)
+        slot.cached.clear()
+
+
 def _answer(
-    backend: LlamaCppBackend, prompt: str, params: GenerationParams, before: tuple[ChatMessage, ...] = ()
+    backend: LlamaCppBackend,
+    prompt: str,
+    params: GenerationParams,
+    before: tuple[ChatMessage, ...] = (),
+    caches: str = "emptied",
 ) -> tuple[str, Usage]:
+    """One answer, from empty caches, after the caches the last answer left ("kept"), or at once ("as they are":
+    for answers written together)."""
+    if caches == "emptied":
+        _forget_caches(backend)
+    elif caches == "kept":
+        _settle(backend)
     messages = [ChatMessage("system", "You are a helpful assistant."), *before, ChatMessage("user", prompt)]
     events = list(backend.stream_chat(messages, params, CancelToken()))
     assert isinstance(events[-1], Finished)
@@ -98,15 +135,20 @@ def test_the_rejected_guesses_leave_the_cache_holding_exactly_the_answer(backend
     import llama_cpp
 
     looked = dataclasses.replace(GREEDY, prompt_lookup=True)
-    first, first_usage = _answer(backend, PROMPTS[2], looked)
+    answers = [(prompt, *_answer(backend, prompt, looked)) for prompt in PROMPTS]
+    # Which answers have guesses the model turns down depends on the CPU's last bits; every set of prompts tried
+    # had at least one (the poem most often).
+    prompt, first, first_usage = next((a for a in answers if a[2].drafted_tokens > a[2].accepted_tokens), answers[-1])
+    _answer(backend, prompt, looked)  # the caches of that answer alone, as it left them
     assert first_usage.drafted_tokens > first_usage.accepted_tokens  # some guesses were dropped
     engine, scheduler = backend._engine, backend._scheduler  # what llama.cpp holds is what is checked
     assert engine is not None and scheduler is not None
     for slot in scheduler._slots:
         assert llama_cpp.llama_memory_seq_pos_max(engine.memory, slot.index) == len(slot.cached) - 1
-    before = (ChatMessage("user", PROMPTS[2]), ChatMessage("assistant", first))
-    again, usage = _answer(backend, "Now make it rhyme.", looked, before)
-    plain, _ = _answer(backend, "Now make it rhyme.", GREEDY, before)
+    before = (ChatMessage("user", prompt), ChatMessage("assistant", first))
+    again, usage = _answer(backend, "Now make it rhyme.", looked, before, caches="kept")
+    _answer(backend, prompt, looked)  # the same caches again, for the answer without lookup to read after
+    plain, _ = _answer(backend, "Now make it rhyme.", GREEDY, before, caches="kept")
     assert usage.cached_tokens > first_usage.prompt_tokens and again == plain
 
 
@@ -117,7 +159,8 @@ def test_answers_written_together_draft_only_while_alone_and_keep_their_text(bac
 
     looked = dataclasses.replace(GREEDY, prompt_lookup=True)
     alone = [_answer(backend, prompt, GREEDY)[0] for prompt in PROMPTS[:2]]
+    _forget_caches(backend)
     with ThreadPoolExecutor(2) as pool:
-        together = list(pool.map(lambda prompt: _answer(backend, prompt, looked), PROMPTS[:2]))
+        together = list(pool.map(lambda prompt: _answer(backend, prompt, looked, caches="as they are"), PROMPTS[:2]))
     assert [text for text, _ in together] == alone
     assert all(usage.accepted_tokens <= usage.drafted_tokens for _, usage in together)
