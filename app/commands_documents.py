@@ -13,7 +13,6 @@ from app.services.documents import DocumentServices, build_documents
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from app.wording import plural, shorten
-from rag.citations import check_citations
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
@@ -148,10 +147,10 @@ def run_ask(
     settings: Settings, question: str, collection: str, top_k: int, adapter: str | None = None, scale: float = 1.0
 ) -> int:
     from app.commands import load_model
-    from app.services.ask import AskStarted, ask
+    from app.services.ask import AskFinished, AskStarted, ask
     from app.services.container import build_services
+    from app.services.documents_turn import FinalAnswer
     from backends.base import TextDelta, Usage
-    from rag.naming import Named
 
     services = build_services(settings)
     documents = services.documents.get()
@@ -163,27 +162,23 @@ def run_ask(
         _ = documents.embedder.dimension  # load it now, so the timings below are the question's own
         started: AskStarted | None = None
         usage: Usage | None = None
-        written: list[str] = []
-        named: Named | None = None
+        final: FinalAnswer | None = None
         for event in ask(documents, services.runtime, collection, question, params, top_k):
             if isinstance(event, AskStarted):
                 started = event
             elif isinstance(event, TextDelta):
-                written.append(event.text)
                 sys.stdout.write(for_terminal_lines(event.text))  # passages can steer the answer into escapes
                 sys.stdout.flush()
             elif isinstance(event, Usage):
                 usage = event
-            elif isinstance(event, Named):
-                named = event
+            elif isinstance(event, AskFinished):
+                final = event.answer
         print()
-        if named is not None:  # the answer pointed at a passage; the follow-up named what that passage says
-            print(for_terminal(named.words))
+        # The answer is already on the terminal: a name filled in for an answer that pointed at a passage, and a
+        # citation on a passage that does not say it, are told here.
+        for note in final.notes if final is not None else ():
+            print(for_terminal(note))
         if started is not None:
-            # The answer is already on the terminal: a citation on a passage that does not say it is corrected here.
-            answer = named.text if named is not None else "".join(written)
-            for moved in check_citations(answer, question, started.found.sources).moved:
-                print(for_terminal(moved.words))
             print("\nSources:" if started.found.sources else "\nNo passage in the collection matched the question.")
             for source in started.found.sources:
                 excerpt = for_terminal(shorten(source.text, EXCERPT_CHARS))

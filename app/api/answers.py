@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from app.api.responses import Extension
+from app.services.documents_turn import FinalAnswer
 from backends.base import CancelToken, ChatEvent
 
 log = logging.getLogger(__name__)
@@ -32,12 +33,20 @@ class Started:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """An answer from documents as it is kept, after the stream: named if it only pointed at a passage, each
+    citation on a passage that holds its claim. Sent as the reply's message, or, when streamed, in the last chunk."""
+
+    answer: FinalAnswer
+
+
+@dataclass(frozen=True)
 class Failed:
     error: BaseException
 
 
-Step = Started | ChatEvent
-JobEvent = Started | ChatEvent | Failed
+Step = Started | ChatEvent | Checked
+JobEvent = Started | ChatEvent | Checked | Failed
 Work = Callable[[CancelToken], Generator[Step, None, None]]
 
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.answers import AnswerJob, Failed, Started
+from app.api.answers import AnswerJob, Checked, Failed, Started
 from app.api.errors import reply_for
 from app.api.responses import AnswerMeta, Extension, Kind, answer_json, chunk_json, usage_chunk_json
 from app.api.sse import DONE, sse_event
@@ -94,6 +94,9 @@ async def _whole(job: AnswerJob, meta: AnswerMeta, extension: Extension) -> Resp
             return error_response(event.error)
         if isinstance(event, TextDelta):
             texts.append(event.text)
+        elif isinstance(event, Checked):  # the reply's message is the answer as kept
+            texts = [event.answer.text]
+            extension = dataclasses.replace(extension, corrections=event.answer.notes)
         else:
             extension = _noted(extension, event)
     return JSONResponse(answer_json(meta, "".join(texts), extension))
@@ -110,6 +113,8 @@ async def _events(job: AnswerJob, meta: AnswerMeta, extension: Extension, includ
         if isinstance(event, TextDelta):
             if event.text:
                 yield sse_event(chunk_json(meta, event.text))
+        elif isinstance(event, Checked):  # the text is out already: the answer as kept goes in the last chunk
+            extension = dataclasses.replace(extension, answer=event.answer.text, corrections=event.answer.notes)
         else:
             extension = _noted(extension, event)
     last = chunk_json(meta, None, extension.finish or "stop")

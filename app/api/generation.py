@@ -7,19 +7,17 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 
-from app.api.answers import Started, Step, Work
+from app.api.answers import Checked, Started, Step, Work
 from app.api.attachments import SentFile, read_sent_files
 from app.api.directory import ModelDirectory
 from app.api.ids import collection_id
 from app.api.prompting import fit_answer, split_question
 from app.api.responses import Extension
 from app.errors import EmptyMessage
-from app.services.ask import FoundSources, find_sources
 from app.services.container import Services
-from app.services.documents_prompt import DocumentsTurn, assemble, paired_turns, replayed_cut
-from app.services.history import fit_history, prompt_budget
-from backends.base import CancelToken, ChatMessage, GenerationParams
-from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
+from app.services.documents_prompt import paired_turns
+from app.services.documents_turn import DocumentsQuestion, documents_turn, final_answer, loose_turn, refound_turns
+from backends.base import CancelToken, ChatMessage, Finished, FinishReason, GenerationParams, TextDelta
 
 
 @dataclass(frozen=True)
@@ -51,49 +49,31 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
             system, before, after, question = split_question(job.messages)
             if not question.strip():
                 raise EmptyMessage("The last user message is empty.", "Put the question in the last user message.")
-            system_prompt = rag_system_prompt(system)
             documents = directory.documents()
             attached = read_sent_files(job.files, services.paths.api_files_dir, documents, cancel) or []
             if cancel.cancelled:
                 return
-            budget = prompt_budget(engine.context_length, job_params.max_new_tokens)
-
-            def passages_for(asked: str) -> FoundSources:
-                return find_sources(
-                    documents, engine, collection, asked, system_prompt, job_params, job.top_k, attached
-                )
-
-            earlier = paired_turns(before)
-            if earlier is None:  # not question, answer, question, …: the client's turns as they are
-                found = passages_for(question)
-                asked = ChatMessage("user", rag_question(question, found.sources))
-                history = [ChatMessage("system", system_prompt), *before, asked, *after]
-                fitted = fit_history(history, budget, engine.count_chat_tokens)
-                messages, prompt_tokens, dropped = fitted.messages, fitted.prompt_tokens, fitted.dropped
+            asked = DocumentsQuestion(question, system, collection, job.top_k, attached)
+            pairs = paired_turns(before)
+            if pairs is None:  # not question, answer, question, …: the client's turns as they are
+                turn = loose_turn(documents, engine, asked, job_params, before, after)
             else:
-                # The client sends its history without the passages Hearth gave each turn: they are found again
-                # (same index, same question, same passages), so the prompt is the one the last request had, plus
-                # this turn, and the engine's cache of it is used.
-                turns: list[DocumentsTurn] = []
-                shown: list[Source] = []
-                for asked_before, answered in earlier:
-                    numbered = continue_numbering(passages_for(asked_before).sources, shown)
-                    shown.extend(numbered)
-                    turns.append(DocumentsTurn(asked_before, numbered, answered))
-                found = passages_for(question)
-                found = replace(found, sources=continue_numbering(found.sources, shown))
-                turns.append(DocumentsTurn(question, found.sources))
-                count = engine.count_chat_tokens
-                built = assemble(system_prompt, turns, budget, count, replayed_cut(system_prompt, turns, budget, count))
-                messages = (*built.messages, *after)
-                prompt_tokens = built.prompt_tokens if not after else count(messages)
-                dropped = built.dropped_messages
-            params = fit_answer(job_params, prompt_tokens, engine.context_length)
-            extension = Extension(
-                collection=collection, sources=found.sources, dropped_messages=dropped, attachments=found.uses
-            )
+                earlier = refound_turns(documents, engine, asked, job_params, pairs)
+                turn = documents_turn(documents, engine, asked, job_params, earlier, after=after)
+            params = fit_answer(job_params, turn.prompt_tokens, engine.context_length)
+            found = turn.found
+            extension = Extension(collection, found.sources, turn.dropped_messages, attachments=found.uses)
             yield Started(collection_id(collection) if collection else model_id, extension)
-            yield from engine.stream_chat(messages, params, cancel)
+            written: list[str] = []
+            reason: FinishReason | None = None
+            for event in engine.stream_chat(turn.messages, params, cancel):
+                if isinstance(event, TextDelta):
+                    written.append(event.text)
+                elif isinstance(event, Finished):
+                    reason = event.reason
+                yield event
+            if not cancel.cancelled:
+                yield Checked(final_answer(engine, turn, "".join(written), reason == "stop", params, cancel))
 
     return work
 

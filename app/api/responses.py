@@ -56,6 +56,8 @@ class Extension:
     usage: Usage | None = None
     finish: FinishReason | None = None
     attachments: tuple[AttachmentUse, ...] = ()  # how each file sent with the request was used
+    answer: str | None = None  # an answer from documents as kept (named, citations checked), sent when streamed
+    corrections: tuple[str, ...] = ()  # what that check changed, in words
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {}
@@ -68,6 +70,10 @@ class Extension:
                 {"file": use.name, "use": use.mode, "passages": use.passages, "words": use.words}
                 for use in self.attachments
             ]
+        if self.answer is not None:
+            body["answer"] = self.answer
+        if self.corrections:
+            body["corrections"] = list(self.corrections)
         if self.dropped_messages:
             body["dropped_messages"] = self.dropped_messages
         if self.usage is not None:

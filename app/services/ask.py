@@ -1,49 +1,17 @@
-"""Answer from a collection: retrieve, pack the passages under the token budget, stream the answer.
-
-:func:`find_sources` is shared with the chat service; :func:`ask` is the one-shot question of ``hearth ask``.
-"""
+"""``hearth ask``: one question answered from a collection, with no conversation around it. The prompt is built
+and the answer finished by the turn builder the page and the API use (``documents_turn``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 from app.errors import EmptyMessage
-from app.services.attachment_plan import AttachmentUse, plan_attachments, worth_counting
 from app.services.documents import DocumentServices
-from app.services.history import prompt_budget
-from app.services.naming import name_pointed_answer
+from app.services.documents_turn import DocumentsQuestion, FinalAnswer, documents_turn, final_answer
 from app.services.runtime import ModelRuntime
-from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
-from rag.attachments import ReadAttachment, Searchable, search_attachments
-from rag.naming import Named
-from rag.prompt import (
-    RAG_SYSTEM_PROMPT,
-    WHOLE_FILE,
-    Candidate,
-    Source,
-    pack_candidates,
-    rag_messages,
-    rag_question,
-    source_cost,
-)
-
-# Tokens kept free for the chat template's framing around the passages.
-TEMPLATE_SLACK = 16
-
-
-@dataclass(frozen=True)
-class FoundSources:
-    sources: tuple[Source, ...]
-    embed_ms: float
-    retrieve_ms: float  # keyword + vector search and fusion, after the question was embedded
-    uses: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation was used
-
-    @property
-    def total_ms(self) -> float:
-        return self.embed_ms + self.retrieve_ms
+from app.services.sources import FoundSources
+from backends.base import CancelToken, ChatEvent, Finished, GenerationParams, TextDelta
 
 
 @dataclass(frozen=True)
@@ -52,75 +20,11 @@ class AskStarted:
     prompt_tokens: int
 
 
-class TokenCounting(Protocol):
-    """What packing passages needs of a model: its window and its tokenizer."""
+@dataclass(frozen=True)
+class AskFinished:
+    """The answer as kept, after the stream: named if it only pointed at a passage, its citations checked."""
 
-    @property
-    def context_length(self) -> int: ...
-
-    def count_tokens(self, text: str) -> int: ...
-
-    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
-
-
-def find_sources(
-    documents: DocumentServices,
-    backend: TokenCounting,
-    collection: str | None,
-    question: str,
-    system_prompt: str,
-    params: GenerationParams,
-    top_k: int,
-    attached: Sequence[ReadAttachment] = (),
-) -> FoundSources:
-    """The passages for ``question``, as many as fit beside the system prompt, the question and the answer's
-    reserve: first the files attached to the conversation that fit whole (:func:`plan_attachments`), then the best
-    passages of the other attached files, then the best of ``collection``'s. Passages come before older
-    conversation turns: the caller fits the history into what is left."""
-    frame = [ChatMessage("system", system_prompt), ChatMessage("user", rag_question(question, []))]
-    room = prompt_budget(backend.context_length, params.max_new_tokens) - backend.count_chat_tokens(frame)
-    room -= TEMPLATE_SLACK
-    whole = [Source(0, f.name, None, WHOLE_FILE, f.text) for f in attached]
-    costs = [source_cost(s, backend.count_tokens) if worth_counting(len(s.text), room) else None for s in whole]
-    modes = plan_attachments(costs, room)
-    sources: list[Source] = []
-    for source, cost, mode in zip(whole, costs, modes, strict=True):
-        if mode == "whole" and cost is not None:
-            sources.append(Source(len(sources) + 1, source.path, None, WHOLE_FILE, source.text))
-            room -= cost
-    searched = [(i, f) for i, (f, mode) in enumerate(zip(attached, modes, strict=True)) if mode == "searched"]
-    candidates: list[Candidate] = []
-    origin: list[int | None] = []  # which attached file each candidate is from (None: the collection)
-    embed_ms = retrieve_ms = 0.0
-    if searched:
-        started = time.perf_counter()
-        vector = documents.embedder.embed([question])[0]
-        embed_ms += (time.perf_counter() - started) * 1000
-        files = [Searchable(i, f.passages, f.vectors) for i, f in searched]
-        hits, took_ms = search_attachments(files, question, vector, top_k)
-        retrieve_ms += took_ms
-        for hit in hits:
-            name = attached[hit.attachment_id].name
-            candidates.append(Candidate(name, hit.passage.page, hit.passage.section, hit.passage.text))
-            origin.append(hit.attachment_id)
-    if collection:
-        found = documents.retriever.search(collection, question, top_k=top_k)
-        embed_ms += found.embed_ms
-        retrieve_ms += found.search_ms
-        for passage in found.passages:
-            chunk = passage.chunk
-            candidates.append(Candidate(chunk.path, chunk.page, chunk.section, chunk.text))
-            origin.append(None)
-    packed = pack_candidates(candidates, room, backend.count_tokens, first=len(sources) + 1)
-    sources.extend(packed)
-    used = origin[: len(packed)]
-    uses = tuple(
-        AttachmentUse(f.name, "whole")
-        if mode == "whole"
-        else AttachmentUse(f.name, "searched", sum(1 for o in used if o == i))
-        for i, (f, mode) in enumerate(zip(attached, modes, strict=True))
-    )
-    return FoundSources(tuple(sources), embed_ms, retrieve_ms, uses)
+    answer: FinalAnswer
 
 
 def ask(
@@ -131,23 +35,19 @@ def ask(
     params: GenerationParams,
     top_k: int = 5,
     cancel: CancelToken | None = None,
-) -> Iterator[AskStarted | ChatEvent | Named]:
+) -> Iterator[AskStarted | ChatEvent | AskFinished]:
     if not question.strip():
         raise EmptyMessage("There is nothing to ask.", "Type a question first.")
     with runtime.lease() as engine:
-        found = find_sources(documents, engine, collection, question, RAG_SYSTEM_PROMPT, params, top_k)
-        messages = rag_messages(question, found.sources)
-        yield AskStarted(found, engine.count_chat_tokens(messages))
+        prompt = documents_turn(documents, engine, DocumentsQuestion(question, "", collection, top_k), params)
+        yield AskStarted(prompt.found, prompt.prompt_tokens)
         cancel = cancel or CancelToken()
         written: list[str] = []
-        reason = ""
-        for event in engine.stream_chat(messages, params, cancel):
+        reason = None
+        for event in engine.stream_chat(prompt.messages, params, cancel):
             if isinstance(event, TextDelta):
                 written.append(event.text)
             elif isinstance(event, Finished):
                 reason = event.reason
             yield event
-        if found.sources and reason == "stop":
-            named = name_pointed_answer(engine, messages, "".join(written), question, found.sources, params, cancel)
-            if named is not None:
-                yield named
+        yield AskFinished(final_answer(engine, prompt, "".join(written), reason == "stop", params, cancel))

@@ -6,7 +6,6 @@ them into text on a screen is the caller's job (``app/ui`` accumulates them for 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -18,10 +17,17 @@ from app.errors import EmptyMessage, HearthError
 from app.services.attachment_plan import AttachmentUse
 from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
 from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
-from app.services.documents_prompt import DocumentsTurn, assemble
+from app.services.documents_prompt import DocumentsTurn
+from app.services.documents_turn import (
+    DocumentsQuestion,
+    FinalAnswer,
+    TurnPrompt,
+    checked_only,
+    documents_turn,
+    final_answer,
+)
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
-from app.services.naming import name_pointed_answer
 from app.services.runtime import Lease, ModelRuntime
 from backends.base import (
     AdapterUse,
@@ -34,11 +40,9 @@ from backends.base import (
     Usage,
 )
 from rag.attachments import AttachProgress, ReadAttachment
-from rag.citations import check_citations
-from rag.prompt import Source, continue_numbering, rag_system_prompt
+from rag.prompt import Source
 
 if TYPE_CHECKING:
-    from app.services.ask import FoundSources
     from app.services.documents import DocumentServices
 
 DEFAULT_TOP_K = 3
@@ -72,8 +76,7 @@ class _Prompt:
     messages: list[ChatMessage]
     dropped: int
     tokens: int
-    found: FoundSources | None = None
-    asked: str = ""  # the question as the user wrote it, before the passages were put around it
+    documents: TurnPrompt | None = None  # the turn from documents, when the answer is
 
 
 class ChatService:
@@ -211,28 +214,17 @@ class ChatService:
         collection: str | None,
         attached: Sequence[ReadAttachment] = (),
     ) -> _Prompt:
-        found = None
-        asked = question
         if collection or attached:
-            from app.services.ask import find_sources
-
-            system_prompt = rag_system_prompt(system_prompt)
-            found = find_sources(
-                self._documents_now(), engine, collection, question, system_prompt, params, self._top_k, attached
-            )
-            shown = [s for m in earlier if m.role == "assistant" for s in m.sources]
-            found = dataclasses.replace(found, sources=continue_numbering(found.sources, shown))
-            turns = [*stored_turns(earlier), DocumentsTurn(question, found.sources)]
-            budget = prompt_budget(engine.context_length, params.max_new_tokens)
+            asked = DocumentsQuestion(question, system_prompt, collection, self._top_k, attached)
             # The turns the previous answer's prompt left out stay out (its cut is kept while it fits).
             last = next((m.stats for m in reversed(earlier) if m.role == "assistant" and m.stats), None)
             keep_from = last.dropped_messages // 2 if last else 0
-            built = assemble(system_prompt, turns, budget, engine.count_chat_tokens, keep_from)
-            return _Prompt(list(built.messages), built.dropped_messages, built.prompt_tokens, found, asked)
+            turn = documents_turn(self._documents_now(), engine, asked, params, stored_turns(earlier), keep_from)
+            return _Prompt(list(turn.messages), turn.dropped_messages, turn.prompt_tokens, turn)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
-        return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens, found, asked)
+        return _Prompt(list(fitted.messages), fitted.dropped, fitted.prompt_tokens)
 
     def _documents_now(self) -> DocumentServices:
         if self._documents is None:
@@ -269,10 +261,12 @@ class ChatService:
     def _answer(
         self, engine: Lease, conversation_id: str, prompt: _Prompt, params: GenerationParams, cancel: CancelToken
     ) -> Iterator[TurnEvent]:
-        sources = prompt.found.sources if prompt.found else ()
-        retrieve_ms = prompt.found.total_ms if prompt.found else 0.0
-        embed_ms = prompt.found.embed_ms if prompt.found else 0.0
-        uses = prompt.found.uses if prompt.found else ()
+        turn = prompt.documents
+        sources = turn.sources if turn else ()
+        retrieve_ms = turn.found.total_ms if turn else 0.0
+        embed_ms = turn.found.embed_ms if turn else 0.0
+        uses = turn.found.uses if turn else ()
+        final: FinalAnswer | None = None
         parts: list[str] = []
         usage: Usage | None = None
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
@@ -300,12 +294,8 @@ class ChatService:
                 elif isinstance(event, Finished):
                     reason = event.reason
                 yield event
-            if sources and reason == "stop":
-                named = name_pointed_answer(
-                    engine, prompt.messages, "".join(parts), prompt.asked, sources, params, cancel
-                )
-                if named is not None:  # the answer as saved (and shown once complete) carries the name
-                    parts = [named.text]
+            if turn is not None:  # the answer as saved and shown once complete: named, its citations checked
+                final = final_answer(engine, turn, "".join(parts), reason == "stop", params, cancel)
         except HearthError:
             reason = "error"
             raise
@@ -314,8 +304,8 @@ class ChatService:
                 self._answers -= 1
                 self._idle.notify_all()
             text = "".join(parts)
-            if sources:  # the answer as kept and shown once complete: each citation on a passage that says it
-                text = check_citations(text, prompt.asked, sources).text
+            if turn is not None:  # cut short or failed: still no citation on a passage that does not say it
+                text = (final or checked_only(turn, text)).text
             saved = self._save(
                 conversation_id, text, usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses, params.adapter
             )

@@ -205,6 +205,19 @@ def test_an_answer_from_a_collection_carries_its_sources(hearth: Served) -> None
     # The fake model echoes what it was asked (the numbered passages, then the question) until its room runs out.
     answer = body["choices"][0]["message"]["content"]
     assert answer.startswith("You said: Passages: [1] ") and "Question:" in answer
+    # The echo puts marker [2] after passage 1's last sentence: the check moves it to the passage that says that,
+    # as the page would, and says so.
+    assert "in 1852 after six summers of work, because storms stopped all building in winter. [1] Keepers" in answer
+    assert body["hearth"]["corrections"] == [
+        "Citation corrected: the answer cites [2], but it is passage [1] that says “1852”, “after”, “alan”."
+    ]
+    as_written = "".join(
+        c["choices"][0]["delta"].get("content", "")
+        for c in sse_events(hearth.chat({"model": "hearth:Coast notes", "messages": question, "stream": True}))[:-1]
+    )
+    assert "winter. [2] Keepers" in as_written  # a stream sends the text as written…
+    closing = sse_events(hearth.chat({"model": "hearth:Coast notes", "messages": question, "stream": True}))[-2]
+    assert closing["hearth"]["answer"] == answer  # …and ends with the answer as checked
 
     streamed = hearth.chat({"messages": question, "hearth": {"collection": "Coast notes", "top_k": 1}, "stream": True})
     chunks = sse_events(streamed)[:-1]

@@ -10,12 +10,14 @@ from collections.abc import Coroutine, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from app.api.answers import AnswerJob, Started, Step
-from app.api.delivery import _events
+from app.api.answers import AnswerJob, Checked, Started, Step
+from app.api.delivery import _events, _whole
 from app.api.responses import AnswerMeta, Extension
 from app.api.sse import DONE, sse_event
 from app.errors import EngineStopped
+from app.services.documents_turn import FinalAnswer
 from backends.base import CancelToken, Finished, TextDelta, Usage
+from rag.citations import Moved
 from rag.prompt import Source
 
 T = TypeVar("T")
@@ -110,6 +112,46 @@ def test_usage_comes_last_when_asked_for_with_the_sources() -> None:
         }
     ]
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+
+
+def checked_answer(cancel: CancelToken) -> Generator[Step, None, None]:
+    """An answer from documents whose citation the check moved: as written, then as kept."""
+    sources = (
+        Source(1, "/docs/lighthouse.md", None, "Keepers", "Ada Brann kept the light."),
+        Source(2, "/docs/lighthouse.md", None, "Construction", "Alan Brody designed it."),
+    )
+    yield Started("hearth:coast", Extension(collection="Coast", sources=sources))
+    yield TextDelta("Alan Brody designed it [1].")
+    yield Usage(7, 6, 1.0, 2.0)
+    yield Finished("stop")
+    moved = Moved(1, 2, ("alan", "brody"))
+    yield Checked(FinalAnswer("Alan Brody designed it [2].", None, (moved,)))
+
+
+def test_a_streamed_answer_from_documents_ends_with_the_answer_as_kept() -> None:
+    stream, _ = run_stream(checked_answer, include_usage=False)
+    chunks = parse(stream)[:-1]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Alan Brody designed it [1]."
+    closing = chunks[-1]["hearth"]
+    assert closing["answer"] == "Alan Brody designed it [2]."
+    assert closing["corrections"] == [
+        "Citation corrected: the answer cites [1], but it is passage [2] that says “alan”, “brody”."
+    ]
+
+
+def test_a_whole_answer_from_documents_is_the_answer_as_kept() -> None:
+    async def main() -> Any:
+        job = AnswerJob(checked_answer, asyncio.get_running_loop()).start()
+        first = await job.next()
+        assert isinstance(first, Started)
+        reply = await _whole(job, AnswerMeta.new("chat", first.model), first.extension)
+        return json.loads(bytes(reply.body))
+
+    body = run_isolated(main())
+    assert body["choices"][0]["message"]["content"] == "Alan Brody designed it [2]."
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert "answer" not in body["hearth"]  # the message is the answer as kept
+    assert body["hearth"]["corrections"][0].startswith("Citation corrected: the answer cites [1]")
 
 
 def test_completions_stream_text_chunks() -> None:

@@ -1,0 +1,199 @@
+"""One turn answered from documents, built and finished the same way for the page (``ChatService``), the API
+(``app/api/generation.py``) and ``hearth ask``.
+
+Building: the passages are found for the question (files attached to the conversation first, then the collection),
+numbered on from the numbers earlier turns showed, and the conversation is fitted around them (``assemble``: the
+oldest turns go first, and a cut the previous prompt made is kept while it fits). The document rules go in front of
+the user's own system prompt. The adapter travels in the generation parameters, which the front end chose.
+
+Finishing, once the answer is written: an answer that only pointed at a passage ("see passage [2]") gets the name
+that passage gives (one short follow-up), then every citation is checked against the passages and moved to the one
+that holds the claim's terms. The front end shows the result its own way: the page saves it, the API sends it as the
+final message (or in the closing chunk's ``hearth`` field when streaming), the terminal prints what was changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.services.documents import DocumentServices
+from app.services.documents_prompt import DocumentsTurn, assemble, replayed_cut
+from app.services.history import fit_history, prompt_budget
+from app.services.naming import name_pointed_answer
+from app.services.runtime import Lease
+from app.services.sources import FoundSources, find_sources
+from backends.base import CancelToken, ChatMessage, GenerationParams
+from rag.attachments import ReadAttachment
+from rag.citations import Moved, check_citations
+from rag.naming import Named
+from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
+
+
+@dataclass(frozen=True)
+class DocumentsQuestion:
+    """What a front end asks: the question as the user wrote it and where its answer may come from."""
+
+    question: str
+    system_prompt: str  # the user's own; the document rules are put in front of it
+    collection: str | None
+    top_k: int
+    attached: Sequence[ReadAttachment] = ()
+
+
+@dataclass(frozen=True)
+class TurnPrompt:
+    """The prompt of one turn from documents, and what it was built from."""
+
+    messages: tuple[ChatMessage, ...]
+    prompt_tokens: int
+    dropped_messages: int  # earlier messages left out to fit
+    found: FoundSources
+    question: str  # as the user wrote it, before the passages were put around it
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return self.found.sources
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The answer as it is kept and shown once complete."""
+
+    text: str
+    named: Named | None = None  # the name a follow-up gave an answer that only pointed at a passage
+    moved: tuple[Moved, ...] = ()  # citations moved to the passage that holds their claim
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What was changed, in words, for a front end that already showed the answer as written."""
+        named = (self.named.words,) if self.named is not None else ()
+        return (*named, *(m.words for m in self.moved))
+
+
+class _Finder:
+    """Finds the passages for a question of this turn (and, for the API, of the earlier ones again)."""
+
+    def __init__(
+        self, documents: DocumentServices, engine: Lease, asked: DocumentsQuestion, params: GenerationParams
+    ) -> None:
+        self.system_prompt = rag_system_prompt(asked.system_prompt)
+        self._documents, self._engine, self._asked, self._params = documents, engine, asked, params
+
+    def __call__(self, question: str) -> FoundSources:
+        asked = self._asked
+        return find_sources(
+            self._documents,
+            self._engine,
+            asked.collection,
+            question,
+            self.system_prompt,
+            self._params,
+            asked.top_k,
+            asked.attached,
+        )
+
+
+def documents_turn(
+    documents: DocumentServices,
+    engine: Lease,
+    asked: DocumentsQuestion,
+    params: GenerationParams,
+    earlier: Sequence[DocumentsTurn] = (),
+    keep_from: int | None = None,
+    after: Sequence[ChatMessage] = (),
+) -> TurnPrompt:
+    """The prompt for ``asked`` after the ``earlier`` turns (each with the passages it was given). ``keep_from``:
+    the first turn the conversation's previous prompt kept; None works it out again from the turns (a client that
+    sends its whole history each time). ``after``: messages the client put after the question, kept as they are."""
+    finder = _Finder(documents, engine, asked, params)
+    return _assembled(finder, engine, asked, params, earlier, keep_from, after)
+
+
+def refound_turns(
+    documents: DocumentServices,
+    engine: Lease,
+    asked: DocumentsQuestion,
+    params: GenerationParams,
+    pairs: Sequence[tuple[str, str]],
+) -> list[DocumentsTurn]:
+    """Earlier (question, answer) pairs a client sent without the passages Hearth gave them, with those passages
+    found again (same index, same question: the same passages), numbered across the conversation. The prompt is then
+    the one the client's previous request had, plus this turn, and the engine's cache of it is used."""
+    finder = _Finder(documents, engine, asked, params)
+    turns: list[DocumentsTurn] = []
+    shown: list[Source] = []
+    for question, answer in pairs:
+        numbered = continue_numbering(finder(question).sources, shown)
+        shown.extend(numbered)
+        turns.append(DocumentsTurn(question, numbered, answer))
+    return turns
+
+
+def loose_turn(
+    documents: DocumentServices,
+    engine: Lease,
+    asked: DocumentsQuestion,
+    params: GenerationParams,
+    before: Sequence[ChatMessage],
+    after: Sequence[ChatMessage] = (),
+) -> TurnPrompt:
+    """The prompt for a client history that is not question, answer, question, …: its messages as they are, the
+    passages only in the last question, the oldest messages left out to fit."""
+    finder = _Finder(documents, engine, asked, params)
+    found = finder(asked.question)
+    question = ChatMessage("user", rag_question(asked.question, found.sources))
+    history = [ChatMessage("system", finder.system_prompt), *before, question, *after]
+    budget = prompt_budget(engine.context_length, params.max_new_tokens)
+    fitted = fit_history(history, budget, engine.count_chat_tokens)
+    return TurnPrompt(tuple(fitted.messages), fitted.prompt_tokens, fitted.dropped, found, asked.question)
+
+
+def _assembled(
+    finder: _Finder,
+    engine: Lease,
+    asked: DocumentsQuestion,
+    params: GenerationParams,
+    earlier: Sequence[DocumentsTurn],
+    keep_from: int | None,
+    after: Sequence[ChatMessage],
+) -> TurnPrompt:
+    found = finder(asked.question)
+    shown = [s for turn in earlier for s in turn.sources]
+    found = dataclasses.replace(found, sources=continue_numbering(found.sources, shown))
+    turns = [*earlier, DocumentsTurn(asked.question, found.sources)]
+    budget = prompt_budget(engine.context_length, params.max_new_tokens)
+    count = engine.count_chat_tokens
+    if keep_from is None:
+        keep_from = replayed_cut(finder.system_prompt, turns, budget, count)
+    built = assemble(finder.system_prompt, turns, budget, count, keep_from)
+    messages = (*built.messages, *after)
+    tokens = built.prompt_tokens if not after else count(messages)
+    return TurnPrompt(messages, tokens, built.dropped_messages, found, asked.question)
+
+
+def final_answer(
+    engine: Lease,
+    prompt: TurnPrompt,
+    written: str,
+    complete: bool,
+    params: GenerationParams,
+    cancel: CancelToken,
+) -> FinalAnswer:
+    """The answer as kept: named when it only pointed at a passage (asked only of a ``complete`` answer, one that
+    ended by itself), then each citation on a passage that holds its claim. Without passages: as written."""
+    if not prompt.sources:
+        return FinalAnswer(written)
+    named = None
+    if complete:
+        named = name_pointed_answer(engine, prompt.messages, written, prompt.question, prompt.sources, params, cancel)
+    text = named.text if named is not None else written
+    checked = check_citations(text, prompt.question, prompt.sources)
+    return FinalAnswer(checked.text, named, checked.moved)
+
+
+def checked_only(prompt: TurnPrompt, written: str) -> FinalAnswer:
+    """The answer with its citations checked and no follow-up asked (an answer cut short, or the model gone)."""
+    checked = check_citations(written, prompt.question, prompt.sources) if prompt.sources else None
+    return FinalAnswer(checked.text, None, checked.moved) if checked else FinalAnswer(written)

@@ -1,0 +1,103 @@
+"""The passages a question is answered from: files attached to the conversation (whole when they fit, else their
+best passages) and the best passages of a collection, packed under the prompt's token budget. Used by the one turn
+builder (``documents_turn``) that the page, the API and ``hearth ask`` share."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.services.attachment_plan import AttachmentUse, plan_attachments, worth_counting
+from app.services.documents import DocumentServices
+from app.services.history import prompt_budget
+from backends.base import ChatMessage, GenerationParams
+from rag.attachments import ReadAttachment, Searchable, search_attachments
+from rag.prompt import WHOLE_FILE, Candidate, Source, pack_candidates, rag_question, source_cost
+
+# Tokens kept free for the chat template's framing around the passages.
+TEMPLATE_SLACK = 16
+
+
+@dataclass(frozen=True)
+class FoundSources:
+    sources: tuple[Source, ...]
+    embed_ms: float
+    retrieve_ms: float  # keyword + vector search and fusion, after the question was embedded
+    uses: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation was used
+
+    @property
+    def total_ms(self) -> float:
+        return self.embed_ms + self.retrieve_ms
+
+
+class TokenCounting(Protocol):
+    """What packing passages needs of a model: its window and its tokenizer."""
+
+    @property
+    def context_length(self) -> int: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
+
+
+def find_sources(
+    documents: DocumentServices,
+    backend: TokenCounting,
+    collection: str | None,
+    question: str,
+    system_prompt: str,
+    params: GenerationParams,
+    top_k: int,
+    attached: Sequence[ReadAttachment] = (),
+) -> FoundSources:
+    """The passages for ``question``, as many as fit beside the system prompt, the question and the answer's
+    reserve: first the files attached to the conversation that fit whole (:func:`plan_attachments`), then the best
+    passages of the other attached files, then the best of ``collection``'s. Passages come before older
+    conversation turns: the caller fits the history into what is left."""
+    frame = [ChatMessage("system", system_prompt), ChatMessage("user", rag_question(question, []))]
+    room = prompt_budget(backend.context_length, params.max_new_tokens) - backend.count_chat_tokens(frame)
+    room -= TEMPLATE_SLACK
+    whole = [Source(0, f.name, None, WHOLE_FILE, f.text) for f in attached]
+    costs = [source_cost(s, backend.count_tokens) if worth_counting(len(s.text), room) else None for s in whole]
+    modes = plan_attachments(costs, room)
+    sources: list[Source] = []
+    for source, cost, mode in zip(whole, costs, modes, strict=True):
+        if mode == "whole" and cost is not None:
+            sources.append(Source(len(sources) + 1, source.path, None, WHOLE_FILE, source.text))
+            room -= cost
+    searched = [(i, f) for i, (f, mode) in enumerate(zip(attached, modes, strict=True)) if mode == "searched"]
+    candidates: list[Candidate] = []
+    origin: list[int | None] = []  # which attached file each candidate is from (None: the collection)
+    embed_ms = retrieve_ms = 0.0
+    if searched:
+        started = time.perf_counter()
+        vector = documents.embedder.embed([question])[0]
+        embed_ms += (time.perf_counter() - started) * 1000
+        files = [Searchable(i, f.passages, f.vectors) for i, f in searched]
+        hits, took_ms = search_attachments(files, question, vector, top_k)
+        retrieve_ms += took_ms
+        for hit in hits:
+            name = attached[hit.attachment_id].name
+            candidates.append(Candidate(name, hit.passage.page, hit.passage.section, hit.passage.text))
+            origin.append(hit.attachment_id)
+    if collection:
+        found = documents.retriever.search(collection, question, top_k=top_k)
+        embed_ms += found.embed_ms
+        retrieve_ms += found.search_ms
+        for passage in found.passages:
+            chunk = passage.chunk
+            candidates.append(Candidate(chunk.path, chunk.page, chunk.section, chunk.text))
+            origin.append(None)
+    packed = pack_candidates(candidates, room, backend.count_tokens, first=len(sources) + 1)
+    sources.extend(packed)
+    used = origin[: len(packed)]
+    uses = tuple(
+        AttachmentUse(f.name, "whole")
+        if mode == "whole"
+        else AttachmentUse(f.name, "searched", sum(1 for o in used if o == i))
+        for i, (f, mode) in enumerate(zip(attached, modes, strict=True))
+    )
+    return FoundSources(tuple(sources), embed_ms, retrieve_ms, uses)
