@@ -217,10 +217,21 @@ def run_eval_retrieval(
             )
 
         def search(question: str) -> list[Retrieved]:
+            if documents.excerpts:  # what the model would be given: the best sentences of more passages
+                from app.services.sources import excerpts_of
+                from rag.excerpts import CANDIDATES
+
+                ranked = documents.retriever.search(info.name, question, top_k=max(top_k, CANDIDATES)).passages
+                given = [(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in ranked]
+                chosen = excerpts_of(documents.embedder, question, given, top_k, documents.embedder.count_tokens)
+                return [Retrieved(Path(path).name, page, text) for path, page, _, text in chosen]
             found = documents.retriever.search(info.name, question, top_k=top_k)
             return [Retrieved(Path(p.chunk.path).name, p.chunk.page, p.chunk.text) for p in found.passages]
 
-        report = evaluate(questions, search, top_k)
+        # Excerpts of up to MORE_PASSAGES more passages fill the room of top_k whole ones.
+        from rag.excerpts import MORE_PASSAGES
+
+        report = evaluate(questions, search, top_k + MORE_PASSAGES if documents.excerpts else top_k)
     finally:
         documents.close()
     for result in report.results:
@@ -245,5 +256,6 @@ def run_eval_retrieval(
             got = ", ".join(f"{r.file_name}" + (f" p{r.page}" if r.page else "") for r in result.retrieved[:3])
             print(f"answer not in the passages: {for_terminal(repr(result.question.question))} -> {for_terminal(got)}")
         held = len(with_answers) - len(lacking)
-        print(f"the {top_k} passages hold the answer (every expected string) for {held} of {len(with_answers)}")
+        given = f"excerpts in the room of {top_k} passages" if documents.excerpts else f"{top_k} passages"
+        print(f"the {given} hold the answer (every expected string) for {held} of {len(with_answers)}")
     return EXIT_OK

@@ -111,6 +111,12 @@ class RagSettings(BaseModel):
         description="Passages retrieved for each question. 3 answered as many held-out questions right as 5 "
         "(53 and 52 of 57) with a third fewer prompt tokens: the first word comes in 0.62 of the time.",
     )
+    excerpts: bool = Field(
+        default=False,
+        description="Give the best sentences of the first 8 passages found, in the room the first top_k passages "
+        "would take, instead of those passages whole (rag/excerpts.py). Off: the default model did not answer better "
+        "from them, and embedding every window of 8 passages takes about a second per question on a 2-core CPU.",
+    )
     reranker_path: Path | None = Field(
         default=None,
         description="A local sentence-transformers cross-encoder folder (config.json, weights, tokenizer) that "

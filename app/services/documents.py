@@ -42,6 +42,7 @@ class DocumentServices:
     # Reads files attached to a conversation: a process of its own, so that attaching never waits behind indexing.
     attachment_reader: ReaderProcess = field(default_factory=ReaderProcess)  # starts its child on first use
     max_file_bytes: int = 100 << 20
+    excerpts: bool = False  # give the best sentences of more passages instead of the first passages whole
 
     def uploads_folder(self, info: CollectionInfo) -> Path:
         """Where copies of files uploaded through the page are kept for ``info`` (Hearth owns these)."""
@@ -154,4 +155,5 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
         paths.uploads_dir,
         attachment_reader,
         settings.rag.max_file_mb << 20,
+        settings.rag.excerpts,
     )

@@ -5,7 +5,7 @@ builder (``documents_turn``) that the page, the API and ``hearth ask`` share."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -14,6 +14,8 @@ from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
 from backends.base import ChatMessage, GenerationParams
 from rag.attachments import ReadAttachment, Searchable, search_attachments
+from rag.embeddings import Embedder
+from rag.excerpts import CANDIDATES, MORE_PASSAGES, choose, excerpt, sentences, windows
 from rag.prompt import WHOLE_FILE, Candidate, Source, pack_candidates, rag_question, source_cost
 
 # Tokens kept free for the chat template's framing around the passages.
@@ -84,12 +86,18 @@ def find_sources(
             candidates.append(Candidate(name, hit.passage.page, hit.passage.section, hit.passage.text))
             origin.append(hit.attachment_id)
     if collection:
-        found = documents.retriever.search(collection, question, top_k=top_k)
+        found = documents.retriever.search(
+            collection, question, top_k=max(top_k, CANDIDATES) if documents.excerpts else top_k
+        )
         embed_ms += found.embed_ms
         retrieve_ms += found.search_ms
-        for passage in found.passages:
-            chunk = passage.chunk
-            candidates.append(Candidate(chunk.path, chunk.page, chunk.section, chunk.text))
+        texts = [(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in found.passages]
+        if documents.excerpts:
+            started = time.perf_counter()
+            texts = excerpts_of(documents.embedder, question, texts, top_k, backend.count_tokens)
+            embed_ms += (time.perf_counter() - started) * 1000
+        for path, page, section, text in texts:
+            candidates.append(Candidate(path, page, section, text))
             origin.append(None)
     packed = pack_candidates(candidates, room, backend.count_tokens, first=len(sources) + 1)
     sources.extend(packed)
@@ -101,3 +109,22 @@ def find_sources(
         for i, (f, mode) in enumerate(zip(attached, modes, strict=True))
     )
     return FoundSources(tuple(sources), embed_ms, retrieve_ms, uses)
+
+
+Found = tuple[str, int | None, str | None, str]  # path, page, section, text
+
+
+def excerpts_of(
+    embedder: Embedder, question: str, found: Sequence[Found], top_k: int, count_tokens: Callable[[str], int]
+) -> list[Found]:
+    """The best sentences of ``found`` (the ranking, best first) in the room its first ``top_k`` passages take,
+    one excerpt per passage (``rag/excerpts.py``), the passage holding the best window first."""
+    said = [sentences(text) for *_, text in found]
+    cut = windows(said)
+    if not cut:
+        return list(found[:top_k])
+    vectors = embedder.embed([question, *(w.text for w in cut)])
+    similarity = [float(v) for v in vectors[1:] @ vectors[0]]
+    budget = sum(count_tokens(text) for *_, text in found[:top_k])
+    chosen = choose(said, cut, similarity, count_tokens, budget, most_passages=top_k + MORE_PASSAGES)
+    return [(*found[passage][:3], excerpt(said[passage], indices)) for passage, indices in chosen]
