@@ -64,7 +64,9 @@ build_llama_wheel() {
     local flags="$1" wheel_dir="$2" work source
     shift 2
     work="$(mktemp -d)"
-    trap 'rm -rf "$work"' RETURN
+    # A RETURN trap outlives the function that set it: it clears itself, or it fires again when main returns
+    # (with $work out of scope, which set -u turns into a failed setup after "Ready").
+    trap 'rm -rf "$work"; trap - RETURN' RETURN
     "$@" download --no-deps --no-binary :all: --no-cache-dir "llama-cpp-python==$LLAMA_CPP_VERSION" -d "$work" ||
         die "could not download llama-cpp-python $LLAMA_CPP_VERSION's source from the package index."
     tar -xzf "$work"/llama_cpp_python-"$LLAMA_CPP_VERSION".tar.gz -C "$work"
