@@ -16,8 +16,14 @@ from app.api.responses import Extension
 from app.errors import EmptyMessage
 from app.services.container import Services
 from app.services.documents_prompt import paired_turns
-from app.services.documents_turn import DocumentsQuestion, documents_turn, final_answer, loose_turn, refound_turns
-from backends.base import CancelToken, ChatMessage, Finished, FinishReason, GenerationParams, TextDelta
+from app.services.documents_turn import (
+    DocumentsQuestion,
+    documents_turn,
+    loose_turn,
+    refound_turns,
+    streamed_answer,
+)
+from backends.base import CancelToken, ChatMessage, GenerationParams
 
 
 @dataclass(frozen=True)
@@ -64,16 +70,9 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
             found = turn.found
             extension = Extension(collection, found.sources, turn.dropped_messages, attachments=found.uses)
             yield Started(collection_id(collection) if collection else model_id, extension)
-            written: list[str] = []
-            reason: FinishReason | None = None
-            for event in engine.stream_chat(turn.messages, params, cancel):
-                if isinstance(event, TextDelta):
-                    written.append(event.text)
-                elif isinstance(event, Finished):
-                    reason = event.reason
-                yield event
+            answer = yield from streamed_answer(engine, turn, params, cancel)
             if not cancel.cancelled:
-                yield Checked(final_answer(engine, turn, "".join(written), reason == "stop", params, cancel))
+                yield Checked(answer)
 
     return work
 

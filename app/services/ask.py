@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from app.errors import EmptyMessage
 from app.services.documents import DocumentServices
-from app.services.documents_turn import DocumentsQuestion, FinalAnswer, documents_turn, final_answer
+from app.services.documents_turn import DocumentsQuestion, FinalAnswer, documents_turn, streamed_answer
 from app.services.runtime import ModelRuntime
 from app.services.sources import FoundSources
-from backends.base import CancelToken, ChatEvent, Finished, GenerationParams, TextDelta
+from backends.base import CancelToken, ChatEvent, GenerationParams
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,5 @@ def ask(
     with runtime.lease() as engine:
         prompt = documents_turn(documents, engine, DocumentsQuestion(question, "", collection, top_k), params)
         yield AskStarted(prompt.found, prompt.prompt_tokens)
-        cancel = cancel or CancelToken()
-        written: list[str] = []
-        reason = None
-        for event in engine.stream_chat(prompt.messages, params, cancel):
-            if isinstance(event, TextDelta):
-                written.append(event.text)
-            elif isinstance(event, Finished):
-                reason = event.reason
-            yield event
-        yield AskFinished(final_answer(engine, prompt, "".join(written), reason == "stop", params, cancel))
+        answer = yield from streamed_answer(engine, prompt, params, cancel or CancelToken())
+        yield AskFinished(answer)

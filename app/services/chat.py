@@ -76,7 +76,7 @@ class _Prompt:
     messages: list[ChatMessage]
     dropped: int
     tokens: int
-    documents: TurnPrompt | None = None  # the turn from documents, when the answer is
+    documents: TurnPrompt | None = None  # the turn from documents, when the answer comes from documents
 
 
 class ChatService:

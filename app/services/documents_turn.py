@@ -15,7 +15,7 @@ final message (or in the closing chunk's ``hearth`` field when streaming), the t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from app.services.documents import DocumentServices
@@ -24,7 +24,7 @@ from app.services.history import fit_history, prompt_budget
 from app.services.naming import name_pointed_answer
 from app.services.runtime import Lease
 from app.services.sources import FoundSources, find_sources
-from backends.base import CancelToken, ChatMessage, GenerationParams
+from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
 from rag.attachments import ReadAttachment
 from rag.citations import Moved, check_citations
 from rag.naming import Named
@@ -191,6 +191,22 @@ def final_answer(
     text = named.text if named is not None else written
     checked = check_citations(text, prompt.question, prompt.sources)
     return FinalAnswer(checked.text, named, checked.moved)
+
+
+def streamed_answer(
+    engine: Lease, prompt: TurnPrompt, params: GenerationParams, cancel: CancelToken
+) -> Generator[ChatEvent, None, FinalAnswer]:
+    """Streams the answer to ``prompt`` as the engine writes it, then returns it finished (``final_answer``): for a
+    front end that shows the words as they come and the kept answer after them (``hearth ask``, the API)."""
+    written: list[str] = []
+    complete = False
+    for event in engine.stream_chat(prompt.messages, params, cancel):
+        if isinstance(event, TextDelta):
+            written.append(event.text)
+        elif isinstance(event, Finished):
+            complete = event.reason == "stop"
+        yield event
+    return final_answer(engine, prompt, "".join(written), complete, params, cancel)
 
 
 def checked_only(prompt: TurnPrompt, written: str) -> FinalAnswer:
