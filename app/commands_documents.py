@@ -220,11 +220,12 @@ def run_eval_retrieval(
             if documents.excerpts:  # what the model would be given: the best sentences of more passages
                 from app.services.sources import excerpts_of
                 from rag.excerpts import CANDIDATES
+                from rag.prompt import Candidate
 
                 ranked = documents.retriever.search(info.name, question, top_k=max(top_k, CANDIDATES)).passages
-                given = [(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in ranked]
+                given = [Candidate(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in ranked]
                 chosen = excerpts_of(documents.embedder, question, given, top_k, documents.embedder.count_tokens)
-                return [Retrieved(Path(path).name, page, text) for path, page, _, text in chosen]
+                return [Retrieved(Path(c.path).name, c.page, c.text) for c in chosen]
             found = documents.retriever.search(info.name, question, top_k=top_k)
             return [Retrieved(Path(p.chunk.path).name, p.chunk.page, p.chunk.text) for p in found.passages]
 

@@ -42,6 +42,7 @@ def main() -> int:
     from app.settings import load_settings
     from rag.answer_eval import holds_expected, read_answer_questions
     from rag.excerpts import CANDIDATES
+    from rag.prompt import Candidate
 
     enforce_offline()
     questions = read_answer_questions(args.questions)
@@ -64,7 +65,7 @@ def main() -> int:
             for passage in found[:GIVEN]:
                 after = by_position.get((passage.chunk.path, passage.chunk.index + 1))
                 extended.append(passage.chunk.text + ("\n" + after.text if after is not None else ""))
-            ranked = [(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in found[:CANDIDATES]]
+            ranked = [Candidate(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in found[:CANDIDATES]]
             started = time.perf_counter()
             excerpts = excerpts_of(
                 documents.embedder, question.question, ranked, GIVEN, documents.embedder.count_tokens
@@ -76,7 +77,7 @@ def main() -> int:
                     "holds_from": first,  # the fewest first passages that hold the answer; None: not in 20
                     "held_with_next_chunks": holds_expected("\n".join(extended), question.expected),
                     "excerpt_ms": round(excerpt_ms, 1),  # scoring the windows (embedding them), choosing
-                    "held_by_excerpts": holds_expected("\n".join(text for *_, text in excerpts), question.expected),
+                    "held_by_excerpts": holds_expected("\n".join(c.text for c in excerpts), question.expected),
                     "files": [Path(p.chunk.path).name for p in found[:GIVEN]],
                 }
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from app.services.attachment_plan import AttachmentUse, plan_attachments, worth_counting
@@ -91,14 +91,13 @@ def find_sources(
         )
         embed_ms += found.embed_ms
         retrieve_ms += found.search_ms
-        texts = [(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in found.passages]
+        ranked = [Candidate(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in found.passages]
         if documents.excerpts:
             started = time.perf_counter()
-            texts = excerpts_of(documents.embedder, question, texts, top_k, backend.count_tokens)
+            ranked = excerpts_of(documents.embedder, question, ranked, top_k, backend.count_tokens)
             embed_ms += (time.perf_counter() - started) * 1000
-        for path, page, section, text in texts:
-            candidates.append(Candidate(path, page, section, text))
-            origin.append(None)
+        candidates.extend(ranked)
+        origin.extend(None for _ in ranked)
     packed = pack_candidates(candidates, room, backend.count_tokens, first=len(sources) + 1)
     sources.extend(packed)
     used = origin[: len(packed)]
@@ -111,20 +110,17 @@ def find_sources(
     return FoundSources(tuple(sources), embed_ms, retrieve_ms, uses)
 
 
-Found = tuple[str, int | None, str | None, str]  # path, page, section, text
-
-
 def excerpts_of(
-    embedder: Embedder, question: str, found: Sequence[Found], top_k: int, count_tokens: Callable[[str], int]
-) -> list[Found]:
+    embedder: Embedder, question: str, found: Sequence[Candidate], top_k: int, count_tokens: Callable[[str], int]
+) -> list[Candidate]:
     """The best sentences of ``found`` (the ranking, best first) in the room its first ``top_k`` passages take,
     one excerpt per passage (``rag/excerpts.py``), the passage holding the best window first."""
-    said = [sentences(text) for *_, text in found]
+    said = [sentences(candidate.text) for candidate in found]
     cut = windows(said)
     if not cut:
         return list(found[:top_k])
     vectors = embedder.embed([question, *(w.text for w in cut)])
     similarity = [float(v) for v in vectors[1:] @ vectors[0]]
-    budget = sum(count_tokens(text) for *_, text in found[:top_k])
+    budget = sum(count_tokens(candidate.text) for candidate in found[:top_k])
     chosen = choose(said, cut, similarity, count_tokens, budget, most_passages=top_k + MORE_PASSAGES)
-    return [(*found[passage][:3], excerpt(said[passage], indices)) for passage, indices in chosen]
+    return [replace(found[passage], text=excerpt(said[passage], indices)) for passage, indices in chosen]

@@ -7,11 +7,12 @@ import pytest
 
 from app.services.sources import excerpts_of
 from rag.embeddings import SentenceTransformerEmbedder
+from rag.prompt import Candidate
 
 pytestmark = pytest.mark.integration
 
 RANKED = [
-    (
+    Candidate(
         "/docs/bash.pdf",
         71,
         "The Set Builtin",
@@ -20,7 +21,7 @@ RANKED = [
         "If no options or arguments are supplied, set displays the names and values of all shell variables and "
         "functions, sorted according to the current locale, in a format that may be reused as input.",
     ),
-    (
+    Candidate(
         "/docs/bash.pdf",
         72,
         "The Set Builtin",
@@ -28,14 +29,14 @@ RANKED = [
         "export to the environment of subsequent commands. -b Cause the status of terminated background jobs to be "
         "reported immediately, rather than before printing the next primary prompt.",
     ),
-    (
+    Candidate(
         "/docs/bash.pdf",
         40,
         "Shell Functions",
         "Shell functions are a way to group commands for later execution using a single name for the group. They "
         "are executed just like a regular command.",
     ),
-    (
+    Candidate(
         "/docs/bash.pdf",
         73,
         "The Set Builtin",
@@ -54,9 +55,9 @@ def test_the_answer_in_the_fourth_passage_is_given_in_the_room_of_the_first(
     question = "How do I make a script stop as soon as one of its commands fails?"
     given = excerpts_of(embedder, question, RANKED, 1, embedder.count_tokens)
     assert len(given) <= 3  # at most two passages more than the one whose room they share
-    texts = [text for *_, text in given]
+    texts = [c.text for c in given]
     assert any("Exit immediately if a pipeline" in text for text in texts)
-    page_of = {text: page for _, page, _, text in given}
+    page_of = {c.text: c.page for c in given}
     assert next(page_of[t] for t in texts if "Exit immediately" in t) == 73  # the excerpt keeps its page
     used = sum(embedder.count_tokens(text.replace("…", "")) for text in texts)
-    assert used <= embedder.count_tokens(RANKED[0][3]) + 2 * len(given)  # the room of one passage (the gaps aside)
+    assert used <= embedder.count_tokens(RANKED[0].text) + 2 * len(given)  # the room of one passage (the gaps aside)
