@@ -252,6 +252,7 @@ def result_record(result: AnswerResult) -> dict[str, object]:
                 "page": s.page,
                 "section": s.section,
                 "holds_answer": holds_expected(s.text, result.question.expected),
+                "text": s.text,  # as given to the model: what a rule tried later on the answers can read
             }
             for s in result.sources
         ],

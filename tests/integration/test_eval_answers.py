@@ -68,6 +68,7 @@ def test_eval_answers_reports_accuracy_and_citations(isolated_home: Path, tmp_pa
         # Anyone can re-check a figure: the sources each answer was given, numbered as it cites them, and its time.
         assert [s["number"] for s in row["sources"]] == list(range(1, row["passages"] + 1)), row
         assert all(s["file"] and s["label"].startswith(s["file"]) for s in row["sources"]), row
+        assert all(s["text"].strip() for s in row["sources"]), row  # the passage as the model was given it
         assert row["seconds"] > 0 and isinstance(row["cited_holds_answer"], bool)
     assert report["cited_right_share"] == pytest.approx(sum(r["cited_holds_answer"] for r in rows) / 3)
     assert "a cited passage held it for" in result.stdout
