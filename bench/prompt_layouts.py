@@ -8,7 +8,7 @@ Layouts (each a change to :func:`rag.prompt.rag_question`, which every front end
 * ``best-last``: the passages in reverse order, the best-ranked nearest the question (numbers unchanged);
 * ``short``: the shortest format instruction ("Answer in one sentence and cite the passage like [n].").
 
-    HEARTH_HOME=/tmp/uw-home .venv/bin/python bench/prompt_layouts.py best-last -- \\
+    HEARTH_HOME=~/.cache/hearth-bench/uw-home .venv/bin/python bench/prompt_layouts.py best-last -- \\
         bench/data/user-words-answers.jsonl -c uw --part tuning --model MODEL.gguf --output FILE
 
 Everything after ``--`` goes to ``hearth eval answers``. Nothing here is used by the product.
@@ -23,10 +23,6 @@ from rag import prompt
 from rag.prompt import Source
 
 SHORT_INSTRUCTION = "Answer in one sentence and cite the passage like [n]."
-
-
-def _today(question: str, sources: Sequence[Source], above: Sequence[int] = ()) -> str:
-    return prompt.rag_question(question, sources, above)
 
 
 def _ask_first(question: str, sources: Sequence[Source], above: Sequence[int] = ()) -> str:
@@ -48,7 +44,7 @@ def _short(question: str, sources: Sequence[Source], above: Sequence[int] = ()) 
 
 
 LAYOUTS: dict[str, Callable[..., str]] = {
-    "today": _today,
+    "today": prompt.rag_question,  # use_layout replaces the name where it is imported, not in rag.prompt
     "ask-first": _ask_first,
     "best-last": _best_last,
     "short": _short,
