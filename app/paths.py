@@ -140,8 +140,38 @@ def ensure_data_dir(paths: DataPaths) -> DataPaths:
             f"Cannot create the data directory {paths.root}: {exc.strerror}.",
             "Set HEARTH_HOME to a folder you can write to.",
         ) from exc
+    refuse_foreign_owner(paths.root)
     make_private(paths)
     return paths
+
+
+def refuse_foreign_owner(root: Path) -> None:
+    """Refuse a data folder another account owns: its owner could read the conversations and the API key, or put
+    its own files (a model, a database) where Hearth would use them. Root is no exception: a folder made by another
+    account (under /tmp, say) stays that account's, whatever root's chmod does to it."""
+    if os.name == "nt":
+        return
+    try:
+        owner = root.stat().st_uid
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot open the data directory {root}: {exc.strerror}.", "Set HEARTH_HOME to a folder you can write to."
+        ) from exc
+    if owner != os.geteuid():
+        raise StorageError(
+            f"The data folder {root} belongs to another account ({_account_name(owner)}), which could read or "
+            "change what Hearth keeps there; Hearth did not use it.",
+            "Set HEARTH_HOME to a folder of your own, or leave it unset for the default.",
+        )
+
+
+def _account_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"user id {uid}"
 
 
 def keep_new_files_private() -> None:

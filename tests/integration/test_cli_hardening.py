@@ -3,8 +3,11 @@ drive the terminal, an import that probes paths, a GGUF that costs gigabytes on 
 is listed as fitting although llama.cpp cannot load it."""
 
 import os
+import shutil
 import sqlite3
 import stat
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 from models.gguf import sha256_of
 from tests.gguf_files import EmptyStrings, write_model
 from tests.helpers import write_tiny_gguf
+from tests.integration.conftest import OTHER_ACCOUNT
 from tests.integration.test_cli import hearth
 
 pytestmark = pytest.mark.integration
@@ -113,6 +117,36 @@ def test_a_data_folder_from_an_older_hearth_is_made_private_and_the_users_own_fi
     for name in [*hearths, "documents", "documents/notes", "vectors"]:
         assert modes[name] in (0o600, 0o700), (name, oct(modes[name]))
     assert modes["my-notes.txt"] == 0o644  # not Hearth's: left as it was (unreachable now through the folder)
+
+
+def test_a_data_folder_another_account_made_first_is_refused_and_left_untouched(
+    other_account: tuple[int, int],
+) -> None:
+    """Another account makes the folder HEARTH_HOME names before the user does (a shared /tmp name): Hearth, run as
+    root here, must refuse it rather than keep conversations and the API key where that account can read them."""
+    uid, gid = other_account
+    shared = Path(tempfile.mkdtemp(prefix="hearth-shared-", dir="/tmp"))  # like /tmp: anyone may make a folder
+    shared.chmod(0o1777)
+    squatted = shared / "home"
+    try:
+        made = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "mkdir", "-m", "0777", str(squatted)],
+            capture_output=True,
+            text=True,
+        )
+        assert made.returncode == 0, made.stderr
+        assert squatted.stat().st_uid == uid
+
+        for command in (["collections"], ["models", "list"], ["api-key"]):
+            result = hearth(*command, home=squatted)
+            assert result.returncode != 0, (command, result.stdout)
+            assert "Traceback" not in result.stderr
+            assert f"The data folder {squatted} belongs to another account ({OTHER_ACCOUNT})" in result.stderr
+            assert "Set HEARTH_HOME to a folder of your own" in result.stderr
+        assert list(squatted.iterdir()) == []  # nothing written where that account can read it
+        assert stat.S_IMODE(squatted.stat().st_mode) == 0o777 and squatted.stat().st_uid == uid  # nor taken over
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_the_terminal_import_says_exactly_what_is_wrong_with_a_path(isolated_home: Path, tmp_path: Path) -> None:
