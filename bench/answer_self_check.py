@@ -11,7 +11,8 @@ again in the collection (same index and question: the same first passages; ``sam
         bench/data/user-words-answers.tuning.qwen2.5-coder-1.5b.json -c uw --model MODEL.gguf --json F
 
 It reads with llama-cpp-python directly (logits of every prompt token, for the probabilities), greedy, on the CPU.
-Nothing here is used by the product.
+The lexical rule (``--no-model``) is the product's own (``rag.support.unsupported``); the model's checks are
+not used by the product.
 """
 
 from __future__ import annotations
@@ -34,17 +35,15 @@ CHECKS = {
 THRESHOLDS = (0.5, 0.7, 0.8, 0.85, 0.9)
 
 
-def unheld_terms(answer: str, question: str, texts: list[str]) -> list[str]:
-    """The lexical rule: an answer's distinctive terms (not in the question, not common English), when it has two
-    or more and no passage's text holds any of them, even with a plural "s" dropped; else []."""
-    from rag.citations import COMMON, terms_of
+def unheld_terms(answer: str, question: str, texts: list[str], min_terms: int) -> list[str]:
+    """The product's lexical rule (``rag.support.unsupported``): the answer's distinctive terms when it cites a
+    passage, has ``min_terms`` or more and no passage's text holds any of them, else []."""
+    from rag.prompt import Source
+    from rag.support import unsupported
 
-    asked = terms_of(question)
-    terms = {t for t in terms_of(answer) if t not in asked and t not in COMMON}
-    joined = " ".join(" ".join(texts).split()).casefold()
-    if len(terms) < 2 or any(t.rstrip("s") in joined for t in terms):  # a term in the text holds its own stem
-        return []
-    return sorted(terms)
+    sources = [Source(n, "", None, None, t) for n, t in enumerate(texts, 1)]
+    found = unsupported(answer, question, sources, min_terms)
+    return list(found.terms) if found is not None else []
 
 
 def passages_of(rows: list[dict[str, Any]], collection: str | None) -> list[tuple[list[str], bool]]:
@@ -97,9 +96,13 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None, help="the GGUF that wrote the answers")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--no-model", action="store_true", help="only the lexical rule (no model is loaded)")
+    parser.add_argument("--min-terms", type=int, default=None, help="the lexical rule's least number of terms")
     args = parser.parse_args()
 
     from rag.prompt import RAG_SYSTEM_PROMPT, Source, rag_question
+    from rag.support import MIN_TERMS
+
+    min_terms = args.min_terms if args.min_terms is not None else MIN_TERMS
 
     if args.model is None and not args.no_model:
         raise SystemExit(
@@ -120,7 +123,7 @@ def main() -> int:
             {"role": "assistant", "content": row["answer"]},
         ]
         result: dict[str, Any] = {"line": row["line"], "correct": row["correct"], "same_passages": same}
-        result["unheld_terms"] = unheld_terms(row["answer"], row["question"], texts)
+        result["unheld_terms"] = unheld_terms(row["answer"], row["question"], texts, min_terms)
         for name, (check, yes, no) in CHECKS.items() if llm is not None else ():
             result[f"check_{name}"] = yes_share(llm, [*conversation, {"role": "user", "content": check}], yes, no)
         results.append(result)
@@ -142,7 +145,10 @@ def main() -> int:
         print(f"{name}: AUC {summary[name]['auc']}; below a threshold (right/wrong): {below}")
     if args.json:
         args.json.write_text(
-            json.dumps({"answers": args.answers.name, "summary": summary, "results": results}, indent=1)
+            json.dumps(
+                {"answers": args.answers.name, "min_terms": min_terms, "summary": summary, "results": results},
+                indent=1,
+            )
         )
     return 0
 

@@ -38,7 +38,9 @@ _COMMON_WORDS = """
     function functions routine routines operator operators command commands value values option options
     found find stated states state says say said described describes given gives mentioned according shown shows
     passage passages document documents source sources text see refer refers answer listed lists
+    don doesn didn isn aren wasn weren won wouldn couldn shouldn haven hasn hadn ll ve re
 """
+# The last line: what is left of a contraction split at its apostrophe ("don't" gives "don").
 COMMON = frozenset(_COMMON_WORDS.split())
 
 

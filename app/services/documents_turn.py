@@ -8,8 +8,10 @@ the user's own system prompt. The adapter travels in the generation parameters, 
 
 Finishing, once the answer is written: an answer that only pointed at a passage ("see passage [2]") gets the name
 that passage gives (one short follow-up), then every citation is checked against the passages and moved to the one
-that holds the claim's terms. The front end shows the result its own way: the page saves it, the API sends it as the
-final message (or in the closing chunk's ``hearth`` field when streaming), the terminal prints what was changed.
+that holds the claim's terms, and a citing answer none of whose own terms any passage holds says first that it was
+not found in the documents, its citations taken off (``rag.support``). The front end shows the result its own way:
+the page saves it, the API sends it as the final message (or in the closing chunk's ``hearth`` field when
+streaming), the terminal prints what was changed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rag.attachments import ReadAttachment
 from rag.citations import Moved, check_citations
 from rag.naming import Named
 from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
+from rag.support import Unsupported, not_found_answer, unsupported
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,14 @@ class FinalAnswer:
     text: str
     named: Named | None = None  # the name a follow-up gave an answer that only pointed at a passage
     moved: tuple[Moved, ...] = ()  # citations moved to the passage that holds their claim
+    unsupported: Unsupported | None = None  # no passage holds any of its terms: said so, its citations taken off
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What was changed, in words, for a front end that already showed the answer as written."""
         named = (self.named.words,) if self.named is not None else ()
-        return (*named, *(m.words for m in self.moved))
+        found = (self.unsupported.words,) if self.unsupported is not None else ()
+        return (*named, *(m.words for m in self.moved), *found)
 
 
 class _Finder:
@@ -182,15 +187,14 @@ def final_answer(
     cancel: CancelToken,
 ) -> FinalAnswer:
     """The answer as kept: named when it only pointed at a passage (asked only of a ``complete`` answer, one that
-    ended by itself), then each citation on a passage that holds its claim. Without passages: as written."""
+    ended by itself), then each citation on a passage that holds its claim, or said to be unsupported when no
+    passage holds any of its terms. Without passages: as written."""
     if not prompt.sources:
         return FinalAnswer(written)
     named = None
     if complete:
         named = name_pointed_answer(engine, prompt.messages, written, prompt.question, prompt.sources, params, cancel)
-    text = named.text if named is not None else written
-    checked = check_citations(text, prompt.question, prompt.sources)
-    return FinalAnswer(checked.text, named, checked.moved)
+    return _checked(prompt, named.text if named is not None else written, named)
 
 
 def streamed_answer(
@@ -211,5 +215,12 @@ def streamed_answer(
 
 def checked_only(prompt: TurnPrompt, written: str) -> FinalAnswer:
     """The answer with its citations checked and no follow-up asked (an answer cut short, or the model gone)."""
-    checked = check_citations(written, prompt.question, prompt.sources) if prompt.sources else None
-    return FinalAnswer(checked.text, None, checked.moved) if checked else FinalAnswer(written)
+    return _checked(prompt, written, None) if prompt.sources else FinalAnswer(written)
+
+
+def _checked(prompt: TurnPrompt, text: str, named: Named | None) -> FinalAnswer:
+    found = unsupported(text, prompt.question, prompt.sources)
+    if found is not None:
+        return FinalAnswer(not_found_answer(text, found), named, (), found)
+    checked = check_citations(text, prompt.question, prompt.sources)
+    return FinalAnswer(checked.text, named, checked.moved)
