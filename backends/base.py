@@ -58,6 +58,7 @@ class Capabilities:
     multi_device: bool  # can split one model's layers across several devices
     embeddings: bool
     parallel: bool = False  # answers several requests at once (see ``Backend.slots``)
+    grammar: bool = False  # can hold an answer to a grammar (``GenerationParams.grammar``)
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,15 @@ class AdapterUse:
 
 
 @dataclass(frozen=True)
+class Grammar:
+    """An answer held to a grammar in llama.cpp's GBNF: each token drawn keeps the text a beginning of something
+    the grammar accepts, and the answer ends once the grammar is complete (``backends.grammar`` builds them)."""
+
+    gbnf: str
+    root: str = "root"
+
+
+@dataclass(frozen=True)
 class GenerationParams:
     temperature: float = 0.7
     max_new_tokens: int = 512
@@ -129,6 +139,7 @@ class GenerationParams:
     adapter: AdapterUse | None = None  # only for backends whose capabilities say lora_hot_swap
     # guess the next tokens from the prompt and verify them in one step (llama.cpp, while one answer is written)
     prompt_lookup: bool = False
+    grammar: Grammar | None = None  # only for backends whose capabilities say grammar
 
 
 @dataclass(frozen=True)

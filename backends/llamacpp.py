@@ -32,6 +32,7 @@ from backends.base import (
     TextDelta,
 )
 from backends.chat_template import ChatFormatter
+from backends.grammar import check_grammar
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class LlamaCppBackend(Backend):
     name: ClassVar[str] = "llamacpp"
     label: ClassVar[str] = "llama.cpp (CPU)"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        streaming=True, lora_hot_swap=True, multi_device=True, embeddings=False, parallel=True
+        streaming=True, lora_hot_swap=True, multi_device=True, embeddings=False, parallel=True, grammar=True
     )
 
     def __init__(self) -> None:
@@ -219,6 +220,8 @@ class LlamaCppBackend(Backend):
                 f"The prompt is {len(prompt)} tokens; the context window holds {context}.",
                 "Shorten the message or start a new conversation.",
             )
+        if params.grammar is not None:
+            check_grammar(engine.vocab, params.grammar)  # refused here, before it could fail inside a batch
         request = scheduler.submit(prompt, params, cancel, started)
         try:
             while True:

@@ -260,7 +260,9 @@ class BatchScheduler:
         if len(slot.cached) > choice.reused:
             self._engine.forget(slot.index, choice.reused)
             del slot.cached[choice.reused :]
-        sampler = SamplerChain(sampler_steps(request.params, self._seeds.getrandbits(32)), self._engine.vocab_size)
+        params = request.params
+        steps = sampler_steps(params, self._seeds.getrandbits(32))
+        sampler = SamplerChain(steps, self._engine.vocab_size, params.grammar, self._engine.vocab)
         sampler.accept(request.prompt[-PENALTY_LAST_N:])
         self._arrivals += 1
         slot.answer = _Answer(
@@ -273,7 +275,7 @@ class BatchScheduler:
             budget=min(request.params.max_new_tokens, self._engine.shape.context_length - len(request.prompt)),
             reused=choice.reused,
             lookup=PromptLookup.over(request.prompt)
-            if request.params.prompt_lookup and self._engine.can_trim
+            if params.prompt_lookup and params.grammar is None and self._engine.can_trim
             else None,
         )
 

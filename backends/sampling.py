@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from backends.base import GenerationParams
+from backends.base import GenerationParams, Grammar
+from backends.grammar import new_grammar_sampler
 
 # The window the repeat penalty looks back over (llama.cpp's and llama-cpp-python's default).
 PENALTY_LAST_N = 64
@@ -48,22 +49,36 @@ def sampler_steps(params: GenerationParams, fresh_seed: int) -> tuple[SamplerSte
 
 
 class SamplerChain:
-    """A native llama.cpp sampler chain. Not thread-safe: the scheduler thread alone uses it."""
+    """A native llama.cpp sampler chain. Not thread-safe: the scheduler thread alone uses it.
 
-    def __init__(self, steps: Sequence[SamplerStep], vocab_size: int) -> None:
+    With a ``grammar`` (which needs the model's ``vocab``), its sampler sits right after the repeat penalty, before
+    any step that keeps or draws tokens, so only tokens the grammar allows are ever drawn. The end of the prompt is
+    shown to the penalty alone: the grammar follows the answer, from its first token."""
+
+    def __init__(
+        self, steps: Sequence[SamplerStep], vocab_size: int, grammar: Grammar | None = None, vocab: Any = None
+    ) -> None:
         import llama_cpp
 
         self._chain: Any = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        self._penalties: Any = None
+        grammar_sampler = new_grammar_sampler(vocab, grammar) if grammar is not None else None
         for step in steps:
+            if grammar_sampler is not None and step.kind != "penalties":
+                llama_cpp.llama_sampler_chain_add(self._chain, grammar_sampler)
+                grammar_sampler = None
+            native = _native_step(step, vocab_size)
             # The chain owns what is added to it and frees it with itself.
-            llama_cpp.llama_sampler_chain_add(self._chain, _native_step(step, vocab_size))
+            llama_cpp.llama_sampler_chain_add(self._chain, native)
+            if step.kind == "penalties":
+                self._penalties = native
 
     def accept(self, tokens: Sequence[int]) -> None:
         """Let the penalty see tokens that were not sampled here (the end of the prompt)."""
         import llama_cpp
 
         for token in tokens:
-            llama_cpp.llama_sampler_accept(self._chain, token)
+            llama_cpp.llama_sampler_accept(self._penalties if self._penalties is not None else self._chain, token)
 
     def sample(self, ctx: Any, batch_index: int) -> int:
         """Draw from the logits of batch row ``batch_index`` of the last decode; the token is also accepted."""

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from app.api.schemas import ChatRequest, CompletionRequest, Message
 from app.errors import ContextTooLong, EmptyMessage
-from backends.base import ChatMessage, GenerationParams
+from backends.base import ChatMessage, GenerationParams, Grammar
+from backends.grammar import json_object_grammar, json_schema_grammar
 
 # Some engines reject an exact 0 (nucleus of nothing); this close to 0 means "only the likeliest token" anyway.
 MIN_TOP_P = 0.001
@@ -67,7 +68,20 @@ def requested_params(defaults: GenerationParams, request: ChatRequest | Completi
         max_new_tokens=request.answer_tokens or defaults.max_new_tokens,
         seed=defaults.seed if request.seed is None else request.seed % SEED_MODULUS,
         stop=request.stop_strings,
+        grammar=output_grammar(request) if isinstance(request, ChatRequest) else None,
     )
+
+
+def output_grammar(request: ChatRequest) -> Grammar | None:
+    """The grammar ``response_format`` asks the answer to follow: any JSON object, or the JSON its schema describes;
+    None for plain text."""
+    wanted = request.response_format
+    if wanted is None or wanted.type == "text":
+        return None
+    if wanted.type == "json_object":
+        return json_object_grammar()
+    assert wanted.json_schema is not None  # the schema requires it
+    return json_schema_grammar(wanted.json_schema.body)
 
 
 def fit_answer(params: GenerationParams, prompt_tokens: int, context_length: int) -> GenerationParams:

@@ -70,6 +70,13 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
                 top_k=(extension.top_k if extension else None) or services.settings.rag.top_k,
                 files=tuple(decode_files(chat.files)),
             )
+            if job.params.grammar is not None and (job.collection is not None or job.files):
+                raise RequestInvalid(
+                    "response_format applies to plain chat, not to answers from documents or files (their "
+                    "citations are checked and corrected in the text).",
+                    "Leave out response_format, or ask without hearth.collection and files.",
+                    param="response_format",
+                )
         except HearthError as exc:
             return error_response(exc)
         work = chat_work(services, directory, job)

@@ -98,6 +98,26 @@ class HearthOptions(_Request):
     attachments: list[AttachedFile] = Field(default_factory=list, max_length=MAX_REQUEST_FILES)
 
 
+class JsonSchemaFormat(_Request):
+    """``response_format.json_schema``: the schema the answer must follow, as OpenAI's clients send it."""
+
+    name: str = Field(default="response", min_length=1, max_length=64)
+    description: str | None = None
+    body: dict[str, Any] = Field(alias="schema", description="A JSON Schema object.")
+    strict: bool | None = None  # every answer follows the schema here, strict or not
+
+
+class ResponseFormat(_Request):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("type json_schema needs the json_schema field, with the schema in json_schema.schema")
+        return self
+
+
 class _Generation(_Request):
     model: str = Field(min_length=1)
     stream: bool = False
@@ -133,6 +153,7 @@ class ChatRequest(_Generation):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     hearth: HearthOptions | None = None
+    response_format: ResponseFormat | None = None
     tools: list[Any] | None = None
     functions: list[Any] | None = None
     logprobs: bool | None = None

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from app.errors import AdapterError, GenerationError, HearthError
+from app.errors import AdapterError, GenerationError, HearthError, InvalidChoice
 from backends.base import Backend, CancelToken, ChatEvent
 from backends.engine.protocol import (
     CancelRequest,
@@ -139,6 +139,14 @@ class EngineServer:
                 "adapter.",
             )
             self._out.send(Failed(request.id, ErrorInfo.of(refusal)))
+            return
+        if request.params.grammar is not None and not self._backend.capabilities.grammar:
+            unheld = InvalidChoice(
+                f"The {self._backend.label} backend cannot hold an answer to a JSON schema.",
+                "Choose the llama.cpp backend in the Hardware tab (or hearth use --backend llamacpp), or leave out "
+                "response_format.",
+            )
+            self._out.send(Failed(request.id, ErrorInfo.of(unheld)))
             return
         if isinstance(request, ChatRequest):
             events = self._backend.stream_chat(request.messages, request.params, cancel)

@@ -4,6 +4,7 @@ collection's answer with its sources, and the errors clients must be able to tel
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -235,6 +236,54 @@ def test_errors_clients_can_tell_apart(api: Api, openai_module: Any) -> None:
     with pytest.raises(openai_module.APIStatusError) as too_long:
         right.chat.completions.create(model="hearth", messages=[{"role": "user", "content": "word " * 20_000}])
     assert too_long.value.status_code == 413
+
+
+def test_structured_output_follows_the_schema_through_the_openai_clients_parse(client: Any) -> None:
+    """The embedded 135M model is far too small to keep to JSON on its own; the grammar holds every answer to it."""
+    from pydantic import BaseModel
+
+    class Lighthouse(BaseModel):
+        name: str
+        built: int
+        staffed: bool
+
+    asked = [{"role": "user", "content": "Describe the Skerry lighthouse as JSON."}]
+    parsed = client.chat.completions.parse(
+        model="hearth", messages=asked, response_format=Lighthouse, temperature=0, max_tokens=120
+    )
+    choice = parsed.choices[0]
+    assert choice.finish_reason == "stop"
+    assert isinstance(choice.message.parsed, Lighthouse)  # parse() validated the text against the model
+    assert Lighthouse.model_validate_json(choice.message.content) == choice.message.parsed
+    schema = {"name": "lighthouse", "schema": Lighthouse.model_json_schema(), "strict": True}
+    streamed = client.chat.completions.create(
+        model="hearth",
+        messages=asked,
+        response_format={"type": "json_schema", "json_schema": schema},
+        temperature=0,
+        max_tokens=120,
+        stream=True,
+    )
+    chunks = [chunk for chunk in streamed if chunk.choices]
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+    assert Lighthouse.model_validate_json(text) == choice.message.parsed  # greedy: the same answer, streamed
+    france = [{"role": "user", "content": "Give the largest city of France and its population as JSON."}]
+    anything = client.chat.completions.create(
+        model="hearth", messages=france, response_format={"type": "json_object"}, temperature=0, max_tokens=200
+    )
+    assert anything.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(anything.choices[0].message.content), dict)
+
+
+def test_structured_output_is_refused_for_answers_from_documents(client: Any, openai_module: Any) -> None:
+    with pytest.raises(openai_module.BadRequestError) as refused:
+        client.chat.completions.create(
+            model=f"hearth:{COLLECTION}",
+            messages=[{"role": "user", "content": "Who built it?"}],
+            response_format={"type": "json_object"},
+        )
+    assert "response_format applies to plain chat" in str(refused.value)
 
 
 def test_langchain_chat_openai(api: Api) -> None:

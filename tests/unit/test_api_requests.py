@@ -245,3 +245,42 @@ def test_an_adapter_is_named_after_the_model_id() -> None:
     for empty in ("hearth+", "+faq", " + "):
         with pytest.raises(RequestInvalid, match="names no"):
             split_adapter(empty)
+
+
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["city", "population"],
+}
+
+
+def test_response_format_asks_for_a_grammar_of_json_or_of_the_schema() -> None:
+    from app.api.prompting import output_grammar
+
+    assert output_grammar(chat()) is None
+    assert output_grammar(chat(response_format={"type": "text"})) is None
+    anything = output_grammar(chat(response_format={"type": "json_object"}))
+    assert anything is not None and anything.gbnf.startswith("root   ::= object")
+    fitted = requested_params(
+        GenerationParams(),
+        chat(response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}),
+    ).grammar
+    assert fitted is not None and fitted.root == "root"
+    assert '"\\"city\\""' in fitted.gbnf and '"\\"population\\""' in fitted.gbnf  # both keys, in the schema's order
+
+
+def test_a_response_format_hearth_cannot_follow_is_refused_with_the_reason() -> None:
+    from app.api.prompting import output_grammar
+    from app.errors import InvalidChoice
+    from backends.grammar import MAX_SCHEMA_CHARS
+
+    error = refused({"model": "hearth", "messages": [USER], "response_format": {"type": "json_schema"}})
+    assert error.param == "response_format" and "needs the json_schema field" in error.message
+    error = refused({"model": "hearth", "messages": [USER], "response_format": {"type": "xml"}})
+    assert error.param == "response_format.type"
+    huge = {"type": "object", "description": "x" * MAX_SCHEMA_CHARS}
+    with pytest.raises(InvalidChoice, match="characters long"):
+        output_grammar(chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": huge}}))
+    broken = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+    with pytest.raises(InvalidChoice, match="cannot be used"):
+        output_grammar(chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": broken}}))

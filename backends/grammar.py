@@ -1,0 +1,87 @@
+"""Grammars that hold an answer to JSON: any JSON object, or the JSON a schema describes (issue 36, structured
+output). The schema is turned into llama.cpp's GBNF by llama-cpp-python's converter (a port of llama.cpp's own
+``json_schema_to_grammar``); llama.cpp then allows, at each step, only the tokens that keep the answer a beginning of
+valid JSON for it, so a complete answer always parses and fits the schema.
+
+A schema comes from an API client: it is bounded in size before it is converted, a conversion that fails or
+produces an oversized grammar is refused with the reason, and :func:`check_grammar` lets llama.cpp read the grammar
+once before an answer is queued (a grammar llama.cpp cannot read is refused there, not in the middle of a batch).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from app.errors import InvalidChoice
+from backends.base import Grammar
+
+# Generous for real schemas (a pydantic model of a few dozen fields is a few KB); a bound for a hostile one.
+MAX_SCHEMA_CHARS = 64_000
+MAX_GRAMMAR_CHARS = 256_000
+
+# Any JSON object, with at most one line break and a little indentation between items, so a small model cannot
+# spend its answer on whitespace.
+JSON_OBJECT_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ":" ws value ws ( "," ws string ":" ws value ws )* )? "}"
+array  ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number ::= "-"? ( [0-9] | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,4} )?
+ws     ::= [ ]? | "\n" [ ]{0,8}
+"""
+
+
+def json_object_grammar() -> Grammar:
+    return Grammar(JSON_OBJECT_GBNF.strip())
+
+
+def json_schema_grammar(schema: Mapping[str, Any]) -> Grammar:
+    """The grammar of the JSON ``schema`` describes, or :class:`InvalidChoice` saying why there is none."""
+    try:
+        text = json.dumps(schema)
+    except (TypeError, ValueError) as exc:
+        raise _refused(f"it is not plain JSON ({exc})") from None
+    if len(text) > MAX_SCHEMA_CHARS:
+        raise _refused(f"it is {len(text):,} characters long; at most {MAX_SCHEMA_CHARS:,} are read")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(text)
+    except RecursionError:
+        raise _refused("it nests too deeply") from None
+    except Exception as exc:  # the converter raises whatever its parsing hits on a schema it does not follow
+        raise _refused(f"{type(exc).__name__}: {exc}") from None
+    if len(gbnf) > MAX_GRAMMAR_CHARS:
+        raise _refused(f"its grammar would be {len(gbnf):,} characters; at most {MAX_GRAMMAR_CHARS:,} are used")
+    return Grammar(gbnf)
+
+
+def check_grammar(vocab: Any, grammar: Grammar) -> None:
+    """Let llama.cpp read ``grammar`` against the model's vocabulary; :class:`InvalidChoice` if it cannot."""
+    import llama_cpp
+
+    sampler = new_grammar_sampler(vocab, grammar)
+    llama_cpp.llama_sampler_free(sampler)
+
+
+def new_grammar_sampler(vocab: Any, grammar: Grammar) -> Any:
+    """llama.cpp's grammar sampler for ``grammar`` (the caller owns it), or :class:`InvalidChoice`."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.gbnf.encode(), grammar.root.encode())
+    if not sampler:
+        raise InvalidChoice(
+            "llama.cpp could not read the grammar the answer was to follow.",
+            "Send a simpler JSON schema (the engine's log names the rule it stopped at).",
+        )
+    return sampler
+
+
+def _refused(reason: str) -> InvalidChoice:
+    return InvalidChoice(
+        f"The JSON schema in response_format cannot be used: {reason}.",
+        "Send a JSON Schema object such as a pydantic model's model_json_schema() gives.",
+    )
