@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from backends.memory import MemoryEstimate
     from models.gguf import ModelInfo
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "cancelled"]
 
 
@@ -101,6 +101,26 @@ class LoadProgress:
 class ChatMessage:
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn that called tools
+    tool_call_id: str | None = None  # a tool turn: the call whose result it is
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model made: the function's name and its arguments as JSON text (as OpenAI carries them)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function the model may call: its name, what it does, and its parameters as JSON Schema text."""
+
+    name: str
+    description: str = ""
+    parameters: str = '{"type": "object", "properties": {}}'
 
 
 @dataclass(frozen=True)
@@ -126,6 +146,8 @@ class Grammar:
 
     gbnf: str
     root: str = "root"
+    # Lazy: free text until one of these is written, then the grammar from it on (a tool call that may come or not).
+    triggers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +162,7 @@ class GenerationParams:
     # guess the next tokens from the prompt and verify them in one step (llama.cpp, while one answer is written)
     prompt_lookup: bool = False
     grammar: Grammar | None = None  # only for backends whose capabilities say grammar
+    tools: tuple[ToolSpec, ...] = ()  # functions the prompt offers (the grammar then holds calls to them)
 
 
 @dataclass(frozen=True)
@@ -188,6 +211,19 @@ class CancelToken:
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
+
+
+class LinkedCancel(CancelToken):
+    """A token that is cancelled by itself or by its ``parent``: for stopping one engine call from inside a job
+    without ending the job (the job's own token still reaches the engine)."""
+
+    def __init__(self, parent: CancelToken) -> None:
+        super().__init__()
+        self._parent = parent
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set() or self._parent.cancelled
 
 
 class CancelSlot:

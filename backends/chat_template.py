@@ -20,8 +20,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backends.base import ChatMessage, Role
+from backends.base import ChatMessage, Role, ToolSpec
 from backends.template_renderer import Conversation, RendererClosed, RenderFailed, TemplateRenderer
+from backends.tool_calls import generic_messages, template_family
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,25 @@ class ChatFormatter:
                 self._refuse(problem)
         return render_chatml(messages, add_generation_prompt)
 
+    def render_tools(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> str:
+        """A prompt that offers ``tools``: rendered by the model's template where it knows Hearth's form of a call
+        (``backends.tool_calls``), else the tools and earlier calls written into the turns for any template. A
+        template that fails with tools is not refused for it (it may still render plain turns well): this turn
+        takes the written form instead."""
+        renderer = self._renderer
+        if renderer is not None and template_family(self._template) == "native" and not self._reason:
+            conversation = Conversation(tuple(messages), True, tuple(tools))
+            if _content_chars(conversation) <= self._limits.max_input_chars:
+                try:
+                    budget_s = self._limits.turn_budget_s(conversation)
+                    prompt = renderer.render([conversation], [allowed_chars(conversation, self._limits)], budget_s)[0]
+                except (RenderFailed, RendererClosed) as failure:
+                    log.info("the chat template did not render tools (%s); writing them into the turns", failure)
+                else:
+                    if check_prompt(conversation, prompt, self._limits, probing=False) is None:
+                        return prompt
+        return self.render(generic_messages(messages, tools))
+
     def close(self) -> None:
         with self._lock:
             renderer, self._renderer = self._renderer, None
@@ -223,7 +243,9 @@ def describe_failure(
 
 
 def _content_chars(conversation: Conversation) -> int:
-    return sum(len(m.content) for m in conversation.messages)
+    calls = sum(len(c.name) + len(c.arguments) for m in conversation.messages for c in m.tool_calls)
+    tools = sum(len(t.name) + len(t.description) + len(t.parameters) for t in conversation.tools)
+    return sum(len(m.content) for m in conversation.messages) + calls + tools
 
 
 def _where(conversation: Conversation, probing: bool) -> str:

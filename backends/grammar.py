@@ -71,7 +71,16 @@ def new_grammar_sampler(vocab: Any, grammar: Grammar) -> Any:
     """llama.cpp's grammar sampler for ``grammar`` (the caller owns it), or :class:`InvalidChoice`."""
     import llama_cpp
 
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.gbnf.encode(), grammar.root.encode())
+    if grammar.triggers:
+        import ctypes
+
+        patterns = (ctypes.c_char_p * len(grammar.triggers))(*(t.encode() for t in grammar.triggers))
+        no_tokens = (ctypes.c_int32 * 1)()
+        sampler = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+            vocab, grammar.gbnf.encode(), grammar.root.encode(), patterns, len(grammar.triggers), no_tokens, 0
+        )
+    else:
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.gbnf.encode(), grammar.root.encode())
     if not sampler:
         raise InvalidChoice(
             "llama.cpp could not read the grammar the answer was to follow.",

@@ -30,10 +30,12 @@ from backends.base import (
     LoadProgress,
     Support,
     TextDelta,
+    ToolSpec,
 )
 from backends.chat_template import ChatFormatter
 from backends.grammar import check_grammar
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
+from backends.tool_calls import generic_messages
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -176,9 +178,14 @@ class LlamaCppBackend(Backend):
             raise ModelNotReady("No model is loaded.", "Wait for the model to finish loading, or pick a model.")
         return self._engine, self._formatter
 
-    def _tokenize_chat(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def _tokenize_chat(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> list[int]:
         engine, formatter = self._require()
-        prompt = formatter.render(messages)
+        if tools:
+            prompt = formatter.render_tools(messages, tools)
+        elif any(m.role == "tool" or m.tool_calls for m in messages):  # earlier calls, no tools offered now
+            prompt = formatter.render(generic_messages(messages, ()))
+        else:
+            prompt = formatter.render(messages)
         return engine.tokenize(prompt, add_special=self._wants_bos(prompt), parse_special=True)
 
     def _wants_bos(self, prompt: str) -> bool:
@@ -197,7 +204,7 @@ class LlamaCppBackend(Backend):
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:
         started = time.perf_counter()
-        yield from self._answer(self._tokenize_chat(messages), params, cancel, started)
+        yield from self._answer(self._tokenize_chat(messages, params.tools), params, cancel, started)
 
     def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
         started = time.perf_counter()

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from backends.base import ChatMessage
+from backends.base import ChatMessage, ToolSpec
 from backends.template_worker import FRAME_HEADER, MAX_FRAME_BYTES, encode_frame
+from backends.tool_calls import call_json, tool_json
 
 # Starting Python and importing Jinja: not part of any render's budget, but a process that cannot even start in
 # this long is given up on.
@@ -43,6 +44,7 @@ class Conversation:
 
     messages: tuple[ChatMessage, ...]
     add_generation_prompt: bool = True
+    tools: tuple[ToolSpec, ...] = ()  # offered to a template that renders tools itself
 
 
 class RenderFailed(Exception):
@@ -93,8 +95,9 @@ class TemplateRenderer:
                 "budget_s": budget_s,
                 "conversations": [
                     {
-                        "messages": [[m.role, m.content] for m in c.messages],
+                        "messages": [[m.role, m.content, _extras(m)] for m in c.messages],
                         "add_generation_prompt": c.add_generation_prompt,
+                        "tools": [tool_json(t) for t in c.tools] or None,
                         "max_chars": limit,
                     }
                     for c, limit in zip(conversations, max_chars, strict=True)
@@ -255,3 +258,13 @@ def _wait(fd: int, event: int, deadline: float) -> None:
             raise _Overrun
         if poller.poll(max(1, int(remaining_ms))):
             return
+
+
+def _extras(message: ChatMessage) -> dict[str, Any]:
+    """What a message carries besides its role and text, as templates read it."""
+    extras: dict[str, Any] = {}
+    if message.tool_calls:
+        extras["tool_calls"] = [call_json(c) for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        extras["tool_call_id"] = message.tool_call_id
+    return extras

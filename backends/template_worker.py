@@ -12,11 +12,12 @@ stdin/stdout in frames of a 4-byte length and UTF-8 JSON, never pickle: the pare
 says as data. Ends when stdin closes, so it never outlives the engine that started it.
 
 Protocol: the first frame is ``{"template", "bos_token", "eos_token"}``, answered by ``{"ready": true}``. Each
-later frame is ``{"budget_s", "conversations": [{"messages": [[role, content], ...], "add_generation_prompt",
-"max_chars"}]}``, answered by ``{"prompts": [...]}`` or, at the first conversation that fails, ``{"failure",
-"detail", "index"}`` where failure is ``error``, ``memory`` or ``too_long`` (a prompt over its ``max_chars`` is
-never sent back). When a request holds several conversations, ``{"rendering": index}`` goes out as each one
-starts, so a parent that has to cut the request off knows which conversation hung.
+later frame is ``{"budget_s", "conversations": [{"messages": [[role, content, extras], ...],
+"add_generation_prompt", "max_chars", "tools"}]}`` (extras: a message's ``tool_calls`` or ``tool_call_id``; tools:
+OpenAI's function list, or null), answered by ``{"prompts": [...]}`` or, at the first conversation that fails,
+``{"failure", "detail", "index"}`` where failure is ``error``, ``memory`` or ``too_long`` (a prompt over its
+``max_chars`` is never sent back). When a request holds several conversations, ``{"rendering": index}`` goes out
+as each one starts, so a parent that has to cut the request off knows which conversation hung.
 """
 
 from __future__ import annotations
@@ -103,11 +104,15 @@ class _Renderer:
                 # under the first request's limits.
                 if self._compiled is None:
                     self._compiled = self._env.from_string(self._source)
+                variables: dict[str, Any] = {}
+                if conversation.get("tools"):
+                    variables["tools"] = conversation["tools"]
                 prompt = self._compiled.render(
-                    messages=[{"role": role, "content": content} for role, content in conversation["messages"]],
+                    messages=[_message(*fields) for fields in conversation["messages"]],
                     bos_token=self._bos_token,
                     eos_token=self._eos_token,
                     add_generation_prompt=bool(conversation["add_generation_prompt"]),
+                    **variables,
                 )
             except MemoryError:
                 return {"failure": "memory", "detail": "", "index": index}
@@ -119,6 +124,11 @@ class _Renderer:
                 return {"failure": "too_long", "detail": str(len(prompt)), "index": index}
             prompts.append(prompt)
         return {"prompts": prompts}
+
+
+def _message(role: str, content: str, extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A message as templates read it: role and content, and a tool call's or a tool result's fields."""
+    return {"role": role, "content": content, **(extras or {})}
 
 
 def _limit_process(memory_bytes: int) -> None:

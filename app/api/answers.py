@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from app.api.responses import Extension
 from app.services.documents_turn import FinalAnswer
-from backends.base import CancelToken, ChatEvent
+from backends.base import CancelToken, ChatEvent, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +41,20 @@ class Checked:
 
 
 @dataclass(frozen=True)
+class Called:
+    """A tool call the answer made, read out of its text (``backends.tool_calls``): sent to the client to run."""
+
+    call: ToolCall
+    index: int  # its place among this answer's calls
+
+
+@dataclass(frozen=True)
 class Failed:
     error: BaseException
 
 
-Step = Started | ChatEvent | Checked
-JobEvent = Started | ChatEvent | Checked | Failed
+Step = Started | ChatEvent | Checked | Called
+JobEvent = Started | ChatEvent | Checked | Called | Failed
 Work = Callable[[CancelToken], Generator[Step, None, None]]
 
 

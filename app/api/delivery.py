@@ -19,12 +19,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.answers import AnswerJob, Checked, Failed, Started
+from app.api.answers import AnswerJob, Called, Checked, Failed, Started
 from app.api.errors import reply_for
-from app.api.responses import AnswerMeta, Extension, Kind, answer_json, chunk_json, usage_chunk_json
+from app.api.responses import (
+    AnswerMeta,
+    Extension,
+    Kind,
+    answer_json,
+    call_chunk_json,
+    chunk_json,
+    usage_chunk_json,
+)
 from app.api.sse import DONE, sse_event
 from app.errors import HearthError
-from backends.base import Finished, TextDelta, Usage
+from backends.base import Finished, TextDelta, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -89,23 +97,28 @@ async def deliver(job: AnswerJob, request: Request, kind: Kind, stream: bool, in
 
 async def _whole(job: AnswerJob, meta: AnswerMeta, extension: Extension) -> Response:
     texts: list[str] = []
+    calls: list[ToolCall] = []
     while (event := await job.next()) is not None:
         if isinstance(event, Failed):
             return error_response(event.error)
         if isinstance(event, TextDelta):
             texts.append(event.text)
+        elif isinstance(event, Called):
+            calls.append(event.call)
         elif isinstance(event, Checked):  # the reply's message is the answer as kept
             texts = [event.answer.text]
             extension = dataclasses.replace(extension, corrections=event.answer.notes)
         else:
             extension = _noted(extension, event)
-    return JSONResponse(answer_json(meta, "".join(texts), extension))
+    text = "".join(texts)
+    return JSONResponse(answer_json(meta, text.strip() if calls else text, extension, tuple(calls)))
 
 
 async def _events(job: AnswerJob, meta: AnswerMeta, extension: Extension, include_usage: bool) -> AsyncIterator[bytes]:
     # The first chunk names the role (chat) before any text, as OpenAI's stream does.
     if meta.kind == "chat":
         yield sse_event(chunk_json(meta, "", first=True))
+    called = False
     while (event := await job.next()) is not None:
         if isinstance(event, Failed):
             yield sse_event(error_response_body(event.error))
@@ -113,11 +126,14 @@ async def _events(job: AnswerJob, meta: AnswerMeta, extension: Extension, includ
         if isinstance(event, TextDelta):
             if event.text:
                 yield sse_event(chunk_json(meta, event.text))
+        elif isinstance(event, Called):
+            called = True
+            yield sse_event(call_chunk_json(meta, event.call, event.index))
         elif isinstance(event, Checked):  # the text is out already: the answer as kept goes in the last chunk
             extension = dataclasses.replace(extension, answer=event.answer.text, corrections=event.answer.notes)
         else:
             extension = _noted(extension, event)
-    last = chunk_json(meta, None, extension.finish or "stop")
+    last = chunk_json(meta, None, extension.finish or "stop", called=called)
     if include_usage:
         yield sse_event(last)
         last = usage_chunk_json(meta, extension)

@@ -4,10 +4,10 @@ here either needs the model or may wait for it."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from app.api.answers import Checked, Started, Step, Work
+from app.api.answers import Called, Checked, Started, Step, Work
 from app.api.attachments import SentFile, read_sent_files
 from app.api.directory import ModelDirectory
 from app.api.ids import collection_id
@@ -23,7 +23,17 @@ from app.services.documents_turn import (
     refound_turns,
     streamed_answer,
 )
-from backends.base import CancelToken, ChatMessage, GenerationParams
+from backends.base import (
+    CancelToken,
+    ChatEvent,
+    ChatMessage,
+    Finished,
+    GenerationParams,
+    LinkedCancel,
+    TextDelta,
+    ToolCall,
+)
+from backends.tool_calls import OPEN, CallScanner, tools_instructions
 
 
 @dataclass(frozen=True)
@@ -43,9 +53,15 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
             if collection is None and not job.files:
                 model_id, adapter = directory.chat_model(job.model)
                 wanted = replace(job.params, adapter=adapter) if adapter is not None else job.params
-                params = fit_answer(wanted, engine.count_chat_tokens(job.messages), engine.context_length)
+                offered = engine.count_tokens(tools_instructions(wanted.tools)) if wanted.tools else 0
+                prompt_tokens = engine.count_chat_tokens(job.messages) + offered
+                params = fit_answer(wanted, prompt_tokens, engine.context_length)
                 yield Started(model_id, Extension())
-                yield from engine.stream_chat(job.messages, params, cancel)
+                if not params.tools:
+                    yield from engine.stream_chat(job.messages, params, cancel)
+                    return
+                calling = LinkedCancel(cancel)  # stopped when the model starts repeating a call
+                yield from with_calls(engine.stream_chat(job.messages, params, calling), calling.cancel)
                 return
             model_id, adapter = job.model, None
             if not job.model.casefold().startswith("hearth:"):
@@ -90,3 +106,41 @@ def completion_work(
             yield from engine.stream_completion(prompt, fitted, cancel)
 
     return work
+
+
+def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generator[Step, None, None]:
+    """The engine's events with the tool calls in the answer's text taken out of it and sent as calls. A call the
+    answer already made, same function and arguments (small models repeat a call until their answer runs out),
+    is not sent again: the answer is stopped there and ends as if the model had stopped."""
+    scanner = CallScanner()
+    made: list[ToolCall] = []
+    stopped = False
+
+    def sent(pieces: list[str | ToolCall]) -> Iterator[Step]:
+        nonlocal stopped
+        for piece in pieces:
+            if stopped:
+                return
+            if isinstance(piece, ToolCall):
+                if any((c.name, c.arguments) == (piece.name, piece.arguments) for c in made):
+                    stopped = True
+                    stop()
+                    return
+                yield Called(piece, len(made))
+                made.append(piece)
+            elif piece:
+                yield TextDelta(piece)
+
+    for event in events:
+        if isinstance(event, TextDelta):
+            yield from sent(scanner.feed(event.text))
+            continue
+        if isinstance(event, Finished):
+            if stopped:
+                yield Finished("stop")
+                continue
+            left = scanner.finish()
+            if made:  # a further call cut off by the length limit: after complete ones, not worth showing as text
+                left = [p for p in left if not (isinstance(p, str) and p.startswith(OPEN))]
+            yield from sent(left)
+        yield event

@@ -16,12 +16,14 @@ Choices (documented in the README):
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 
-from app.api.schemas import ChatRequest, CompletionRequest, Message
+from app.api.schemas import ChatRequest, CompletionRequest, Message, NamedTool
 from app.errors import ContextTooLong, EmptyMessage
-from backends.base import ChatMessage, GenerationParams, Grammar
+from backends.base import ChatMessage, GenerationParams, Grammar, ToolCall, ToolSpec
 from backends.grammar import json_object_grammar, json_schema_grammar
+from backends.tool_calls import calls_grammar
 
 # Some engines reject an exact 0 (nucleus of nothing); this close to 0 means "only the likeliest token" anyway.
 MIN_TOP_P = 0.001
@@ -30,7 +32,7 @@ SEED_MODULUS = 2**32  # llama.cpp seeds are 32-bit
 
 def chat_messages(messages: Sequence[Message]) -> list[ChatMessage]:
     system = "\n\n".join(m.text for m in messages if m.role in ("system", "developer") and m.text.strip())
-    turns = [ChatMessage("user" if m.role == "user" else "assistant", m.text) for m in messages if m.role in _TURNS]
+    turns = [_turn(m) for m in messages if m.role in _TURNS]
     if not any(m.role == "user" and m.content.strip() for m in turns):
         raise EmptyMessage(
             "There is no user message with text to answer.",
@@ -39,7 +41,29 @@ def chat_messages(messages: Sequence[Message]) -> list[ChatMessage]:
     return [ChatMessage("system", system), *turns] if system else turns
 
 
-_TURNS = ("user", "assistant")
+_TURNS = ("user", "assistant", "tool")
+
+
+def _turn(message: Message) -> ChatMessage:
+    if message.role == "tool":
+        return ChatMessage("tool", message.text, tool_call_id=message.tool_call_id)
+    if message.role == "assistant":
+        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ())
+        return ChatMessage("assistant", message.text, calls)
+    return ChatMessage("user", message.text)
+
+
+def offered_tools(request: ChatRequest) -> tuple[tuple[ToolSpec, ...], Grammar | None]:
+    """The functions the model is offered and the grammar that holds its calls to them; none with tool_choice
+    ``none`` (the model then answers in text, as at OpenAI)."""
+    if not request.tools or request.tool_choice == "none":
+        return (), None
+    tools = tuple(
+        ToolSpec(t.function.name, t.function.description, json.dumps(t.function.parameters)) for t in request.tools
+    )
+    choice = request.tool_choice
+    forced = choice.function.name if isinstance(choice, NamedTool) else None
+    return tools, calls_grammar(tools, forced, choice == "required", request.parallel_tool_calls)
 
 
 def completion_prompt(request: CompletionRequest) -> str:
@@ -61,7 +85,7 @@ def requested_params(defaults: GenerationParams, request: ChatRequest | Completi
     """The configured defaults with what the request sets; ``max_new_tokens`` is clamped later, by
     :func:`fit_answer`, once the prompt's size is known."""
     top_p = defaults.top_p if request.top_p is None else max(request.top_p, MIN_TOP_P)
-    return dataclasses.replace(
+    params = dataclasses.replace(
         defaults,
         temperature=defaults.temperature if request.temperature is None else request.temperature,
         top_p=top_p,
@@ -70,6 +94,10 @@ def requested_params(defaults: GenerationParams, request: ChatRequest | Completi
         stop=request.stop_strings,
         grammar=output_grammar(request) if isinstance(request, ChatRequest) else None,
     )
+    if isinstance(request, ChatRequest) and request.tools:
+        tools, grammar = offered_tools(request)
+        params = dataclasses.replace(params, tools=tools, grammar=grammar)
+    return params
 
 
 def output_grammar(request: ChatRequest) -> Grammar | None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from app.services.attachment_plan import AttachmentUse
-from backends.base import FinishReason, Usage
+from backends.base import FinishReason, ToolCall, Usage
 from rag.prompt import Source
 
 Kind = Literal["chat", "completion"]
@@ -88,8 +88,16 @@ class Extension:
         return body
 
 
-def finish_reason(reason: FinishReason | None) -> str:
-    return "length" if reason == "length" else "stop"
+def finish_reason(reason: FinishReason | None, called: bool = False) -> str:
+    if reason == "length":
+        return "length"
+    return "tool_calls" if called else "stop"
+
+
+def call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
+    """A tool call as OpenAI sends it (with ``index`` in a stream's delta)."""
+    body: dict[str, Any] = {"index": index} if index is not None else {}
+    return body | {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
 def source_json(source: Source) -> dict[str, Any]:
@@ -116,11 +124,14 @@ def usage_json(usage: Usage | None) -> dict[str, Any]:
     }
 
 
-def answer_json(meta: AnswerMeta, text: str, extension: Extension) -> dict[str, Any]:
-    """A whole, non-streamed answer."""
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(extension.finish), "logprobs": None}
+def answer_json(meta: AnswerMeta, text: str, extension: Extension, calls: Sequence[ToolCall] = ()) -> dict[str, Any]:
+    """A whole, non-streamed answer; with ``calls``, the tool calls it made (its text, if any, as content)."""
+    reason = finish_reason(extension.finish, bool(calls))
+    choice: dict[str, Any] = {"index": 0, "finish_reason": reason, "logprobs": None}
     if meta.kind == "chat":
-        choice["message"] = {"role": "assistant", "content": text}
+        choice["message"] = {"role": "assistant", "content": text or (None if calls else text)}
+        if calls:
+            choice["message"]["tool_calls"] = [call_json(c) for c in calls]
     else:
         choice["text"] = text
     return meta.envelope(chunk=False) | {
@@ -131,10 +142,10 @@ def answer_json(meta: AnswerMeta, text: str, extension: Extension) -> dict[str, 
 
 
 def chunk_json(
-    meta: AnswerMeta, text: str | None, finish: FinishReason | None = None, first: bool = False
+    meta: AnswerMeta, text: str | None, finish: FinishReason | None = None, first: bool = False, called: bool = False
 ) -> dict[str, Any]:
-    """One streamed piece: text, or (with ``finish``) the end of the answer."""
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(finish) if finish else None}
+    """One streamed piece: text, or (with ``finish``) the end of the answer (``called``: it made tool calls)."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(finish, called) if finish else None}
     if meta.kind == "chat":
         delta: dict[str, Any] = {"role": "assistant"} if first else {}
         if text is not None:
@@ -144,6 +155,13 @@ def chunk_json(
         choice["text"] = text or ""
         choice["logprobs"] = None
     return meta.envelope(chunk=True) | {"choices": [choice]}
+
+
+def call_chunk_json(meta: AnswerMeta, call: ToolCall, index: int) -> dict[str, Any]:
+    """A streamed tool call, whole: its id, name and arguments in one delta (clients join argument deltas, and
+    one is a valid sequence of them)."""
+    delta = {"tool_calls": [call_json(call, index)]}
+    return meta.envelope(chunk=True) | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
 
 
 def usage_chunk_json(meta: AnswerMeta, extension: Extension) -> dict[str, Any]:

@@ -71,11 +71,12 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
                 files=tuple(decode_files(chat.files)),
             )
             if job.params.grammar is not None and (job.collection is not None or job.files):
+                asked = "tools" if job.params.tools else "response_format"
                 raise RequestInvalid(
-                    "response_format applies to plain chat, not to answers from documents or files (their "
-                    "citations are checked and corrected in the text).",
-                    "Leave out response_format, or ask without hearth.collection and files.",
-                    param="response_format",
+                    f"{asked} applies to plain chat, not to answers from documents or files (their citations are "
+                    "checked and corrected in the text).",
+                    f"Leave out {asked}, or ask without hearth.collection and files.",
+                    param=asked,
                 )
         except HearthError as exc:
             return error_response(exc)

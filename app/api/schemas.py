@@ -1,5 +1,5 @@
 """What clients send, as typed models. Fields OpenAI defines but Hearth cannot honour are refused by name (a
-silently ignored ``n=3`` or ``tools`` would hand the client something other than what it asked for); fields that
+silently ignored ``n=3`` or ``logprobs`` would hand the client something other than what it asked for); fields that
 only tune what Hearth does not do (``user``, ``logit_bias``, penalties) are accepted and ignored, so ordinary
 clients work unchanged."""
 
@@ -58,10 +58,33 @@ class FilePart(_Request):
 ContentPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 
 
+class CalledFunction(_Request):
+    name: str = Field(min_length=1, max_length=64)
+    arguments: str = Field(default="{}", description="The arguments as JSON text, as the model wrote them.")
+
+
+class CalledTool(_Request):
+    """A call an earlier assistant message made (sent back with the history)."""
+
+    id: str = Field(min_length=1, max_length=128)
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class Message(_Request):
     # "developer" is the newer OpenAI name for the system role; clients built for o-series models send it.
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
+    tool_calls: list[CalledTool] | None = None  # assistant: the calls it made
+    tool_call_id: str | None = Field(default=None, max_length=128)  # tool: the call this is the result of
+
+    @model_validator(mode="after")
+    def _tool_fields(self) -> Message:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id, the id of the call it answers")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        return self
 
     @field_validator("content")
     @classmethod
@@ -118,6 +141,31 @@ class ResponseFormat(_Request):
         return self
 
 
+FUNCTION_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+MAX_TOOLS = 128
+
+
+class FunctionDef(_Request):
+    name: str = Field(pattern=FUNCTION_NAME)
+    description: str = Field(default="", max_length=8_000)
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None  # every call follows its schema here, strict or not
+
+
+class ToolDef(_Request):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Request):
+    name: str = Field(min_length=1, max_length=64)
+
+
+class NamedTool(_Request):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class _Generation(_Request):
     model: str = Field(min_length=1)
     stream: bool = False
@@ -154,14 +202,22 @@ class ChatRequest(_Generation):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     hearth: HearthOptions | None = None
     response_format: ResponseFormat | None = None
-    tools: list[Any] | None = None
+    tools: list[ToolDef] | None = Field(default=None, max_length=MAX_TOOLS)
+    tool_choice: Literal["auto", "none", "required"] | NamedTool | None = None
+    parallel_tool_calls: bool = True
     functions: list[Any] | None = None
     logprobs: bool | None = None
 
     @model_validator(mode="after")
     def _supported(self) -> ChatRequest:
-        if self.tools or self.functions:
-            raise ValueError("tools and function calling are not supported; send plain messages")
+        if self.functions:
+            raise ValueError("the old functions field is not supported; send the same definitions in tools")
+        if self.tools and self.response_format is not None and self.response_format.type != "text":
+            raise ValueError("send tools or response_format, not both")
+        if isinstance(self.tool_choice, NamedTool) and not any(
+            t.function.name == self.tool_choice.function.name for t in self.tools or []
+        ):
+            raise ValueError(f"tool_choice names {self.tool_choice.function.name!r}, which is not among the tools")
         if self.logprobs:
             raise ValueError("logprobs are not supported; leave the field out")
         return self

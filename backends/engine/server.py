@@ -142,9 +142,9 @@ class EngineServer:
             return
         if request.params.grammar is not None and not self._backend.capabilities.grammar:
             unheld = InvalidChoice(
-                f"The {self._backend.label} backend cannot hold an answer to a JSON schema.",
+                f"The {self._backend.label} backend cannot hold an answer to a JSON schema or to tools' parameters.",
                 "Choose the llama.cpp backend in the Hardware tab (or hearth use --backend llamacpp), or leave out "
-                "response_format.",
+                "response_format and tools.",
             )
             self._out.send(Failed(request.id, ErrorInfo.of(unheld)))
             return

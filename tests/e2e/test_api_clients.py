@@ -286,6 +286,100 @@ def test_structured_output_is_refused_for_answers_from_documents(client: Any, op
     assert "response_format applies to plain chat" in str(refused.value)
 
 
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"],
+        },
+    },
+}
+ASK_WEATHER = [{"role": "user", "content": "What is the weather in Oslo?"}]
+
+
+def test_a_required_tool_call_comes_back_valid_for_its_schema_whole_and_streamed(client: Any) -> None:
+    """The embedded 135M model knows nothing of tools; the grammar still holds its call to the schema."""
+    whole = client.chat.completions.create(
+        model="hearth", messages=ASK_WEATHER, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=300
+    )
+    choice = whole.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls
+    assert call.id.startswith("call_") and call.type == "function" and call.function.name == "get_weather"
+    arguments = json.loads(call.function.arguments)
+    assert set(arguments) == {"city", "unit"} and arguments["unit"] in ("celsius", "fahrenheit")
+
+    chunks = list(
+        client.chat.completions.create(
+            model="hearth",
+            messages=ASK_WEATHER,
+            tools=[WEATHER],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            parallel_tool_calls=False,
+            temperature=0,
+            max_tokens=80,
+            stream=True,
+        )
+    )
+    deltas = [c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    assert [d[0].index for d in deltas] == [0]  # one call, in one delta
+    streamed = deltas[0][0]
+    assert streamed.function.name == "get_weather" and json.loads(streamed.function.arguments) == arguments
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_the_result_of_a_call_is_read_back_and_answered(client: Any) -> None:
+    called = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    history = [
+        *ASK_WEATHER,
+        {"role": "assistant", "content": None, "tool_calls": [called]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": "4 C", "sky": "rain"}'},
+    ]
+    for choice in ("none", "auto"):
+        reply = client.chat.completions.create(
+            model="hearth", messages=history, tools=[WEATHER], tool_choice=choice, temperature=0, max_tokens=60
+        )
+        answer = reply.choices[0]
+        if answer.finish_reason == "tool_calls":  # auto: the model may call again; the call is valid then
+            assert choice == "auto"
+            assert all(set(json.loads(c.function.arguments)) == {"city", "unit"} for c in answer.message.tool_calls)
+        else:
+            assert answer.message.content and not answer.message.tool_calls
+    # tool_choice none offers no tools: a plain answer, which the result steered
+    assert reply.usage.prompt_tokens > 0
+
+
+def test_langchain_binds_tools_and_runs_a_minimal_agent_loop(api: Api) -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    asked: list[str] = []
+
+    @tool
+    def get_weather(city: str, unit: str) -> str:
+        """The current weather in a city, in celsius or fahrenheit."""
+        asked.append(city)
+        return f"4 degrees {unit} and rain in {city}"
+
+    llm = ChatOpenAI(
+        base_url=api.base_url, api_key=api.key, model="hearth", temperature=0, max_tokens=80, max_retries=0
+    )
+    messages: list[Any] = [HumanMessage("What is the weather in Oslo?")]
+    first = llm.bind_tools([get_weather], tool_choice="get_weather").invoke(messages)
+    assert first.tool_calls and first.tool_calls[0]["name"] == "get_weather"
+    messages.append(first)
+    for call in first.tool_calls:
+        messages.append(ToolMessage(get_weather.invoke(call["args"]), tool_call_id=call["id"]))
+    assert len(asked) == len(first.tool_calls) >= 1  # the arguments fitted the tool's own schema
+    final = llm.bind_tools([get_weather], tool_choice="none").invoke(messages)
+    assert isinstance(final.content, str) and final.content.strip() and not final.tool_calls
+
+
 def test_langchain_chat_openai(api: Api) -> None:
     try:
         from langchain_openai import ChatOpenAI

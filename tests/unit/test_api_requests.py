@@ -40,7 +40,6 @@ def refused(body: bytes | dict[str, Any], model: type[Any] = ChatRequest) -> Req
         ({"model": "hearth", "messages": []}, "messages", "at least 1"),
         ({"model": "hearth", "messages": "hi"}, "messages", "valid array"),
         ({"model": "hearth", "messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role", "'user'"),
-        ({"model": "hearth", "messages": [{"role": "tool", "content": "hi"}]}, "messages[0].role", "'assistant'"),
         ({"model": "hearth", "messages": [{"role": "user", "content": 5}]}, "messages[0].content", "string"),
         ({"model": "hearth", "messages": [USER], "temperature": "hot"}, "temperature", "number"),
         ({"model": "hearth", "messages": [USER], "temperature": 3}, "temperature", "less than or equal to 2"),
@@ -48,7 +47,9 @@ def refused(body: bytes | dict[str, Any], model: type[Any] = ChatRequest) -> Req
         ({"model": "hearth", "messages": [USER], "max_tokens": -5}, "max_tokens", "greater than or equal to 1"),
         ({"model": "hearth", "messages": [USER], "n": 2}, "n", "less than or equal to 1"),
         ({"model": "hearth", "messages": [USER], "stop": ["x"] * 40}, "stop", "at most 16"),
-        ({"model": "hearth", "messages": [USER], "tools": [{"type": "function"}]}, None, "tools"),
+        ({"model": "hearth", "messages": [USER], "tools": [{"type": "function"}]}, "tools[0].function", "required"),
+        ({"model": "hearth", "messages": [USER], "functions": [{"name": "f"}]}, None, "send the same definitions"),
+        ({"model": "hearth", "messages": [{"role": "tool", "content": "4"}]}, "messages[0]", "needs tool_call_id"),
     ],
 )
 def test_bad_chat_requests_name_the_field_and_the_problem(body: bytes | dict[str, Any], param: str, says: str) -> None:
@@ -284,3 +285,61 @@ def test_a_response_format_hearth_cannot_follow_is_refused_with_the_reason() -> 
     broken = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
     with pytest.raises(InvalidChoice, match="cannot be used"):
         output_grammar(chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": broken}}))
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def test_tool_calls_and_results_in_the_history_are_read_back() -> None:
+    from backends.base import ToolCall
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    request = chat(
+        messages=[
+            USER,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 4}'},
+        ],
+        tools=[WEATHER_TOOL],
+    )
+    assert chat_messages(request.messages) == [
+        ChatMessage("user", "hi"),
+        ChatMessage("assistant", "", (ToolCall("call_1", "get_weather", '{"city": "Oslo"}'),)),
+        ChatMessage("tool", '{"temp": 4}', tool_call_id="call_1"),
+    ]
+
+
+def test_tool_choice_decides_what_the_model_is_offered_and_held_to() -> None:
+    auto = requested_params(GenerationParams(), chat(tools=[WEATHER_TOOL]))
+    assert [t.name for t in auto.tools] == ["get_weather"] and auto.grammar is not None and auto.grammar.triggers
+    required = requested_params(GenerationParams(), chat(tools=[WEATHER_TOOL], tool_choice="required"))
+    assert required.grammar is not None and not required.grammar.triggers
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    forced = requested_params(GenerationParams(), chat(tools=[WEATHER_TOOL], tool_choice=named))
+    assert forced.grammar is not None and not forced.grammar.triggers
+    single = requested_params(GenerationParams(), chat(tools=[WEATHER_TOOL], parallel_tool_calls=False))
+    assert single.grammar is not None and "(tc-gap tc-call)*" not in single.grammar.gbnf
+    none = requested_params(GenerationParams(), chat(tools=[WEATHER_TOOL], tool_choice="none"))
+    assert none.tools == () and none.grammar is None
+
+
+def test_tool_requests_hearth_cannot_follow_are_refused_by_field() -> None:
+    base = {"model": "hearth", "messages": [USER]}
+    named = {"type": "function", "function": {"name": "send_mail"}}
+    error = refused(base | {"tools": [WEATHER_TOOL], "tool_choice": named})
+    assert "'send_mail', which is not among the tools" in error.message
+    error = refused(base | {"tools": [WEATHER_TOOL], "response_format": {"type": "json_object"}})
+    assert "tools or response_format, not both" in error.message
+    bad_name = {"type": "function", "function": {"name": "get weather!"}}
+    assert refused(base | {"tools": [bad_name]}).param == "tools[0].function.name"
+    assert "at most 128" in refused(base | {"tools": [WEATHER_TOOL] * 129}).message
+    call = {"id": "c", "function": {"name": "get_weather"}}
+    error = refused(base | {"messages": [{"role": "user", "content": "hi", "tool_calls": [call]}]})
+    assert "only assistant messages carry tool_calls" in error.message

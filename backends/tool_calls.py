@@ -1,0 +1,277 @@
+"""Tool calls in the model's text (issue 36): how they are asked for, held to their schemas, and read back.
+
+Hearth uses one written form of a call, the one Qwen2.5's and Hermes' templates teach their models::
+
+    <tool_call>
+    {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    </tool_call>
+
+A template that knows this form renders the tools itself (``native``); for any other (SmolLM2's, Llama's, ChatML)
+Hearth writes the same instructions into the system message and the earlier calls and results into the turns as
+text (``generic_messages``), so every model is asked the same way. Either way the calls are read back by
+:func:`split_calls` (a whole answer) or :class:`CallScanner` (a stream).
+
+:func:`calls_grammar` holds each call to its function's parameter schema: with ``tool_choice`` ``auto`` the
+grammar is lazy, the model writes text freely and the grammar takes over from the first ``<tool_call>`` it writes
+(llama.cpp's lazy grammar, as llama-server does it); ``required`` or one named function make the answer start with
+a call. After the calls the answer ends, so a returned call is always valid JSON for its schema.
+
+Pure, apart from the schema converter llama-cpp-python ships (pure Python).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.errors import InvalidChoice
+from backends.base import ChatMessage, Grammar, ToolCall, ToolSpec
+from backends.grammar import MAX_GRAMMAR_CHARS
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+Family = Literal["native", "generic"]
+
+# llama.cpp matches each pattern against all the text written so far (a full match); the grammar then reads the
+# text from the first group on, so that text must be one the grammar accepts: the marker anywhere, or (as small
+# models often write a call) a bare or fenced JSON call opening the answer, each ending where a call may go on. An
+# answer whose text fits none of them is never held (it is read back as text).
+_WS = r"[ \t\n]{0,24}"
+_AFTER_NAME = _WS + r":?" + _WS + r"\"?"
+_TRIGGERS = (
+    r"^[\s\S]*?(" + OPEN + r")" + _WS + r"(\{" + _WS + r"\"?)?$",
+    r"^" + _WS + r"(```(?:json)?" + _WS + r"\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
+    r"^" + _WS + r"(\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
+)
+_OPENING = re.compile(r"(```(?:json)?\s*)?\{\s*\"name\"")
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+
+def template_family(template: str | None) -> Family:
+    """``native`` when the chat template renders tools and the ``<tool_call>`` form itself (Qwen2.5, Hermes)."""
+    return "native" if template and OPEN in template and "tools" in template else "generic"
+
+
+def tool_json(tool: ToolSpec) -> dict[str, Any]:
+    """The tool as OpenAI sends it and templates read it."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": json.loads(tool.parameters)},
+    }
+
+
+def call_json(call: ToolCall) -> dict[str, Any]:
+    """A call as templates read it: the arguments as an object where they parse (Qwen's template prints them with
+    ``tojson``)."""
+    try:
+        arguments: Any = json.loads(call.arguments)
+    except ValueError:
+        arguments = call.arguments
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def generic_messages(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> list[ChatMessage]:
+    """``messages`` for a template that knows nothing of tools: the tools and how to call them in the system
+    message, each earlier call as the assistant's text, each result as a user turn."""
+    turns: list[ChatMessage] = []
+    for message in messages:
+        if message.role == "tool":
+            result = f"<tool_response>\n{message.content}\n</tool_response>"
+            if turns and turns[-1].role == "user" and turns[-1].content.startswith("<tool_response>"):
+                turns[-1] = ChatMessage("user", f"{turns[-1].content}\n{result}")  # roles keep alternating
+            else:
+                turns.append(ChatMessage("user", result))
+        elif message.tool_calls:
+            written = "\n".join(_written_call(c) for c in message.tool_calls)
+            turns.append(ChatMessage("assistant", f"{message.content}\n{written}".strip()))
+        else:
+            turns.append(ChatMessage(message.role, message.content))
+    if not tools:
+        return turns
+    if turns and turns[0].role == "system":
+        return [ChatMessage("system", f"{turns[0].content}\n\n{tools_instructions(tools)}"), *turns[1:]]
+    return [ChatMessage("system", tools_instructions(tools)), *turns]
+
+
+def tools_instructions(tools: Sequence[ToolSpec]) -> str:
+    listed = "\n".join(json.dumps(tool_json(t), ensure_ascii=False) for t in tools)
+    return (
+        "You may call functions to help answer. They are:\n<tools>\n"
+        f"{listed}\n</tools>\n\n"
+        "To call one, write only this, with its arguments as a JSON object:\n"
+        f'{OPEN}\n{{"name": "function name", "arguments": {{...}}}}\n{CLOSE}\n'
+        "The result comes back in <tool_response></tool_response>. If no function is needed, answer directly."
+    )
+
+
+def _written_call(call: ToolCall) -> str:
+    body = call_json(call)["function"]
+    return f"{OPEN}\n{json.dumps(body, ensure_ascii=False)}\n{CLOSE}"
+
+
+def calls_grammar(tools: Sequence[ToolSpec], forced: str | None, required: bool, parallel: bool) -> Grammar:
+    """The grammar of one call (or, with ``parallel``, one or more) to ``tools`` (only ``forced``, when named), in
+    Hearth's written form; lazy unless a call is ``required`` or ``forced``."""
+    from llama_cpp import llama_grammar
+
+    chosen = [t for t in tools if forced is None or t.name == forced]
+    if not chosen:
+        raise InvalidChoice(
+            f"tool_choice names the function {forced!r}, which is not among the tools sent.",
+            "Name one of the functions in tools, or send tool_choice 'auto'.",
+        )
+    converter: Any = getattr(llama_grammar, "SchemaConverter")(  # noqa: B009 (untyped: used as Any)
+        prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False
+    )
+    alternatives = []
+    for index, tool in enumerate(chosen):
+        try:
+            schema = converter.resolve_refs(json.loads(tool.parameters), "tools")
+            arguments = converter.visit(schema, f"tool{index}-arguments")
+        except RecursionError:
+            raise _unusable(tool, "it nests too deeply") from None
+        except Exception as exc:  # the converter raises whatever its parsing hits on a schema it does not follow
+            raise _unusable(tool, f"{type(exc).__name__}: {exc}") from None
+        name = json.dumps(json.dumps(tool.name))  # the JSON string, as a GBNF literal
+        alternatives.append(f'{name} tc-ws "," tc-ws "\\"arguments\\"" tc-ws ":" tc-ws {arguments}')
+    tagged = f"tc-call{' (tc-gap tc-call)*' if parallel else ''} tc-gap"
+    rules = [
+        f"root ::= {tagged}" if required or forced else "root ::= tc-tagged | tc-fenced | tc-object",
+        f"tc-tagged ::= {tagged}",
+        f'tc-call ::= "{OPEN}" tc-ws tc-object tc-ws "{CLOSE}"',
+        'tc-fenced ::= "```" "json"? tc-ws tc-object tc-ws "```"',
+        'tc-object ::= "{" tc-ws "\\"name\\"" tc-ws ":" tc-ws tc-function tc-ws "}"',
+        "tc-function ::= " + " | ".join(f"( {a} )" for a in alternatives),
+        "tc-ws ::= [ \\t\\n]{0,24}",
+        'tc-gap ::= "\\n"?',
+    ]
+    gbnf = "\n".join(rules) + "\n" + converter.format_grammar()
+    if len(gbnf) > MAX_GRAMMAR_CHARS:
+        raise InvalidChoice(
+            f"The tools' parameter schemas make a grammar of {len(gbnf):,} characters; at most "
+            f"{MAX_GRAMMAR_CHARS:,} are used.",
+            "Send fewer tools, or simpler parameter schemas.",
+        )
+    return Grammar(gbnf, triggers=() if required or forced else _TRIGGERS)
+
+
+def _unusable(tool: ToolSpec, reason: str) -> InvalidChoice:
+    return InvalidChoice(
+        f"The parameters of the function {tool.name!r} cannot be used: {reason}.",
+        "Send a JSON Schema object for parameters, as OpenAI's function definitions have.",
+    )
+
+
+def new_call_id() -> str:
+    return f"call_{secrets.token_hex(12)}"
+
+
+def read_call(body: str) -> ToolCall | None:
+    """The call written between the markers, or None when it is not ``{"name": ..., "arguments": {...}}``."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(new_call_id(), value["name"], text)
+
+
+def split_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
+    """A whole answer as (its text, the calls it made); text that only looks like a call stays text."""
+    scanner = CallScanner()
+    pieces = [*scanner.feed(text), *scanner.finish()]
+    said = "".join(p for p in pieces if isinstance(p, str))
+    return said.strip() if any(isinstance(p, ToolCall) for p in pieces) else said, tuple(
+        p for p in pieces if isinstance(p, ToolCall)
+    )
+
+
+@dataclass
+class CallScanner:
+    """Reads an answer as it streams: text goes out as it comes (except what may be the start of a marker), a call
+    goes out once its closing marker is read. An answer that opens with a bare or fenced JSON call is held whole
+    and read at the end. A call that does not parse is given back as the text it was."""
+
+    _held: str = ""
+    _inside: bool = False
+    _opening: bool = True  # nothing but what may begin a bare or fenced call has been written
+    _whole: bool = False  # the answer is one bare or fenced call
+
+    def feed(self, text: str) -> list[str | ToolCall]:
+        self._held += text
+        if self._whole:
+            return []
+        if self._opening:
+            begun = self._held.lstrip()
+            if _OPENING.match(begun):
+                self._whole = True
+                return []
+            if not begun or _may_open(begun):
+                return []
+            self._opening = False
+        out: list[str | ToolCall] = []
+        while True:
+            if self._inside:
+                end = self._held.find(CLOSE)
+                if end < 0:
+                    return out
+                body, self._held = self._held[:end], self._held[end + len(CLOSE) :]
+                self._inside = False
+                call = read_call(body)
+                out.append(call if call is not None else f"{OPEN}{body}{CLOSE}")
+                continue
+            start = self._held.find(OPEN)
+            if start >= 0:
+                if start:
+                    out.append(self._held[:start])
+                self._held, self._inside = self._held[start + len(OPEN) :], True
+                continue
+            keep = _partial_marker(self._held)
+            if len(self._held) > keep:
+                out.append(self._held[: len(self._held) - keep])
+                self._held = self._held[len(self._held) - keep :]
+            return out
+
+    def finish(self) -> list[str | ToolCall]:
+        """What is left when the answer ends: a call held whole, or held text (a call never closed stays text)."""
+        held, self._held = self._held, ""
+        if self._whole:
+            call = read_call(_FENCE.sub("", held.strip()))
+            return [call] if call is not None else [held]
+        if self._inside:
+            self._inside = False
+            call = read_call(held)  # the answer ended right after the call's JSON (the closing marker cut)
+            return [call] if call is not None else [f"{OPEN}{held}"]
+        return [held] if held else []
+
+
+def _may_open(text: str) -> bool:
+    """Whether ``text`` (without leading spaces) may still become a bare or fenced call's opening."""
+    if text.startswith("```"):
+        rest = text[3:]
+        if len(rest) < 4 and "json".startswith(rest):
+            return True
+        rest = rest.removeprefix("json").lstrip()
+        return not rest or _may_object(rest)
+    return "```".startswith(text) or _may_object(text)
+
+
+def _may_object(text: str) -> bool:
+    if not text.startswith("{"):
+        return False
+    rest = text[1:].lstrip()
+    return '"name"'.startswith(rest) if len(rest) < 6 else rest.startswith('"name"')
+
+
+def _partial_marker(text: str) -> int:
+    """How many characters at the end of ``text`` could be the beginning of the opening marker."""
+    for size in range(min(len(OPEN) - 1, len(text)), 0, -1):
+        if OPEN.startswith(text[-size:]):
+            return size
+    return 0

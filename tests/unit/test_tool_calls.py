@@ -1,0 +1,146 @@
+"""Tool calls in the model's text (backends/tool_calls.py): read back whole or as they stream, in every form small
+models write them; offered to templates that know tools and to those that do not; and the grammar's shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.errors import InvalidChoice
+from backends.base import ChatMessage, ToolCall, ToolSpec
+from backends.tool_calls import CallScanner, calls_grammar, generic_messages, split_calls, template_family
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Current weather in a city",
+    json.dumps({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+)
+TAGGED = 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+
+
+def calls_of(pieces: list[str | ToolCall]) -> list[tuple[str, dict[str, object]]]:
+    return [(p.name, json.loads(p.arguments)) for p in pieces if isinstance(p, ToolCall)]
+
+
+def streamed(text: str, size: int) -> list[str | ToolCall]:
+    scanner = CallScanner()
+    pieces: list[str | ToolCall] = []
+    for start in range(0, len(text), size):
+        pieces += scanner.feed(text[start : start + size])
+    return pieces + scanner.finish()
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+def test_a_tagged_call_is_read_whatever_the_pieces_it_streams_in(size: int) -> None:
+    pieces = streamed(TAGGED, size)
+    assert "".join(p for p in pieces if isinstance(p, str)) == "Let me look.\n"
+    assert calls_of(pieces) == [("get_weather", {"city": "Oslo"})]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {"city": "Oslo"}\n}\n```',
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+        ' ```\n{"name": "get_weather", "parameters": {"city": "Oslo"}}```',
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}',  # the closing marker cut off
+    ],
+)
+def test_bare_fenced_and_unclosed_calls_are_read(text: str) -> None:
+    for size in (1, 5, 1000):
+        pieces = streamed(text, size)
+        assert calls_of(pieces) == [("get_weather", {"city": "Oslo"})], (text, size)
+        assert not any(isinstance(p, str) and p.strip() for p in pieces)
+    said, calls = split_calls(text)
+    assert said == "" and [c.name for c in calls] == ["get_weather"] and calls[0].id.startswith("call_")
+
+
+def test_text_that_only_looks_like_a_call_streams_out_as_text() -> None:
+    for text in (
+        "```python\nprint('hi')\n```",
+        '{"city": "Oslo"}',
+        "Use <tool_call> tags like <tool_call>not json</tool_call> here.",
+        "A <tool_c",
+    ):
+        for size in (1, 4, 1000):
+            pieces = streamed(text, size)
+            assert "".join(p for p in pieces if isinstance(p, str)) == text and not calls_of(pieces)
+    # text streams as it comes: it is not held back until the end
+    scanner = CallScanner()
+    assert scanner.feed("The weather is ") == ["The weather is "]
+    assert scanner.feed("fine <tool") == ["fine "] and scanner.finish() == ["<tool"]
+
+
+def test_parallel_calls_come_in_order() -> None:
+    second = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Bergen"}}\n</tool_call>'
+    said, calls = split_calls(f"{TAGGED}\n{second}")
+    assert said == "Let me look." and [json.loads(c.arguments)["city"] for c in calls] == ["Oslo", "Bergen"]
+    assert calls[0].id != calls[1].id
+
+
+def test_templates_that_render_tools_are_told_apart() -> None:
+    qwen = (
+        "{%- if tools %}<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools> <tool_call>{%- endif %}"
+    )
+    assert template_family(qwen) == "native"
+    assert template_family("{% for message in messages %}{{ message['content'] }}{% endfor %}") == "generic"
+    assert template_family(None) == "generic"
+
+
+def test_a_template_without_tools_gets_them_and_the_earlier_calls_written_into_the_turns() -> None:
+    call = ToolCall("call_1", "get_weather", '{"city": "Oslo"}')
+    turns = generic_messages(
+        [
+            ChatMessage("system", "Be brief."),
+            ChatMessage("user", "Weather in Oslo?"),
+            ChatMessage("assistant", "", (call,)),
+            ChatMessage("tool", '{"temp": 4}', tool_call_id="call_1"),
+            ChatMessage("tool", '{"sky": "rain"}', tool_call_id="call_2"),
+        ],
+        (WEATHER,),
+    )
+    assert [t.role for t in turns] == ["system", "user", "assistant", "user"]  # still alternating
+    assert turns[0].content.startswith("Be brief.\n\nYou may call functions") and '"get_weather"' in turns[0].content
+    assert turns[2].content == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    assert turns[3].content == (
+        '<tool_response>\n{"temp": 4}\n</tool_response>\n<tool_response>\n{"sky": "rain"}\n</tool_response>'
+    )
+    assert generic_messages([ChatMessage("user", "hi")], ())[0] == ChatMessage("user", "hi")
+
+
+def test_the_grammar_is_lazy_for_auto_and_starts_with_a_call_when_one_is_required() -> None:
+    auto = calls_grammar((WEATHER,), None, required=False, parallel=True)
+    assert auto.triggers and any("<tool_call>" in t for t in auto.triggers)
+    assert auto.gbnf.startswith("root ::= tc-tagged | tc-fenced | tc-object")
+    assert '"\\"get_weather\\""' in auto.gbnf and "tool0-arguments" in auto.gbnf
+    required = calls_grammar((WEATHER,), None, required=True, parallel=False)
+    assert not required.triggers and required.gbnf.startswith("root ::= tc-call tc-gap\n")
+    with pytest.raises(InvalidChoice, match="not among the tools"):
+        calls_grammar((WEATHER,), "send_mail", required=False, parallel=True)
+    broken = ToolSpec("f", "", json.dumps({"type": "object", "properties": {"a": {"$ref": "#/$defs/none"}}}))
+    with pytest.raises(InvalidChoice, match="parameters of the function 'f' cannot be used"):
+        calls_grammar((broken,), None, required=False, parallel=True)
+
+
+def test_the_api_sends_each_call_once_and_stops_an_answer_that_repeats_one() -> None:
+    from app.api.answers import Called
+    from app.api.generation import with_calls
+    from backends.base import Finished, TextDelta, Usage
+
+    stopped: list[bool] = []
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+    other = call.replace("Oslo", "Bergen")
+    usage = Usage(10, 5, 1.0, 2.0)
+    events = [TextDelta(call), TextDelta(other), TextDelta(call), TextDelta(call), usage, Finished("cancelled")]
+    steps = list(with_calls(iter(events), lambda: stopped.append(True)))
+    assert [json.loads(s.call.arguments)["city"] for s in steps if isinstance(s, Called)] == ["Oslo", "Bergen"]
+    assert [s.index for s in steps if isinstance(s, Called)] == [0, 1]
+    assert stopped == [True] and steps[-1] == Finished("stop") and usage in steps  # ended as the model would have
+
+    cut = [TextDelta(call), TextDelta('<tool_call>\n{"name": "get_wea'), Finished("length")]
+    steps = list(with_calls(iter(cut), lambda: None))
+    assert not [s for s in steps if isinstance(s, TextDelta) and s.text.strip()]  # the cut-off repeat is dropped
+    assert steps[-1] == Finished("length")
+    plain = list(with_calls(iter([TextDelta("It is sunny."), Finished("stop")]), lambda: None))
+    assert plain == [TextDelta("It is sunny."), Finished("stop")]
