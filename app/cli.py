@@ -104,6 +104,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--device", default="cpu", help="what it serves: cpu (default) or cuda:N, the N-th NVIDIA GPU (cuda:0 first)"
     )
 
+    mcp = commands.add_parser("mcp", help="MCP servers whose tools the assistant may use: add, list, remove, …")
+    mcp_actions = mcp.add_subparsers(dest="mcp_action", required=True, metavar="ACTION")
+    mcp_add = mcp_actions.add_parser(
+        "add",
+        help="add a server: NAME -- COMMAND [ARG...] (started over stdio) or NAME --url URL (Streamable HTTP)",
+    )
+    mcp_add.add_argument("name", metavar="NAME")
+    mcp_add.add_argument("--url", help="the server's Streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp")
+    mcp_add.add_argument("--token-file", type=Path, help="a file holding the bearer token for --url (kept private)")
+    mcp_add.add_argument("--env", action="append", metavar="KEY=VALUE", help="a variable for the server (repeat)")
+    mcp_add.add_argument(
+        "server_command", nargs="*", metavar="COMMAND", help="after --: the command that starts the server"
+    )
+    mcp_actions.add_parser("list", help="each server: on or off, its tools, or why it does not work")
+    for action, what in (("remove", "forget a server"), ("enable", "offer its tools"), ("disable", "stop offering")):
+        mcp_actions.add_parser(action, help=what).add_argument("name", metavar="NAME")
+    mcp_import = mcp_actions.add_parser("import", help="add the servers of an mcpServers JSON file (other apps')")
+    mcp_import.add_argument("file", type=Path, metavar="FILE")
     workers = commands.add_parser("workers", help="the workers this Hearth splits models across: add, list, remove")
     worker_actions = workers.add_subparsers(dest="workers_action", required=True, metavar="ACTION")
     workers_add = worker_actions.add_parser("add", help="pair with a `hearth worker` (it printed its code)")
@@ -464,6 +482,19 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_worker(
             args.host, args.port, args.threads, ensure_data_dir(resolve_data_paths(settings.home)).root, args.device
+        )
+    if args.command == "mcp":
+        from app.commands_mcp import run_mcp
+
+        return run_mcp(
+            settings,
+            args.mcp_action,
+            name=getattr(args, "name", None),
+            command=getattr(args, "server_command", None),
+            url=getattr(args, "url", None),
+            token_file=getattr(args, "token_file", None),
+            env=getattr(args, "env", None),
+            file=getattr(args, "file", None),
         )
     if args.command == "workers":
         from app.commands_workers import run_workers

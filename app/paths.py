@@ -101,6 +101,11 @@ class DataPaths:
         return self.root / "workers.json"
 
     @property
+    def mcp_servers_file(self) -> Path:
+        """The MCP servers the user added (``hearth mcp``), with their tokens: owner-only."""
+        return self.root / "mcp-servers.json"
+
+    @property
     def server_file(self) -> Path:
         """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
         return self.root / "server.json"
@@ -119,6 +124,7 @@ class DataPaths:
             self.api_key_file,
             self.server_file,
             self.workers_file,
+            self.mcp_servers_file,
             self.root / "worker-paired.json",
         ]
 

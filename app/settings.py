@@ -126,6 +126,12 @@ class RagSettings(BaseModel):
     )
 
 
+class ToolsSettings(BaseModel):
+    call_timeout_s: float = Field(
+        default=60.0, gt=0.0, le=3_600.0, description="Longest an MCP server may take to start and answer one call."
+    )
+
+
 class ServerSettings(BaseModel):
     host: str = Field(default="127.0.0.1", description="Address the web UI binds to. Anything but loopback exposes it.")
     port: int = Field(default=7860, ge=1, le=65535, description="Port of the web UI and of the API under /v1.")
@@ -170,6 +176,7 @@ class Settings(BaseSettings):
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Answer defaults.")
     server: ServerSettings = Field(default_factory=ServerSettings, description="The local web UI.")
     rag: RagSettings = Field(default_factory=RagSettings, description="Documents and retrieval.")
+    tools: ToolsSettings = Field(default_factory=ToolsSettings, description="Tools and MCP servers.")
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,0 +1,117 @@
+"""Talking to one MCP server with the official SDK (``mcp``): list its tools, call one. Each use starts the server
+(stdio) or opens a session (Streamable HTTP), does its one thing within a time limit, and closes it again.
+
+What can go wrong is reported as :class:`ToolServerError`, with the last line a stdio server printed on its error
+stream (captured in an unnamed, owner-only temporary file) and never the server's token. A stdio server is
+started with the SDK's short list of safe environment variables (PATH, HOME, USER, …) plus the ones the user gave
+it: none of Hearth's own settings or secrets (HEARTH_*, the API key) reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import IO, Any, TextIO, TypeVar, cast
+
+from app.errors import HearthError
+from app.tools.servers import ServerEntry
+
+T = TypeVar("T")
+
+# A server may list any number of tools; this many are read, and offered to the model at most.
+MAX_LISTED_TOOLS = 128
+
+
+class ToolServerError(HearthError):
+    """An MCP server could not be started, reached or used."""
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    description: str
+    parameters: str  # the input JSON Schema, as text
+
+
+@dataclass(frozen=True)
+class ListedTools:
+    tools: tuple[ToolInfo, ...]
+    total: int  # how many the server listed (more than ``tools`` holds when it listed over MAX_LISTED_TOOLS)
+
+
+def list_tools(entry: ServerEntry, timeout_s: float) -> ListedTools:
+    async def listing(client: Any) -> ListedTools:
+        result = await client.list_tools()
+        tools = tuple(
+            ToolInfo(t.name, t.description or "", json.dumps(t.input_schema or {"type": "object"}))
+            for t in result.tools[:MAX_LISTED_TOOLS]
+        )
+        return ListedTools(tools, len(result.tools))
+
+    return _with_server(entry, timeout_s, listing)
+
+
+def _with_server(entry: ServerEntry, timeout_s: float, use: Callable[[Any], Awaitable[T]]) -> T:
+    import anyio
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:
+
+        async def run() -> T:
+            with anyio.fail_after(timeout_s):
+                async with _client(entry, timeout_s, errors) as client:
+                    return await use(client)
+
+        try:
+            return anyio.run(run)
+        except TimeoutError:
+            raise _failed(entry, f"it did not answer within {timeout_s:g} s", errors) from None
+        except HearthError:
+            raise
+        except Exception as exc:  # the SDK raises many kinds (and groups of them) for a server that fails
+            raise _failed(entry, _reason(exc), errors) from None
+
+
+def _client(entry: ServerEntry, timeout_s: float, errors: IO[str]) -> Any:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    if entry.kind == "stdio":
+        parameters = StdioServerParameters(command=entry.command, args=list(entry.args), env=dict(entry.env) or None)
+        return Client(stdio_client(parameters, errlog=cast(TextIO, errors)), read_timeout_seconds=timeout_s)
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {entry.token}"} if entry.token else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s))
+    return Client(streamable_http_client(entry.url, http_client=http), read_timeout_seconds=timeout_s)
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost, most telling cause of an SDK failure, in one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"its command was not found ({exc.filename or exc})"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "Connection closed" in text:
+        return "it closed the connection before answering (it stopped, or never started as an MCP server)"
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _failed(entry: ServerEntry, reason: str, errors: IO[str]) -> ToolServerError:
+    errors.flush()
+    errors.seek(0)
+    lines = [line.strip() for line in errors.read()[-20_000:].splitlines() if line.strip()]
+    said = f" It printed: {_without_token(lines[-1][:300], entry)}" if lines else ""
+    message = f"The MCP server {entry.name!r} ({entry.where}) could not be used: {_without_token(reason, entry)}.{said}"
+    if entry.kind == "http":
+        remedy = f"Check the address and the token; to change them, hearth mcp remove {entry.name} and add it again."
+    else:
+        remedy = "Check that the command starts the server when run on its own, then see hearth mcp list."
+    return ToolServerError(message, remedy)
+
+
+def _without_token(text: str, entry: ServerEntry) -> str:
+    return text.replace(entry.token, "[token]") if entry.token else text
