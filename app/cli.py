@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.errors import HearthError
+from app.errors import HearthError, InvalidChoice
 from app.paths import keep_new_files_private
 from app.terminal_text import TerminalLogFormatter, for_terminal
 
@@ -157,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a file to answer from (repeat for more): given whole when it fits the context, else searched",
     )
     _add_adapter_flags(chat)
+    chat.add_argument(
+        "--tools",
+        action="store_true",
+        help="offer the model the calculator and the tools of the MCP servers that are on; each call is asked about",
+    )
+    chat.add_argument(
+        "--allow-tools", action="store_true", help="with --tools: allow every call of this command without asking"
+    )
 
     use = commands.add_parser(
         "use", help="switch the running Hearth's model, backend, device or context (or set the default model)"
@@ -513,6 +521,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":
+        if args.tools or args.allow_tools:
+            from app.commands_tools import run_chat_with_tools
+
+            if args.attach or args.adapter:
+                raise InvalidChoice("--tools does not go with --attach or --adapter yet.", "Leave one of them out.")
+            return run_chat_with_tools(settings, args.question, allow_all=args.allow_tools)
         return commands.run_chat(settings, args.question, args.attach, args.adapter, args.adapter_scale)
     if args.command in ("tune", "adapters"):
         from app import commands_tune

@@ -106,6 +106,11 @@ class DataPaths:
         return self.root / "mcp-servers.json"
 
     @property
+    def tool_consent_file(self) -> Path:
+        """The tools the user allowed for good ("always"), per server and tool."""
+        return self.root / "tool-consent.json"
+
+    @property
     def server_file(self) -> Path:
         """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
         return self.root / "server.json"
@@ -125,6 +130,7 @@ class DataPaths:
             self.server_file,
             self.workers_file,
             self.mcp_servers_file,
+            self.tool_consent_file,
             self.root / "worker-paired.json",
         ]
 

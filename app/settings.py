@@ -130,6 +130,7 @@ class ToolsSettings(BaseModel):
     call_timeout_s: float = Field(
         default=60.0, gt=0.0, le=3_600.0, description="Longest an MCP server may take to start and answer one call."
     )
+    max_calls: int = Field(default=8, ge=1, le=100, description="Most tool calls the model may make for one answer.")
 
 
 class ServerSettings(BaseModel):

@@ -115,3 +115,25 @@ def _failed(entry: ServerEntry, reason: str, errors: IO[str]) -> ToolServerError
 
 def _without_token(text: str, entry: ServerEntry) -> str:
     return text.replace(entry.token, "[token]") if entry.token else text
+
+
+@dataclass(frozen=True)
+class CallResult:
+    text: str
+    is_error: bool
+
+
+def call_tool(entry: ServerEntry, name: str, arguments: dict[str, Any], timeout_s: float) -> CallResult:
+    """Run one tool of the server; its text content joined (other content named, not read)."""
+
+    async def calling(client: Any) -> CallResult:
+        result = await client.call_tool(name, arguments)
+        parts = []
+        for block in result.content or []:
+            text = getattr(block, "text", None)
+            parts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'content')} left out]")
+        if not parts and result.structured_content is not None:
+            parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+        return CallResult("\n".join(parts), bool(result.is_error))
+
+    return _with_server(entry, timeout_s, calling)

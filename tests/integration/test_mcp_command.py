@@ -5,6 +5,7 @@ line it printed; the token is never shown; the file that keeps it is out of anot
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -129,3 +130,32 @@ def test_another_account_cannot_read_the_servers_or_their_tokens(
             assert TOKEN not in attempt.stdout
     finally:
         shutil.rmtree(shared)
+
+
+def test_hearth_chat_offers_the_tools_and_runs_none_without_consent(isolated_home: Path, embedded_model: Path) -> None:
+    """No terminal to ask on: every call the model makes is refused; the tools offered are the calculator and
+    the running MCP server's."""
+    assert hearth("mcp", "add", "demo", "--", *SERVER, home=isolated_home).returncode == 0
+    asked = [
+        "chat",
+        "--tools",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "60",
+        "Use the add tool to add 2 and 3.",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "app", *asked],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "HEARTH_HOME": str(isolated_home)},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[tools offered: calculator, demo__add, demo__lighthouse_keeper]" in result.stderr
+    assert "[result]" not in result.stderr  # nothing ran
+    calls = result.stderr.count("[tool call]")
+    assert result.stderr.count("[refused] The user did not allow this call.") == calls
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,117 @@
+"""``hearth chat --tools``: one answer with the built-in tools and those of the MCP servers that are on, each call
+shown on the terminal and asked about before it runs ("always" is remembered per server and tool). With no
+terminal to ask on, every call is refused, unless ``--allow-tools`` allows them for this one command."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator, Sequence
+
+from app.commands import load_model
+from app.errors import ContextTooLong
+from app.services.container import build_services
+from app.services.runtime import Lease
+from app.settings import Settings
+from app.terminal_text import for_terminal, for_terminal_lines
+from app.tools.consent import ConsentBook
+from app.tools.loop import CallAsked, CallDone, Decision, LoopNote, answer_with_tools
+from app.tools.servers import ServerBook
+from app.tools.toolbox import ToolBox, built_in_tools, server_tools
+from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, TextDelta, Usage
+from backends.tool_calls import tools_instructions
+
+EXIT_OK = 0
+SHOWN_RESULT_CHARS = 300
+
+
+def run_chat_with_tools(settings: Settings, question: str, allow_all: bool) -> int:
+    services = build_services(settings)
+    try:
+        params = services.generation_params()
+        load_model(services)
+        servers = ServerBook(services.paths.mcp_servers_file).entries()
+        offered, problems = server_tools(servers, settings.tools.call_timeout_s)
+        for problem in problems:
+            _err(f"[tools] {problem}")
+        box = ToolBox(tuple([*built_in_tools(), *offered]))
+        _err(f"[tools offered: {', '.join(s.name for s in box.specs())}]")
+        consent = ConsentBook(services.paths.tool_consent_file)
+        messages = [ChatMessage("system", settings.generation.system_prompt), ChatMessage("user", question)]
+        cancel = CancelToken()
+        with services.runtime.lease() as engine:
+
+            def stream(history: Sequence[ChatMessage], wanted: GenerationParams) -> Iterator[ChatEvent]:
+                room = engine.context_length - engine.count_chat_tokens(history) - _tools_tokens(engine, wanted)
+                if room < 1:
+                    raise ContextTooLong(
+                        "The conversation with the tools' results no longer fits the context window.",
+                        "Ask again with --context larger, or with fewer tools on (hearth mcp disable NAME).",
+                    )
+                fitted = dataclasses.replace(wanted, max_new_tokens=min(wanted.max_new_tokens, room))
+                return engine.stream_chat(history, fitted, cancel)
+
+            ask = _allow_all if allow_all else _ask_on_terminal
+            for event in answer_with_tools(stream, messages, params, box, ask, consent, settings.tools.max_calls):
+                _show(event)
+        sys.stdout.write("\n")
+    finally:
+        services.close()
+    return EXIT_OK
+
+
+def _tools_tokens(engine: Lease, params: GenerationParams) -> int:
+    """About what offering the tools adds to the prompt (a template may word them a little differently)."""
+    return engine.count_tokens(tools_instructions(params.tools)) if params.tools else 0
+
+
+def _show(event: object) -> None:
+    if isinstance(event, TextDelta):
+        sys.stdout.write(for_terminal_lines(event.text))
+        sys.stdout.flush()
+    elif isinstance(event, CallAsked):
+        _err(f"\n[tool call] {_described(event)}")
+    elif isinstance(event, CallDone):
+        state = "refused" if not event.allowed else ("failed" if event.is_error else "result")
+        text = " ".join(event.result.split())
+        shown = text if len(text) <= SHOWN_RESULT_CHARS else f"{text[:SHOWN_RESULT_CHARS]}… ({len(text):,} characters)"
+        _err(f"[{state}] {for_terminal(shown)}")
+    elif isinstance(event, LoopNote):
+        _err(f"[{for_terminal(event.text)}]")
+    elif isinstance(event, Usage):
+        _err(f"[{event.completion_tokens} tokens · {event.decode_tokens_per_s:.1f} tokens/s]")
+
+
+def _described(asked: CallAsked) -> str:
+    try:
+        arguments = json.dumps(json.loads(asked.call.arguments), ensure_ascii=False)
+    except ValueError:
+        arguments = asked.call.arguments
+    return for_terminal(f"{asked.tool} ({asked.server}) with {arguments}")
+
+
+def _allow_all(_asked: CallAsked) -> Decision:
+    return "once"
+
+
+def _ask_on_terminal(asked: CallAsked) -> Decision:
+    if not sys.stdin.isatty():
+        _err("[no terminal to ask on: the call is refused; --allow-tools allows calls for one command]")
+        return "deny"
+    while True:
+        sys.stderr.write(
+            f"Allow {for_terminal(asked.tool)} ({for_terminal(asked.server)})? [y]es once, [a]lways, [n]o: "
+        )
+        sys.stderr.flush()
+        reply = sys.stdin.readline().strip().casefold()
+        if reply in ("y", "yes"):
+            return "once"
+        if reply in ("a", "always"):
+            return "always"
+        if reply in ("n", "no", ""):
+            return "deny"
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,111 @@
+"""The tools offered to the model for the page and the terminal: the built-in ones and those of the MCP servers
+that are on, each under the name the model calls it by, and run when the user allowed it.
+
+A tool's result is data for the model, never an instruction to Hearth: it goes back as the text of a tool turn,
+cut at ``MAX_RESULT_BYTES`` with a note, and nothing in it can start or approve a call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.tools.calculator import SPEC as CALCULATOR
+from app.tools.calculator import CalculationError, calculate
+from app.tools.mcp_link import ToolServerError, call_tool, list_tools
+from app.tools.servers import ServerEntry
+from backends.base import ToolCall, ToolSpec
+
+BUILT_IN = "built-in"
+MAX_RESULT_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Offered:
+    """One tool as the model sees it (``spec``, under its offered name) and where it runs."""
+
+    spec: ToolSpec
+    server: str  # BUILT_IN, or the MCP server's name
+    tool: str  # its own name there
+    run: Callable[[dict[str, object]], tuple[str, bool]]  # arguments -> (result text, is an error)
+
+
+@dataclass(frozen=True)
+class ToolBox:
+    offered: tuple[Offered, ...]
+    problems: tuple[str, ...] = ()  # servers that could not be listed, in words
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(o.spec for o in self.offered)
+
+    def find(self, name: str) -> Offered | None:
+        return next((o for o in self.offered if o.spec.name == name), None)
+
+    def run(self, call: ToolCall) -> tuple[str, bool]:
+        """The call's result for the model, or why it failed (as text too: the model reads it)."""
+        tool = self.find(call.name)
+        if tool is None:
+            return f"There is no tool called {call.name!r}.", True
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return "The arguments were not valid JSON.", True
+        if not isinstance(arguments, dict):
+            return "The arguments must be a JSON object.", True
+        text, failed = tool.run(arguments)
+        return cut(text), failed
+
+
+def cut(text: str) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= MAX_RESULT_BYTES:
+        return text
+    kept = data[:MAX_RESULT_BYTES].decode("utf-8", errors="ignore")
+    return f"{kept}\n[Hearth cut this result at {MAX_RESULT_BYTES // 1024} KB of {len(data):,} bytes.]"
+
+
+def built_in_tools() -> list[Offered]:
+    def calculator(arguments: dict[str, object]) -> tuple[str, bool]:
+        try:
+            return calculate(str(arguments.get("expression", ""))), False
+        except CalculationError as exc:
+            return f"Cannot calculate: {exc}.", True
+
+    return [Offered(CALCULATOR, BUILT_IN, CALCULATOR.name, calculator)]
+
+
+def server_tools(entries: Sequence[ServerEntry], timeout_s: float) -> tuple[list[Offered], list[str]]:
+    """The tools of the servers that are on (each server started once to list them), and the ones that failed."""
+    offered: list[Offered] = []
+    problems: list[str] = []
+    for entry in entries:
+        if not entry.enabled:
+            continue
+        try:
+            listed = list_tools(entry, timeout_s)
+        except ToolServerError as exc:
+            problems.append(exc.message)
+            continue
+        for info in listed.tools:
+            name = offered_name(entry.name, info.name)
+            spec = ToolSpec(name, info.description[:2_000], info.parameters)
+            offered.append(Offered(spec, entry.name, info.name, _runner(entry, info.name, timeout_s)))
+    return offered, problems
+
+
+def offered_name(server: str, tool: str) -> str:
+    """``server__tool`` in the characters function names may hold, at most 64."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")[:64]
+
+
+def _runner(entry: ServerEntry, tool: str, timeout_s: float) -> Callable[[dict[str, object]], tuple[str, bool]]:
+    def run(arguments: dict[str, object]) -> tuple[str, bool]:
+        try:
+            result = call_tool(entry, tool, dict(arguments), timeout_s)
+        except ToolServerError as exc:
+            return exc.message, True
+        return result.text, result.is_error
+
+    return run

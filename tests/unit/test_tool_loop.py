@@ -1,0 +1,100 @@
+"""The tool loop (app/tools/loop.py) with a scripted model: calls asked about and run, refusals given back,
+"always" remembered, the same call twice ending the answer, and the most calls per answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from app.tools.consent import ConsentBook
+from app.tools.loop import REFUSED, CallAsked, CallDone, Decision, LoopNote, answer_with_tools
+from app.tools.toolbox import ToolBox, built_in_tools
+from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
+
+QUESTION = [ChatMessage("user", "What is 12345 * 6789?")]
+
+
+def call(expression: str) -> str:
+    body = {"name": "calculator", "arguments": {"expression": expression}}
+    return f"<tool_call>\n{json.dumps(body)}\n</tool_call>"
+
+
+class Model:
+    """Answers from a script, one reply per turn, and keeps what it was shown."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies = list(replies)
+        self.seen: list[list[ChatMessage]] = []
+        self.offered: list[int] = []
+
+    def __call__(self, history: Sequence[ChatMessage], params: GenerationParams) -> Iterator[ChatEvent]:
+        self.seen.append(list(history))
+        self.offered.append(len(params.tools))
+        reply = self.replies.pop(0)
+        for start in range(0, len(reply), 5):
+            yield TextDelta(reply[start : start + 5])
+        yield Finished("stop")
+
+
+def run(model: Model, decide: Decision, tmp_path: Path, max_calls: int = 8) -> list[object]:
+    asked: list[CallAsked] = []
+
+    def ask(question: CallAsked) -> Decision:
+        asked.append(question)
+        return decide
+
+    box = ToolBox(tuple(built_in_tools()))
+    events = list(
+        answer_with_tools(model, QUESTION, GenerationParams(), box, ask, ConsentBook(tmp_path / "c.json"), max_calls)
+    )
+    return [*events, asked]
+
+
+def test_an_allowed_call_is_run_and_its_result_answered_from(tmp_path: Path) -> None:
+    model = Model(call("12345 * 6789"), "It is 83810205.")
+    *events, asked = run(model, "once", tmp_path)
+    assert [type(e).__name__ for e in events] == [
+        "CallAsked",
+        "CallDone",
+        "TextDelta",
+        "TextDelta",
+        "TextDelta",
+        "Finished",
+    ]
+    done = next(e for e in events if isinstance(e, CallDone))
+    assert done.allowed and done.result == "83810205" and not done.is_error
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "It is 83810205."
+    second = model.seen[1]
+    assert second[-2].tool_calls and second[-1] == ChatMessage("tool", "83810205", tool_call_id=done.call.id)
+    assert len(asked) == 1 and model.offered == [1, 1]
+
+
+def test_a_refused_call_is_not_run_and_the_model_is_told(tmp_path: Path) -> None:
+    model = Model(call("1 + 1"), "I may not calculate it.")
+    *events, _ = run(model, "deny", tmp_path)
+    done = next(e for e in events if isinstance(e, CallDone))
+    assert not done.allowed and done.result == REFUSED
+    assert model.seen[1][-1].content == REFUSED
+
+
+def test_always_is_remembered_and_not_asked_again(tmp_path: Path) -> None:
+    run(Model(call("1 + 1"), "2."), "always", tmp_path)
+    *_, asked = run(Model(call("2 + 2"), "4."), "deny", tmp_path)  # would refuse, but is not asked
+    assert asked == []
+    assert ConsentBook(tmp_path / "c.json").is_allowed("built-in", "calculator")
+
+
+def test_the_same_call_twice_in_a_row_ends_the_answer_with_a_note(tmp_path: Path) -> None:
+    *events, _ = run(Model(call("1 + 1"), call("1 + 1"), "never reached"), "once", tmp_path)
+    notes = [e.text for e in events if isinstance(e, LoopNote)]
+    assert notes and "same arguments again" in notes[0] and events[-1] == Finished("stop")
+    assert sum(isinstance(e, CallDone) for e in events) == 1
+
+
+def test_after_the_most_calls_the_model_answers_without_tools(tmp_path: Path) -> None:
+    model = Model(call("1 + 1"), call("2 + 2"), "Done: 4.")
+    *events, _ = run(model, "once", tmp_path, max_calls=2)
+    assert sum(isinstance(e, CallDone) for e in events) == 2
+    assert any(isinstance(e, LoopNote) and "the most for one answer" in e.text for e in events)
+    assert model.offered == [1, 1, 0]  # the last answer was asked without tools
