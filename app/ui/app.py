@@ -240,9 +240,13 @@ def build_ui(services: Services) -> gr.Blocks:
                         "Add a folder", file_count="directory", scale=1, elem_id="upload-folder", size="md"
                     )
                 gr.Markdown(upload_limit_note(max_file_mb), elem_id="upload-limit")
-                with gr.Row(equal_height=True):
+                # Not equal heights: the button keeps its size and place while the line beside it grows and shrinks,
+                # so a press lands on it.
+                with gr.Row(equal_height=False):
                     progress = gr.Markdown("", elem_id="ingest-progress")
-                    cancel_button = gr.Button("Cancel", variant="stop", size="sm", visible=False, elem_id="cancel")
+                    cancel_button = gr.Button(
+                        "Cancel", variant="stop", size="sm", visible=False, elem_id="cancel", scale=0, min_width=100
+                    )
                 table = gr.Dataframe(
                     headers=TABLE_HEADERS,
                     datatype=["str", "str", "number", "str"],

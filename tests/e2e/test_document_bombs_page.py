@@ -11,7 +11,14 @@ import pytest
 
 from tests.document_bombs import write_expanding_docx, write_slow_pdf
 from tests.e2e.conftest import RunningApp
-from tests.e2e.test_documents_page import INGEST_TIMEOUT_MS, create_collection, open_documents, table_rows, upload
+from tests.e2e.test_documents_page import (
+    create_collection,
+    open_documents,
+    press_cancel,
+    table_rows,
+    upload,
+    wait_for_report,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -37,9 +44,8 @@ def test_a_bomb_is_refused_with_its_reason_and_cancel_reaches_inside_a_file(
 
     page.set_input_files("#upload input[type=file]", [str(slow)])
     page.locator("#ingest-progress", has_text="slow.pdf").wait_for(timeout=60_000)
-    page.click("#cancel")
-    page.locator("#ingest-progress", has_text="Cancelled after").wait_for(timeout=INGEST_TIMEOUT_MS)
-    report = page.inner_text("#ingest-progress")
+    press_cancel(page)
+    report = wait_for_report(page, "Cancelled after", app)
     assert "Cancelled after 0 of 1 file (slow.pdf stopped part-way, not added)" in report, report
     assert sorted(table_rows(page)) == ["expanding.docx", "note.md"]  # nothing recorded for the cancelled file
     assert not list((app.home / "documents").rglob("slow.pdf"))  # and its copy is not kept

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
@@ -38,6 +40,33 @@ def upload(page: Any, files: list[Path], expect: str) -> str:
     page.set_input_files("#upload input[type=file]", [str(f) for f in files])
     report = page.locator("#ingest-progress")
     report.filter(has_text=expect).wait_for(timeout=INGEST_TIMEOUT_MS)
+    return str(report.inner_text())
+
+
+def press_cancel(page: Any, tries: int = 3) -> None:
+    """Press Cancel until the page says it heard it ("Cancelling…", or the report once stopped): a click that
+    lands while the line beside it is redrawn is pressed again, as a person would."""
+    heard = page.locator("#ingest-progress").filter(has_text=re.compile("Cancelling|Cancelled after"))
+    for _ in range(tries):
+        if page.locator("#cancel").is_visible():
+            page.click("#cancel", timeout=10_000)
+        try:
+            heard.wait_for(timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"Cancel was pressed {tries} times and not heard: {page.inner_text('#ingest-progress')!r}")
+
+
+def wait_for_report(page: Any, expect: str, app: RunningApp, timeout_ms: int = INGEST_TIMEOUT_MS) -> str:
+    """The upload report once it holds ``expect``; if it never does, what the page and the app said instead."""
+    report = page.locator("#ingest-progress")
+    try:
+        report.filter(has_text=expect).wait_for(timeout=timeout_ms)
+    except PlaywrightTimeout:
+        log = app.log.read_text(errors="replace")[-4000:] if app.log.exists() else "(no log)"
+        shown = report.inner_text()
+        raise AssertionError(f"no {expect!r}; the page shows {shown!r}; the app's log ends:\n{log}") from None
     return str(report.inner_text())
 
 
@@ -189,8 +218,8 @@ def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done
         "Number((document.querySelector('#ingest-progress').innerText.match(/Indexing (\\d+) of/) || [0, 0])[1]) > 20",
         timeout=120_000,
     )
-    page.click("#cancel")
-    page.locator("#ingest-progress", has_text="Cancelled after").wait_for(timeout=60_000)
+    press_cancel(page)
+    wait_for_report(page, "Cancelled after", app, 60_000)
     done = int(page.inner_text("#ingest-progress").split("Cancelled after ")[1].split()[0])
     assert 1 <= done < 160  # files read but not yet embedded when Cancel came are not counted as done
     page.locator("#collection-summary", has_text=f"{done} files").wait_for(timeout=10_000)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import RunningApp
-from tests.e2e.test_documents_page import create_collection, open_documents, table_rows
+from tests.e2e.test_documents_page import create_collection, open_documents, press_cancel, table_rows
 from tests.integration.test_ingest_progress import long_pdf
 
 pytestmark = pytest.mark.e2e
@@ -60,8 +60,7 @@ def test_progress_moves_inside_a_long_pdf_rows_come_early_and_cancel_stops_it(
     assert table_rows(page)["a-notes.md"][0] == "indexed"
     assert "b-manual.pdf" not in table_rows(page)
 
-    page.click("#cancel")
-    page.locator("#ingest-progress", has_text="Cancelling").wait_for(timeout=10_000)
+    press_cancel(page)
     page.locator("#ingest-progress", has_text="Cancelled after 1 of 2 files").wait_for(timeout=STOP_TIMEOUT_MS)
     report = page.inner_text("#ingest-progress")
     assert "b-manual.pdf stopped part-way, not added" in report, report
