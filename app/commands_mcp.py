@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.errors import HearthError, InvalidChoice
+from app.errors import InvalidChoice
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.settings import Settings
 from app.terminal_text import for_terminal
@@ -42,8 +42,7 @@ def run_mcp(
                 f"{file} cannot be read ({exc}).", "Give the path of an mcpServers JSON file."
             ) from None
         entries = imported_entries(text)
-        for entry in entries:
-            book.add(entry)
+        book.add_all(entries)
         print(
             f"Imported {len(entries)} MCP server{'s' if len(entries) != 1 else ''}: "
             f"{', '.join(e.name for e in entries)}. See them with hearth mcp list."
@@ -82,9 +81,7 @@ def _asked_entry(
         if not equals or not key:
             raise InvalidChoice(f"--env {pair!r} is not KEY=VALUE.", "hearth mcp add NAME --env KEY=VALUE -- COMMAND")
         variables[key] = value
-    return stdio_entry(
-        name, [part for part in command if part != "--"] if command[:1] == ["--"] else command, variables
-    )
+    return stdio_entry(name, command[1:] if command[:1] == ["--"] else command, variables)
 
 
 def _show(entry: ServerEntry, timeout_s: float) -> None:
@@ -107,6 +104,3 @@ def _show(entry: ServerEntry, timeout_s: float) -> None:
         print(
             f"  {for_terminal(tool.name)}: {for_terminal(tool.description.splitlines()[0] if tool.description else '')}"
         )
-
-
-__all__ = ["HearthError", "run_mcp"]

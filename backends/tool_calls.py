@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.errors import InvalidChoice
-from backends.base import ChatMessage, Grammar, ToolCall, ToolSpec
+from backends.base import ChatEvent, ChatMessage, Finished, Grammar, TextDelta, ToolCall, ToolSpec, Usage
 from backends.grammar import MAX_GRAMMAR_CHARS
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -187,9 +187,29 @@ def split_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     scanner = CallScanner()
     pieces = [*scanner.feed(text), *scanner.finish()]
     said = "".join(p for p in pieces if isinstance(p, str))
-    return said.strip() if any(isinstance(p, ToolCall) for p in pieces) else said, tuple(
-        p for p in pieces if isinstance(p, ToolCall)
-    )
+    calls = tuple(p for p in pieces if isinstance(p, ToolCall))
+    return (said.strip() if calls else said), calls
+
+
+def calls_in(events: Iterable[ChatEvent]) -> Iterator[ChatEvent | ToolCall]:
+    """An answer's events with its calls taken out of its text: text as :class:`TextDelta`, each call as a
+    :class:`ToolCall` once it is complete, the other events as they come. A call left unfinished after complete
+    ones (cut off by the length limit) is dropped, not shown as text."""
+    scanner = CallScanner()
+    made = False
+    for event in events:
+        if isinstance(event, Usage):
+            yield event
+            continue
+        ending = isinstance(event, Finished)
+        for piece in scanner.feed(event.text) if isinstance(event, TextDelta) else scanner.finish():
+            if isinstance(piece, ToolCall):
+                made = True
+                yield piece
+            elif piece and not (ending and made and piece.startswith(OPEN)):
+                yield TextDelta(piece)
+        if ending:
+            yield event
 
 
 @dataclass

@@ -33,7 +33,7 @@ from backends.base import (
     TextDelta,
     ToolCall,
 )
-from backends.tool_calls import OPEN, CallScanner, tools_instructions
+from backends.tool_calls import calls_in, tools_instructions
 
 
 @dataclass(frozen=True)
@@ -112,35 +112,20 @@ def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generat
     """The engine's events with the tool calls in the answer's text taken out of it and sent as calls. A call the
     answer already made, same function and arguments (small models repeat a call until their answer runs out),
     is not sent again: the answer is stopped there and ends as if the model had stopped."""
-    scanner = CallScanner()
     made: list[ToolCall] = []
     stopped = False
-
-    def sent(pieces: list[str | ToolCall]) -> Iterator[Step]:
-        nonlocal stopped
-        for piece in pieces:
+    for item in calls_in(events):
+        if isinstance(item, ToolCall):
             if stopped:
-                return
-            if isinstance(piece, ToolCall):
-                if any((c.name, c.arguments) == (piece.name, piece.arguments) for c in made):
-                    stopped = True
-                    stop()
-                    return
-                yield Called(piece, len(made))
-                made.append(piece)
-            elif piece:
-                yield TextDelta(piece)
-
-    for event in events:
-        if isinstance(event, TextDelta):
-            yield from sent(scanner.feed(event.text))
-            continue
-        if isinstance(event, Finished):
-            if stopped:
-                yield Finished("stop")
                 continue
-            left = scanner.finish()
-            if made:  # a further call cut off by the length limit: after complete ones, not worth showing as text
-                left = [p for p in left if not (isinstance(p, str) and p.startswith(OPEN))]
-            yield from sent(left)
-        yield event
+            if any((c.name, c.arguments) == (item.name, item.arguments) for c in made):
+                stopped = True
+                stop()
+                continue
+            yield Called(item, len(made))
+            made.append(item)
+        elif isinstance(item, TextDelta):
+            if not stopped:
+                yield item
+        else:
+            yield Finished("stop") if stopped and isinstance(item, Finished) else item

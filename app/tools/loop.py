@@ -18,7 +18,7 @@ from typing import Literal
 from app.tools.consent import ConsentBook
 from app.tools.toolbox import ToolBox
 from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall, Usage
-from backends.tool_calls import OPEN, CallScanner, calls_grammar
+from backends.tool_calls import calls_grammar, calls_in
 
 Decision = Literal["once", "always", "deny"]
 DEFAULT_MAX_CALLS = 8
@@ -94,27 +94,18 @@ def _one_answer(
 ) -> Generator[LoopEvent, None, tuple[str, list[ToolCall], Finished | None]]:
     """One answer of the model: its text streamed out, its calls collected (a call cut off after complete ones is
     dropped), and how it finished."""
-    scanner = CallScanner()
     said: list[str] = []
     calls: list[ToolCall] = []
     finished: Finished | None = None
-
-    def pieces(found: list[str | ToolCall], ending: bool) -> Iterator[TextDelta]:
-        for piece in found:
-            if isinstance(piece, ToolCall):
-                calls.append(piece)
-            elif piece and not (ending and calls and piece.startswith(OPEN)):
-                said.append(piece)
-                yield TextDelta(piece)
-
-    for event in stream(history, params):
-        if isinstance(event, TextDelta):
-            yield from pieces(scanner.feed(event.text), ending=False)
-        elif isinstance(event, Finished):
-            yield from pieces(scanner.finish(), ending=True)
-            finished = event
-        elif isinstance(event, Usage):
-            yield event
+    for item in calls_in(stream(history, params)):
+        if isinstance(item, ToolCall):
+            calls.append(item)
+        elif isinstance(item, Finished):
+            finished = item
+        else:
+            if isinstance(item, TextDelta):
+                said.append(item.text)
+            yield item
     return "".join(said), calls, finished
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -161,35 +161,45 @@ class ServerBook:
             ) from None
 
     def get(self, name: str) -> ServerEntry:
-        for entry in self.entries():
-            if entry.name.casefold() == name.casefold():
-                return entry
-        known = ", ".join(e.name for e in self.entries()) or "none yet"
-        raise InvalidChoice(f"There is no MCP server called {name!r} (added: {known}).", "See hearth mcp list.")
+        return _named(self.entries(), name)
 
     def add(self, entry: ServerEntry, replace_existing: bool = False) -> ServerEntry:
-        entries = self.entries()
-        same = [e for e in entries if e.name.casefold() == entry.name.casefold()]
-        if same and not replace_existing:
-            raise InvalidChoice(
-                f"An MCP server called {entry.name!r} is already added.",
-                f"Remove it first (hearth mcp remove {entry.name}), or pick another name.",
-            )
-        kept = [e for e in entries if e not in same]
-        if len(kept) >= MAX_SERVERS:
-            raise InvalidChoice(f"At most {MAX_SERVERS} MCP servers can be added.", "Remove one you no longer use.")
-        self._write([*kept, entry])
+        self.add_all([entry], replace_existing)
         return entry
 
+    def add_all(self, added: Sequence[ServerEntry], replace_existing: bool = False) -> None:
+        """Add every one of ``added`` or none: each is checked (a name taken, twice in ``added``, too many) before
+        the file is written, once."""
+        entries = self.entries()
+        names: set[str] = set()
+        for entry in added:
+            key = entry.name.casefold()
+            if key in names:
+                raise InvalidChoice(f"The MCP server {entry.name!r} is given twice.", "Give each server once.")
+            names.add(key)
+            if not replace_existing and any(e.name.casefold() == key for e in entries):
+                raise InvalidChoice(
+                    f"An MCP server called {entry.name!r} is already added; nothing was added.",
+                    f"Remove it first (hearth mcp remove {entry.name}), or pick another name.",
+                )
+        kept = [e for e in entries if e.name.casefold() not in names]
+        if len(kept) + len(added) > MAX_SERVERS:
+            raise InvalidChoice(
+                f"At most {MAX_SERVERS} MCP servers can be added; nothing was added.", "Remove one you no longer use."
+            )
+        self._write([*kept, *added])
+
     def remove(self, name: str) -> ServerEntry:
-        gone = self.get(name)
-        self._write([e for e in self.entries() if e != gone])
+        entries = self.entries()
+        gone = _named(entries, name)
+        self._write([e for e in entries if e != gone])
         return gone
 
     def set_enabled(self, name: str, enabled: bool) -> ServerEntry:
-        entry = self.get(name)
+        entries = self.entries()
+        entry = _named(entries, name)
         changed = replace(entry, enabled=enabled)
-        self._write([changed if e == entry else e for e in self.entries()])
+        self._write([changed if e == entry else e for e in entries])
         return changed
 
     def _write(self, entries: list[ServerEntry]) -> None:
@@ -199,3 +209,11 @@ class ServerBook:
             raise StorageError(
                 f"{self._path} cannot be written ({exc.strerror}).", "Check the disk and the data folder."
             ) from None
+
+
+def _named(entries: Sequence[ServerEntry], name: str) -> ServerEntry:
+    for entry in entries:
+        if entry.name.casefold() == name.casefold():
+            return entry
+    known = ", ".join(e.name for e in entries) or "none yet"
+    raise InvalidChoice(f"There is no MCP server called {name!r} (added: {known}).", "See hearth mcp list.")

@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from app.errors import AdapterError, GenerationError, HearthError, InvalidChoice
-from backends.base import Backend, CancelToken, ChatEvent
+from backends.base import Backend, CancelToken, ChatEvent, GenerationParams
 from backends.engine.protocol import (
     CancelRequest,
     ChatRequest,
@@ -130,23 +130,26 @@ class EngineServer:
         self._announce_notes()
         self._out.send(Reply(request.id, value))
 
+    def _refusal(self, params: GenerationParams) -> HearthError | None:
+        """Why this backend cannot answer with ``params`` (an adapter or a grammar it cannot apply), if it cannot."""
+        label, capabilities = self._backend.label, self._backend.capabilities
+        switch = "Choose the llama.cpp backend in the Hardware tab (or hearth use --backend llamacpp), or"
+        if params.adapter is not None and not capabilities.lora_hot_swap:
+            return AdapterError(
+                f"The {label} backend cannot answer with a LoRA adapter.", f"{switch} detach the adapter."
+            )
+        if params.grammar is not None and not capabilities.grammar:
+            return InvalidChoice(
+                f"The {label} backend cannot hold an answer to a JSON schema or to tools' parameters.",
+                f"{switch} leave out response_format and tools.",
+            )
+        return None
+
     def _stream(self, request: ChatRequest | CompletionRequest, cancel: CancelToken) -> None:
         events: Iterator[ChatEvent]
-        if request.params.adapter is not None and not self._backend.capabilities.lora_hot_swap:
-            refusal = AdapterError(
-                f"The {self._backend.label} backend cannot answer with a LoRA adapter.",
-                "Choose the llama.cpp backend in the Hardware tab (or hearth use --backend llamacpp), or detach the "
-                "adapter.",
-            )
+        refusal = self._refusal(request.params)
+        if refusal is not None:
             self._out.send(Failed(request.id, ErrorInfo.of(refusal)))
-            return
-        if request.params.grammar is not None and not self._backend.capabilities.grammar:
-            unheld = InvalidChoice(
-                f"The {self._backend.label} backend cannot hold an answer to a JSON schema or to tools' parameters.",
-                "Choose the llama.cpp backend in the Hardware tab (or hearth use --backend llamacpp), or leave out "
-                "response_format and tools.",
-            )
-            self._out.send(Failed(request.id, ErrorInfo.of(unheld)))
             return
         if isinstance(request, ChatRequest):
             events = self._backend.stream_chat(request.messages, request.params, cancel)

@@ -349,8 +349,12 @@ def test_the_result_of_a_call_is_read_back_and_answered(client: Any) -> None:
             assert all(set(json.loads(c.function.arguments)) == {"city", "unit"} for c in answer.message.tool_calls)
         else:
             assert answer.message.content and not answer.message.tool_calls
-    # tool_choice none offers no tools: a plain answer, which the result steered
-    assert reply.usage.prompt_tokens > 0
+    # The result is in the prompt the model read: a longer result makes a longer prompt, by about its length.
+    longer = [*history[:-1], {**history[-1], "content": '{"temperature": "4 C", "sky": "rain"' + ', "x": 1' * 20 + "}"}]
+    read = client.chat.completions.create(
+        model="hearth", messages=longer, tools=[WEATHER], tool_choice="auto", temperature=0, max_tokens=1
+    )
+    assert read.usage.prompt_tokens >= reply.usage.prompt_tokens + 40
 
 
 def test_langchain_binds_tools_and_runs_a_minimal_agent_loop(api: Api) -> None:

@@ -78,3 +78,24 @@ def test_a_damaged_file_is_reported_and_left_as_it_is(tmp_path: Path) -> None:
         ServerBook(path).entries()
     assert "hearth mcp add" in caught.value.remedy
     assert path.read_text() == '{"servers": [{"kind": "stdio"}]}'
+
+
+def test_an_import_adds_every_server_or_none(tmp_path: Path) -> None:
+    book = ServerBook(tmp_path / "mcp-servers.json")
+    book.add(stdio_entry("notes", ["mine"]))
+    before = (tmp_path / "mcp-servers.json").read_text()
+    with pytest.raises(InvalidChoice, match="'notes' is already added; nothing was added"):
+        book.add_all(imported_entries(json.dumps(CLAUDE_DESKTOP)))
+    assert (tmp_path / "mcp-servers.json").read_text() == before
+    with pytest.raises(InvalidChoice, match="given twice"):
+        book.add_all([stdio_entry("Files", ["a"]), stdio_entry("files", ["b"])])
+    book.remove("notes")
+    book.add_all(imported_entries(json.dumps(CLAUDE_DESKTOP)))
+    assert [e.name for e in book.entries()] == ["files", "notes", "remote"]
+
+
+def test_only_the_separator_before_the_command_is_taken_off() -> None:
+    from app.commands_mcp import _asked_entry
+
+    entry = _asked_entry("runner", ["--", "npx", "-y", "tool", "--", "--verbose"], None, None, [])
+    assert (entry.command, entry.args) == ("npx", ("-y", "tool", "--", "--verbose"))
