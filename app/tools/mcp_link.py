@@ -13,12 +13,14 @@ import json
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import IO, Any, TextIO, TypeVar, cast
+from typing import IO, Any, TypeVar
 
 from app.errors import HearthError
 from app.tools.servers import ServerEntry
+from app.tools.stdio_pipe import ServerMisbehaved, stdio_pipe
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 # A server may list any number of tools; this many are read, and offered to the model at most.
 MAX_LISTED_TOOLS = 128
@@ -74,12 +76,11 @@ def _with_server(entry: ServerEntry, timeout_s: float, use: Callable[[Any], Awai
 
 
 def _client(entry: ServerEntry, timeout_s: float, errors: IO[str]) -> Any:
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp import Client
 
     if entry.kind == "stdio":
-        parameters = StdioServerParameters(command=entry.command, args=list(entry.args), env=dict(entry.env) or None)
-        return Client(stdio_client(parameters, errlog=cast(TextIO, errors)), read_timeout_seconds=timeout_s)
+        pipe = stdio_pipe(entry.command, list(entry.args), dict(entry.env), errors)
+        return Client(pipe, read_timeout_seconds=timeout_s)
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -90,6 +91,9 @@ def _client(entry: ServerEntry, timeout_s: float, errors: IO[str]) -> Any:
 
 def _reason(exc: BaseException) -> str:
     """The innermost, most telling cause of an SDK failure, in one line."""
+    misbehaved = _found(exc, ServerMisbehaved)
+    if misbehaved is not None:  # what the server did, rather than what the session made of it
+        return str(misbehaved)
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, FileNotFoundError):
@@ -98,6 +102,21 @@ def _reason(exc: BaseException) -> str:
     if "Connection closed" in text:
         return "it closed the connection before answering (it stopped, or never started as an MCP server)"
     return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _found(exc: BaseException, kind: type[E], depth: int = 0) -> E | None:
+    """The first exception of ``kind`` in ``exc``, its groups or what caused it (a few levels down)."""
+    if isinstance(exc, kind):
+        return exc
+    if depth > 8:
+        return None
+    inner = list(exc.exceptions) if isinstance(exc, BaseExceptionGroup) else []
+    cause = exc.__cause__ or exc.__context__
+    for each in [*inner, *([cause] if cause is not None else [])]:
+        found = _found(each, kind, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _failed(entry: ServerEntry, reason: str, errors: IO[str]) -> ToolServerError:

@@ -1,0 +1,86 @@
+"""MCP servers that misbehave (tests/mcp/hostile_server.py, written with the official SDK) are survived with a clear
+reason, quickly, and their processes are gone afterwards: 10,000 tools, a 100 MB result, a crash in the middle of a
+call, a call that never answers, answers that are not MCP, and banner lines printed on the server's output."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.tools.mcp_link import MAX_LISTED_TOOLS, ToolServerError, call_tool, list_tools
+from app.tools.servers import stdio_entry
+from app.tools.toolbox import MAX_RESULT_BYTES, ToolBox, server_tools
+from backends.base import ToolCall
+
+pytestmark = pytest.mark.integration
+
+
+def hostile(mode: str, pidfile: Path | None = None):  # type: ignore[no-untyped-def]
+    extra = [str(pidfile)] if pidfile is not None else []
+    return stdio_entry(f"hostile-{mode}", [sys.executable, "-m", "tests.mcp.hostile_server", mode, *extra])
+
+
+def gone(pidfile: Path) -> bool:
+    pid = int(pidfile.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ten_thousand_tools_are_read_and_only_the_first_ones_offered() -> None:
+    listed = list_tools(hostile("many"), 120)
+    assert listed.total == 10_005 and len(listed.tools) == MAX_LISTED_TOOLS
+    assert listed.tools[0].name == "tool_00000"
+
+
+def test_a_100_mb_result_is_refused_once_it_passes_the_limit(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    with pytest.raises(ToolServerError, match="sent a message larger than 16 MB; Hearth reads at most 16 MB"):
+        call_tool(hostile("plain", pidfile), "huge", {}, 120)
+    assert gone(pidfile)
+
+
+def test_a_server_that_ends_mid_call_or_never_answers_is_reported_and_stopped(tmp_path: Path) -> None:
+    with pytest.raises(ToolServerError, match=r"it stopped \(exit code 7\) before it answered"):
+        call_tool(hostile("plain"), "crash", {}, 60)
+    pidfile = tmp_path / "pid"
+    with pytest.raises(ToolServerError, match="did not answer within 3 s"):
+        call_tool(hostile("plain", pidfile), "hang", {}, 3)
+    assert gone(pidfile)
+
+
+def test_answers_that_are_not_mcp_end_the_use_at_once_and_banner_lines_are_passed_over(tmp_path: Path) -> None:
+    with pytest.raises(ToolServerError, match="answered with something that is not an MCP message") as caught:
+        list_tools(hostile("garbage"), 60)
+    assert "not an MCP result" in caught.value.message
+    listed = list_tools(hostile("banner"), 60)
+    assert {t.name for t in listed.tools} == {"huge", "big", "environment", "crash", "hang"}
+
+
+def test_a_large_result_reaches_the_model_cut_with_a_note_and_a_failure_as_text() -> None:
+    offered, problems = server_tools([hostile("plain")], 60)
+    assert not problems
+    box = ToolBox(tuple(offered))
+    text, failed = box.run(ToolCall("call_1", "hostile-plain__big", "{}"))
+    assert not failed and len(text.encode()) < MAX_RESULT_BYTES + 200
+    assert text.endswith(f"[Hearth cut this result at {MAX_RESULT_BYTES // 1024} KB of 1,000,000 bytes.]")
+    text, failed = box.run(ToolCall("call_2", "hostile-plain__crash", "{}"))
+    assert failed and "stopped (exit code 7)" in text
+
+
+def test_a_server_gets_a_short_safe_environment_without_hearths_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEARTH_API_KEY", "hearth-secret-key")
+    monkeypatch.setenv("HEARTH_HOME", "/tmp/somewhere")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-for-tools")
+    entry = stdio_entry("envs", [sys.executable, "-m", "tests.mcp.hostile_server", "plain"], {"NOTES_DIR": "/notes"})
+    names = set(call_tool(entry, "environment", {}, 60).text.split())
+    assert "NOTES_DIR" in names and "PATH" in names
+    assert not {n for n in names if n.startswith("HEARTH_")} and "AWS_SECRET_ACCESS_KEY" not in names

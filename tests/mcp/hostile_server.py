@@ -1,0 +1,79 @@
+"""MCP servers that misbehave, for the tests: ``python -m tests.mcp.hostile_server MODE [PIDFILE]``.
+
+``many`` lists 10,000 tools more; ``banner`` prints lines of plain text on its output before it serves (a common
+mistake, passed over); ``garbage`` answers every request with JSON that is not an MCP message. Every other mode has
+the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment`` (the names of the variables it was
+started with), ``crash`` (the process ends mid-call) and ``hang`` (never answers). With PIDFILE, the server writes
+its process id there first."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+
+def garbage() -> None:
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue
+        if "id" in request:
+            print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": "not an MCP result"}), flush=True)
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(str(os.getpid()))
+    if mode == "garbage":
+        garbage()
+        return
+    server = MCPServer("hearth-hostile")
+
+    def echo(x: int) -> int:
+        return x
+
+    if mode == "many":
+        for i in range(10_000):
+            server.add_tool(echo, name=f"tool_{i:05}", description=f"Tool number {i}.")
+
+    @server.tool()
+    def huge() -> str:
+        """A 100 MB result."""
+        return "x" * 100_000_000
+
+    @server.tool()
+    def big() -> str:
+        """A 1 MB result."""
+        return "lamp " * 200_000
+
+    @server.tool()
+    def environment() -> str:
+        """The names of the environment variables the server was started with."""
+        return " ".join(sorted(os.environ))
+
+    @server.tool()
+    def crash() -> str:
+        """Ends the process in the middle of the call."""
+        os._exit(7)
+
+    @server.tool()
+    def hang() -> str:
+        """Never answers."""
+        time.sleep(3600)
+        return "late"
+
+    if mode == "banner":
+        for n in range(3):
+            print(f"hostile server v1 starting ({n})", flush=True)
+    server.run()
+
+
+if __name__ == "__main__":
+    main()
