@@ -27,7 +27,9 @@ MAX_LISTED_TOOLS = 128
 
 
 class ToolServerError(HearthError):
-    """An MCP server could not be started, reached or used."""
+    """An MCP server could not be started, reached or used; ``reason`` says why without naming the server."""
+
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"its command was not found ({exc.filename or exc})"
     text = " ".join(str(exc).split()) or type(exc).__name__
+    if type(exc).__name__ == "ConnectError":
+        return "nothing answers at that address (is the server running?)"
     if "Connection closed" in text:
         return "it closed the connection before answering (it stopped, or never started as an MCP server)"
     return f"{type(exc).__name__}: {text}"[:300]
@@ -124,12 +128,15 @@ def _failed(entry: ServerEntry, reason: str, errors: IO[str]) -> ToolServerError
     errors.seek(0)
     lines = [line.strip() for line in errors.read()[-20_000:].splitlines() if line.strip()]
     said = f" It printed: {_without_token(lines[-1][:300], entry)}" if lines else ""
-    message = f"The MCP server {entry.name!r} ({entry.where}) could not be used: {_without_token(reason, entry)}.{said}"
+    why = f"{_without_token(reason, entry)}.{said}"
+    message = f"The MCP server {entry.name!r} ({entry.where}) could not be used: {why}"
     if entry.kind == "http":
         remedy = f"Check the address and the token; to change them, hearth mcp remove {entry.name} and add it again."
     else:
         remedy = "Check that the command starts the server when run on its own, then see hearth mcp list."
-    return ToolServerError(message, remedy)
+    failure = ToolServerError(message, remedy)
+    failure.reason = why[0].upper() + why[1:]
+    return failure
 
 
 def _without_token(text: str, entry: ServerEntry) -> str:

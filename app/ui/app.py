@@ -23,6 +23,7 @@ from app.ui.page_files import use_private_page_files
 from app.ui.page_key import page_key
 from app.ui.page_uploads import PageUploads
 from app.ui.render import answering_from, upload_limit_note
+from app.ui.tools_tab import ToolsPanel, build_tools_tab, wire_tools_tab
 from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
 from app.ui.workers import WorkersPanel, build_workers_section, wire_workers_section
 from rag.loaders import SUPPORTED_SUFFIXES
@@ -269,6 +270,7 @@ def build_ui(services: Services) -> gr.Blocks:
                         "Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection"
                     )
                     keep_collection = gr.Button("Keep it", size="sm", elem_id="keep-collection")
+            tools_tab, tools_ui = build_tools_tab()
             models_ui = build_models_tab(max_file_mb)
             tuning_ui = build_tuning_tab()
             with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as hardware_tab:
@@ -361,6 +363,10 @@ def build_ui(services: Services) -> gr.Blocks:
         # Hardware. A switch waits for the answers being written; one switch at a time.
         hardware_tab.select(hardware.view, outputs=[machine, plan_view, backend_choice, device_choice])
         refresh_machine.click(hardware.machine, outputs=[machine], queue=False)
+        tools = ToolsPanel(
+            services.paths.mcp_servers_file, services.paths.tool_consent_file, services.settings.tools.call_timeout_s
+        )
+        wire_tools_tab(tools, tools_ui, tools_tab)
         bench = BenchPanel(services.paths.root / "benchmarks", lambda: services.control.choice.path)
         wire_bench_section(bench, bench_ui, hardware_tab)
         wire_workers_section(
