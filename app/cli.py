@@ -272,6 +272,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_answers.add_argument("--output", type=Path, help="also write each answer and its score to this JSON file")
 
+    eval_tools = eval_kinds.add_parser(
+        "tools", help="right calls, right abstentions and invalid calls over a JSONL function-calling question set"
+    )
+    eval_tools.add_argument(
+        "questions",
+        type=Path,
+        help='JSON Lines: {"question", "functions": [...], "expected": null or {"name", "arguments"}} (see the README)',
+    )
+    eval_tools.add_argument(
+        "--model", dest="eval_model", help="an id or file name from `hearth models list`, or a GGUF path"
+    )
+    eval_tools.add_argument(
+        "--form",
+        choices=["native", "written", "guided"],
+        default="native",
+        help="tools rendered by the model's template where it knows them (native, as the API does), written into "
+        "the system message (written), or native with a line on when to call after the system prompt (guided)",
+    )
+    eval_tools.add_argument("--limit", type=int, help="ask only the first N questions")
+    eval_tools.add_argument(
+        "--part",
+        help="ask only one part of the set, as its split file (QA.split.json beside it) names it: tuning or held-out",
+    )
+    eval_tools.add_argument("--output", type=Path, help="also write each question's calls and outcome to a JSON file")
+
     repair = commands.add_parser(
         "repair", help="check every store and rebuild damaged ones, keeping all that can be read (deletes nothing)"
     )
@@ -568,6 +593,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("ingest", "collections", "ask", "eval"):
         from app import commands_documents
 
+        if args.command == "eval" and args.eval_kind == "tools":
+            from app.commands_eval_tools import run_eval_tools
+
+            return run_eval_tools(
+                settings, args.questions, args.eval_model, args.form, args.limit, args.part, args.output
+            )
         if args.command == "eval" and args.eval_kind == "answers":
             from app.commands_eval import run_eval_answers
 

@@ -64,7 +64,7 @@ def run_eval_answers(
         questions = split_part(questions, questions_path, part)
     questions = questions[:limit]
     if output is not None:
-        _check_writable(output)
+        check_writable(output)
     if model is not None:
         settings = with_model(settings, model)
     services = build_services(settings)
@@ -217,7 +217,7 @@ def summary_lines(report: AnswerReport, collection: str) -> list[str]:
     ]
 
 
-def _check_writable(output: Path) -> None:
+def check_writable(output: Path) -> None:
     folder = output.expanduser().parent
     if not folder.is_dir():
         raise HearthError(f"The folder for --output does not exist: {folder}.", "Create it, or choose another path.")

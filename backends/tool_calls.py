@@ -33,6 +33,11 @@ from backends.base import ChatEvent, ChatMessage, Finished, Grammar, TextDelta, 
 from backends.grammar import MAX_GRAMMAR_CHARS
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+# A line on when to call, after the system prompt (hearth eval tools --form guided measures it).
+CALL_GUIDANCE = (
+    "Call a function only when the request needs what that function does. If the request is a question you can "
+    "answer yourself, or none of the functions fits it, answer directly without calling anything."
+)
 Family = Literal["native", "generic"]
 
 # llama.cpp matches each pattern against all the text written so far (a full match); the grammar then reads the
