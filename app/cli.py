@@ -165,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--allow-tools", action="store_true", help="with --tools: allow every call of this command without asking"
     )
+    chat.add_argument(
+        "--collection",
+        "-c",
+        dest="tools_collection",
+        help="with --tools: also offer search_documents, which searches this collection and cites what it finds",
+    )
 
     use = commands.add_parser(
         "use", help="switch the running Hearth's model, backend, device or context (or set the default model)"
@@ -551,7 +557,14 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             if args.attach or args.adapter:
                 raise InvalidChoice("--tools does not go with --attach or --adapter yet.", "Leave one of them out.")
-            return run_chat_with_tools(settings, args.question, allow_all=args.allow_tools)
+            return run_chat_with_tools(
+                settings, args.question, allow_all=args.allow_tools, collection=args.tools_collection
+            )
+        if args.tools_collection:
+            raise InvalidChoice(
+                "--collection goes with --tools here (the model searches it when it needs to).",
+                'Add --tools, or ask from the collection with hearth ask "question" -c NAME.',
+            )
         return commands.run_chat(settings, args.question, args.attach, args.adapter, args.adapter_scale)
     if args.command in ("tune", "adapters"):
         from app import commands_tune

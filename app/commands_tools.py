@@ -16,26 +16,35 @@ from app.services.runtime import Lease
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from app.tools.consent import ConsentBook
+from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, Decision, LoopNote, answer_with_tools
 from app.tools.servers import ServerBook
 from app.tools.toolbox import ToolBox, built_in_tools, server_tools
+from app.wording import shorten
 from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, TextDelta, Usage
 from backends.tool_calls import tools_instructions
 
 EXIT_OK = 0
 SHOWN_RESULT_CHARS = 300
+EXCERPT_CHARS = 240
 
 
-def run_chat_with_tools(settings: Settings, question: str, allow_all: bool) -> int:
+def run_chat_with_tools(settings: Settings, question: str, allow_all: bool, collection: str | None = None) -> int:
     services = build_services(settings)
     try:
         params = services.generation_params()
+        search = None
+        if collection is not None:
+            documents = services.documents.get()
+            name = documents.manifest.get(collection).name  # a clear error before the model loads
+            search = DocumentSearch(name, documents.retriever.search, settings.rag.top_k)
         load_model(services)
         servers = ServerBook(services.paths.mcp_servers_file).entries()
         offered, problems = server_tools(servers, settings.tools.call_timeout_s)
         for problem in problems:
             _err(f"[tools] {problem}")
-        box = ToolBox(tuple([*built_in_tools(), *offered]))
+        searching = [search.offered()] if search is not None else []
+        box = ToolBox(tuple([*built_in_tools(), *searching, *offered]))
         _err(f"[tools offered: {', '.join(s.name for s in box.specs())}]")
         consent = ConsentBook(services.paths.tool_consent_file)
         messages = [ChatMessage("system", settings.generation.system_prompt), ChatMessage("user", question)]
@@ -56,6 +65,11 @@ def run_chat_with_tools(settings: Settings, question: str, allow_all: bool) -> i
             for event in answer_with_tools(stream, messages, params, box, ask, consent, settings.tools.max_calls):
                 _show(event)
         sys.stdout.write("\n")
+        if search is not None and search.sources:
+            print("\nSources (found by search_documents):")
+            for source in search.sources:
+                excerpt = for_terminal(shorten(source.text, EXCERPT_CHARS))
+                print(f"[{source.number}] {for_terminal(source.label)}\n    {excerpt}")
     finally:
         services.close()
     return EXIT_OK

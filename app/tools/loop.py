@@ -2,8 +2,9 @@
 offered; each call it makes is shown and asked about (unless always allowed), run, and its result given back,
 and the model goes on, until it answers without a call.
 
-It ends early, with a note, when the model makes the same call with the same arguments twice in a row, or after
-``max_calls`` calls (then the model answers once more without tools). A refused call goes back to the model as
+When the model makes the same call with the same arguments twice in a row (small models do, instead of reading
+the result), or after ``max_calls`` calls, the loop says so in a note and the model answers once more without
+tools, from the results it has. A refused call goes back to the model as
 "the user did not allow this call". Stop reaches the engine through the caller's token; a running tool call is
 bounded by its own time limit.
 """
@@ -65,25 +66,35 @@ def answer_with_tools(
     offered = dataclasses.replace(
         params, tools=box.specs(), grammar=calls_grammar(box.specs(), None, False, True) if box.offered else None
     )
+    plain = dataclasses.replace(params, tools=(), grammar=None)
     made = 0
     last: tuple[str, str] | None = None
+    repeated: str | None = None  # the tool the model asked for again with the same arguments
     while True:
-        turn = offered if made < max_calls and box.offered else dataclasses.replace(params, tools=(), grammar=None)
-        text, calls, finished = yield from _one_answer(stream, history, turn)
-        if not calls or (finished is not None and finished.reason == "cancelled"):  # answered, or Stop
-            if finished is not None:
+        tools_on = made < max_calls and bool(box.offered) and repeated is None
+        text, calls, finished = yield from _one_answer(stream, history, offered if tools_on else plain)
+        if not calls or not tools_on or (finished is not None and finished.reason == "cancelled"):
+            if finished is not None:  # answered (a call written without tools offered is not run), or Stop
                 yield finished
             return
-        history.append(ChatMessage("assistant", text, tuple(calls)))
+        fresh: list[ToolCall] = []
         for call in calls:
             if (call.name, call.arguments) == last:
-                yield LoopNote(f"The model asked for {call.name} with the same arguments again; the answer ends here.")
-                yield Finished("stop")
-                return
+                repeated = call.name
+                break
+            fresh.append(call)
             last = (call.name, call.arguments)
+        if fresh:
+            history.append(ChatMessage("assistant", text, tuple(fresh)))
+        for call in fresh:
             made += 1
             history.append(ChatMessage("tool", (yield from _run(call, box, ask, consent)), tool_call_id=call.id))
-        if made >= max_calls:
+        if repeated is not None:
+            yield LoopNote(
+                f"The model asked for {repeated} with the same arguments again; it answers from what it has, "
+                "without tools."
+            )
+        elif made >= max_calls:
             yield LoopNote(
                 f"{made} tool calls were made, the most for one answer; the model answers without tools now."
             )

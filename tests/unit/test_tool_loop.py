@@ -85,11 +85,16 @@ def test_always_is_remembered_and_not_asked_again(tmp_path: Path) -> None:
     assert ConsentBook(tmp_path / "c.json").is_allowed("built-in", "calculator")
 
 
-def test_the_same_call_twice_in_a_row_ends_the_answer_with_a_note(tmp_path: Path) -> None:
-    *events, _ = run(Model(call("1 + 1"), call("1 + 1"), "never reached"), "once", tmp_path)
+def test_the_same_call_twice_in_a_row_is_not_run_again_and_the_model_answers_without_tools(tmp_path: Path) -> None:
+    model = Model(call("1 + 1"), call("1 + 1"), "It is 2.", "never reached")
+    *events, _ = run(model, "once", tmp_path)
     notes = [e.text for e in events if isinstance(e, LoopNote)]
-    assert notes and "same arguments again" in notes[0] and events[-1] == Finished("stop")
+    assert notes and "same arguments again" in notes[0] and "without tools" in notes[0]
     assert sum(isinstance(e, CallDone) for e in events) == 1
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "It is 2."
+    assert model.offered == [1, 1, 0]
+    # The repeated call is not kept in the history the last answer reads: one call, its one result.
+    assert [m.role for m in model.seen[2]][-3:] == ["user", "assistant", "tool"]
 
 
 def test_after_the_most_calls_the_model_answers_without_tools(tmp_path: Path) -> None:
