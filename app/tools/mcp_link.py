@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from app.errors import HearthError
+from app.tools.http_cap import capped_transport
 from app.tools.servers import ServerEntry
-from app.tools.stdio_pipe import ServerMisbehaved, stdio_pipe
+from app.tools.stdio_pipe import MAX_MESSAGE_BYTES, ServerMisbehaved, stdio_pipe
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -87,8 +88,9 @@ def _client(entry: ServerEntry, timeout_s: float, errors: IO[str]) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {entry.token}"} if entry.token else {}
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s))
-    return Client(streamable_http_client(entry.url, http_client=http), read_timeout_seconds=timeout_s)
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s), transport=capped_transport())
+    transport = streamable_http_client(entry.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
+    return Client(transport, read_timeout_seconds=timeout_s)
 
 
 def _reason(exc: BaseException) -> str:

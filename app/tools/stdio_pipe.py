@@ -28,6 +28,10 @@ class ServerMisbehaved(Exception):
     """The server wrote something Hearth will not read; ``str()`` is the reason, in words."""
 
 
+def too_large(limit: int) -> ServerMisbehaved:
+    return ServerMisbehaved(f"it sent a message larger than {limit >> 20} MB; Hearth reads at most {limit >> 20} MB")
+
+
 def line_problem(line: bytes, strays: int) -> str | None:
     """Why ``line`` (one line of the server's output, not valid MCP) ends the use, or None to pass over it."""
     text = line.strip()
@@ -62,9 +66,7 @@ class LineReader:
             del self._buffer[: end + 1]
             self._scanned = 0
         if len(self._buffer) > self._limit:
-            raise ServerMisbehaved(
-                f"it sent a message larger than {self._limit >> 20} MB; Hearth reads at most {self._limit >> 20} MB"
-            )
+            raise too_large(self._limit)
         return lines
 
 

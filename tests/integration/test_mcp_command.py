@@ -60,18 +60,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    """Until something listens on ``port`` of loopback; fails if ``process`` ends first or it takes too long."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert process.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
+        time.sleep(0.2)
+
+
 @pytest.fixture
 def http_server() -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen([*SERVER, "--http", str(port), "--token", TOKEN], stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
-            time.sleep(0.2)
+        wait_for_port(port, process)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

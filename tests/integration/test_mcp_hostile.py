@@ -5,6 +5,7 @@ call, a call that never answers, answers that are not MCP, and banner lines prin
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from app.tools.mcp_link import MAX_LISTED_TOOLS, ToolServerError, call_tool, list_tools
-from app.tools.servers import stdio_entry
+from app.tools.servers import http_entry, stdio_entry
 from app.tools.toolbox import MAX_RESULT_BYTES, ToolBox, server_tools
 from backends.base import ToolCall
+from tests.integration.test_mcp_command import free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +86,19 @@ def test_a_server_gets_a_short_safe_environment_without_hearths_secrets(monkeypa
     names = set(call_tool(entry, "environment", {}, 60).text.split())
     assert "NOTES_DIR" in names and "PATH" in names
     assert not {n for n in names if n.startswith("HEARTH_")} and "AWS_SECRET_ACCESS_KEY" not in names
+
+
+@pytest.mark.parametrize("kind", ["sse", "json"])
+def test_a_100_mb_answer_over_http_is_refused_past_the_limit(kind: str, tmp_path: Path) -> None:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tests.mcp.hostile_server", f"http-{kind}-{port}"])
+    try:
+        wait_for_port(port, server)
+        entry = http_entry(f"far-{kind}", f"http://127.0.0.1:{port}/mcp")
+        assert {t.name for t in list_tools(entry, 60).tools} >= {"huge", "big"}
+        with pytest.raises(ToolServerError, match="larger than 16 MB; Hearth reads at most 16 MB"):
+            call_tool(entry, "huge", {}, 120)
+        assert len(call_tool(entry, "big", {}, 60).text) == 1_000_000  # under the limit: read whole
+    finally:
+        server.terminate()
+        server.wait(timeout=15)

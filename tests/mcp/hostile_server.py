@@ -1,10 +1,11 @@
 """MCP servers that misbehave, for the tests: ``python -m tests.mcp.hostile_server MODE [PIDFILE]``.
 
 ``many`` lists 10,000 tools more; ``banner`` prints lines of plain text on its output before it serves (a common
-mistake, passed over); ``garbage`` answers every request with JSON that is not an MCP message. Every other mode has
-the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment`` (the names of the variables it was
-started with), ``crash`` (the process ends mid-call) and ``hang`` (never answers). With PIDFILE, the server writes
-its process id there first."""
+mistake, passed over); ``garbage`` answers every request with JSON that is not an MCP message; ``http-sse-PORT``
+and ``http-json-PORT`` serve over Streamable HTTP on loopback (answers as server-sent events, or as JSON bodies).
+Every other mode has the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment`` (the names of
+the variables it was started with), ``crash`` (the process ends mid-call) and ``hang`` (never answers). With
+PIDFILE, the server writes its process id there first."""
 
 from __future__ import annotations
 
@@ -72,6 +73,13 @@ def main() -> None:
     if mode == "banner":
         for n in range(3):
             print(f"hostile server v1 starting ({n})", flush=True)
+    if mode.startswith("http-"):  # http-sse-PORT or http-json-PORT: over Streamable HTTP on loopback
+        import uvicorn
+
+        _, kind, port = mode.split("-")
+        app = server.streamable_http_app(json_response=kind == "json")
+        uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
+        return
     server.run()
 
 
