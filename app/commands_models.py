@@ -25,6 +25,7 @@ from app.terminal_text import for_terminal
 from backends.base import CancelToken
 from backends.llamacpp_architectures import llamacpp_architectures
 from backends.memory import format_bytes
+from backends.tool_calls import template_family
 from models.catalog import rough_fit
 from models.gguf import read_model_info
 from models.store import ModelStore
@@ -84,6 +85,9 @@ def _as_dict(row: ModelRow) -> dict[str, object]:
         info = data["info"]
         del info["layer_bytes"], info["chat_template"]
         info["has_chat_template"] = bool(row.info.chat_template)
+        # How tools reach the model: its own template lists them (native), or Hearth writes them into the system
+        # message (written); see backends.tool_calls.
+        info["tool_call_form"] = "native" if template_family(row.info.chat_template) == "native" else "written"
         info["tensor_types"] = sorted(row.info.tensor_types)
     return data
 

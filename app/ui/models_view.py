@@ -10,6 +10,7 @@ from typing import Any
 from app.errors import HearthError
 from app.services.models import ModelRow
 from backends.memory import format_bytes
+from backends.tool_calls import template_family
 from models.catalog import PackagedModel, rough_fit
 from models.gguf import ModelInfo
 from models.ladder import LADDER_FOLDER, Rung, copy_label, spread_of
@@ -60,11 +61,18 @@ def model_table(rows: Sequence[ModelRow], in_use: Path | None = None) -> list[li
                 format_bytes(info.file_size_bytes),
                 f"{info.parameter_count / 1e6:.0f}M",
                 info.trained_context_length,
-                "yes" if info.chat_template else "no",
+                chat_cell(info.chat_template),
                 info.license or "",
             ]
         )
     return table
+
+
+def chat_cell(template: str | None) -> str:
+    """Whether the model has a chat template, and whether that template lists tools itself."""
+    if not template:
+        return "no"
+    return "yes, and tools" if template_family(template) == "native" else "yes"
 
 
 def in_use_line(model_name: str | None, why: str) -> str:

@@ -103,7 +103,7 @@ def test_perplexity_scores_the_second_half_of_each_window_like_llamacpp() -> Non
 
 def test_the_models_table_shows_the_facts_the_fit_and_which_is_in_use(store: ModelStore) -> None:
     from app.services.models import ModelRow
-    from app.ui.models_view import MODEL_HEADERS, model_choices, model_table
+    from app.ui.models_view import MODEL_HEADERS, chat_cell, model_choices, model_table
     from models.fit import FitVerdict
 
     (embedded,) = store.all()
@@ -121,4 +121,7 @@ def test_the_models_table_shows_the_facts_the_fit_and_which_is_in_use(store: Mod
     assert first[column["Fits here"]] == "tight: partly on the GPU"
     assert broken[column["Fits here"]] == "no: the file is missing"
     assert model_table(rows, in_use=embedded.path)[0][0] == "in use"
+    assert first[column["Chat"]] == chat_cell(info.chat_template) != "yes, and tools"  # written in by Hearth
+    assert chat_cell("{% for tool in tools %}{{ tool }}{% endfor %}<tool_call>") == "yes, and tools"
+    assert chat_cell(None) == "no"
     assert model_choices(rows)[0] == (f"{info.name} {info.quantization} — {embedded.id}", embedded.id)
