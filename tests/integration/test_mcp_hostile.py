@@ -5,6 +5,7 @@ call, a call that never answers, answers that are not MCP, and banner lines prin
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -102,3 +103,28 @@ def test_a_100_mb_answer_over_http_is_refused_past_the_limit(kind: str, tmp_path
     finally:
         server.terminate()
         server.wait(timeout=15)
+
+
+def test_ctrl_c_in_the_middle_of_a_call_ends_it_and_the_server(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    script = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # a test runner may start it with SIGINT ignored
+        "from app.tools.mcp_link import call_tool\n"
+        "from app.tools.servers import stdio_entry\n"
+        f"entry = stdio_entry('h', [sys.executable, '-m', 'tests.mcp.hostile_server', 'plain', {str(pidfile)!r}])\n"
+        "try:\n"
+        "    call_tool(entry, 'hang', {}, 600)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    for _ in range(300):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.1)
+    time.sleep(1)  # the call is under way
+    caller.send_signal(signal.SIGINT)
+    out, _ = caller.communicate(timeout=120)  # far less than the call's 600 s limit
+    assert out.strip() == "interrupted"
+    assert gone(pidfile)
