@@ -128,6 +128,16 @@ class ChatFormatter:
                 self._refuse(problem)
         return render_chatml(messages, add_generation_prompt)
 
+    def render_chat(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> str:
+        """The prompt for a chat turn on any backend: ``tools`` offered as :meth:`render_tools` offers them; earlier
+        calls and their results, with no tools offered now, written into plain turns (a template that knows no
+        tool turns would drop or refuse them)."""
+        if tools:
+            return self.render_tools(messages, tools)
+        if any(m.role == "tool" or m.tool_calls for m in messages):
+            return self.render(generic_messages(messages, ()))
+        return self.render(messages)
+
     def render_tools(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> str:
         """A prompt that offers ``tools``: rendered by the model's template where it knows Hearth's form of a call
         (``backends.tool_calls``), else the tools and earlier calls written into the turns for any template. A

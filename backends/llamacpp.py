@@ -35,7 +35,6 @@ from backends.base import (
 from backends.chat_template import ChatFormatter
 from backends.grammar import check_grammar
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
-from backends.tool_calls import generic_messages
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -180,12 +179,7 @@ class LlamaCppBackend(Backend):
 
     def _tokenize_chat(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> list[int]:
         engine, formatter = self._require()
-        if tools:
-            prompt = formatter.render_tools(messages, tools)
-        elif any(m.role == "tool" or m.tool_calls for m in messages):  # earlier calls, no tools offered now
-            prompt = formatter.render(generic_messages(messages, ()))
-        else:
-            prompt = formatter.render(messages)
+        prompt = formatter.render_chat(messages, tools)
         return engine.tokenize(prompt, add_special=self._wants_bos(prompt), parse_special=True)
 
     def _wants_bos(self, prompt: str) -> bool:

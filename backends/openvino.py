@@ -167,13 +167,13 @@ class OpenVinoBackend(Backend):
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         _, _, formatter = self._require()
-        return self._encode(formatter.render(messages), special=False)
+        return self._encode(formatter.render_chat(messages), special=False)
 
     def stream_chat(
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:
         _, _, formatter = self._require()
-        prompt = formatter.render(messages)
+        prompt = formatter.render_chat(messages)  # earlier tool calls written into plain turns (no grammar here)
         # One LLMPipeline answers one prompt at a time: later requests wait here, in arrival order.
         with self._lock:
             yield from self._generate(prompt, params, cancel)

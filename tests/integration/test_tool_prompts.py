@@ -66,6 +66,18 @@ def test_a_template_without_tools_or_failing_on_them_gets_them_written_in_and_is
         assert '<|im_start|>user\n<tool_response>\n{"sky": "rain"}\n</tool_response><|im_end|>' in prompt
 
 
+def test_earlier_calls_with_no_tools_offered_now_are_written_into_plain_turns_for_any_backend() -> None:
+    plain = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    with build_formatter(plain, "", "<|im_end|>") as formatter:
+        prompt = formatter.render_chat(HISTORY)  # what OpenVINO and llama.cpp both render with tool_choice none
+        assert formatter.render_chat([ChatMessage("user", "hi")]) == "<|im_start|>user\nhi<|im_end|>\n"
+    assert "You may call functions" not in prompt and "<|im_start|>tool" not in prompt
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}' in (
+        prompt
+    )
+    assert '<|im_start|>user\n<tool_response>\n{"sky": "rain"}\n</tool_response><|im_end|>' in prompt
+
+
 def answer(llama: LlamaCppBackend, params: GenerationParams, asked: str) -> tuple[str, str | None]:
     events = list(llama.stream_chat([ChatMessage("user", asked)], params, CancelToken()))
     reasons = [e.reason for e in events if isinstance(e, Finished)]
