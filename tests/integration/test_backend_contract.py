@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 
 from app.errors import ContextTooLong, ModelNotReady
-from backends.base import Backend, CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
+from backends.base import (
+    Backend,
+    CancelToken,
+    ChatMessage,
+    Finished,
+    GenerationParams,
+    LoadOptions,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 from backends.llamacpp import LlamaCppBackend
 from backends.openvino import OpenVinoBackend
 from models.gguf import ModelInfo
@@ -156,3 +166,17 @@ def test_a_fixed_prompt_limit_is_enforced_with_a_message(model_info: ModelInfo, 
         assert text.strip()
     finally:
         backend.close()
+
+
+def test_a_history_with_an_earlier_tool_call_and_its_result_is_read_and_answered(backend: Backend) -> None:
+    call = ToolCall("call_1", "get_weather", '{"city": "Oslo"}')
+    history = [
+        ChatMessage("user", "What is the weather in Oslo?"),
+        ChatMessage("assistant", "", (call,)),
+        ChatMessage("tool", '{"sky": "heavy rain", "temperature": "4 C"}', tool_call_id="call_1"),
+    ]
+    text, usage, finished = run(backend, history, GREEDY)
+    assert text.strip() and finished.reason in ("stop", "length")
+    # The call and its result are in the prompt: it is longer than the question's by at least the result's tokens.
+    assert usage.prompt_tokens == backend.count_chat_tokens(history)
+    assert usage.prompt_tokens > backend.count_chat_tokens(history[:1]) + backend.count_tokens(history[2].content)
