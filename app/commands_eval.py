@@ -12,7 +12,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -55,16 +55,9 @@ def run_eval_answers(
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
 
-    if limit is not None and limit < 1:
-        raise HearthError("--limit must be 1 or more.", "Pass how many questions to ask, or leave it out for all.")
     if max_tokens < 1:
         raise HearthError("--max-tokens must be 1 or more.", f"Leave it out for {DEFAULT_MAX_TOKENS}.")
-    questions = read_answer_questions(questions_path)
-    if part is not None:
-        questions = split_part(questions, questions_path, part)
-    questions = questions[:limit]
-    if output is not None:
-        check_writable(output)
+    questions = chosen_questions(read_answer_questions, questions_path, part, limit, output)
     if model is not None:
         settings = with_model(settings, model)
     services = build_services(settings)
@@ -98,6 +91,32 @@ def run_eval_answers(
         services.close()
     _finish(AnswerReport(tuple(results)), collection, output)
     return EXIT_OK
+
+
+def chosen_questions(
+    read: Callable[[Path], list[T]], questions_path: Path, part: str | None, limit: int | None, output: Path | None
+) -> list[T]:
+    """The questions an eval asks: read with ``read``, the ``part`` its split file names, the first ``limit``; and
+    ``output`` checked, all before anything is loaded."""
+    if limit is not None and limit < 1:
+        raise HearthError("--limit must be 1 or more.", "Pass how many questions to ask, or leave it out for all.")
+    questions = read(questions_path)
+    if part is not None:
+        questions = split_part(questions, questions_path, part)
+    if output is not None:
+        check_writable(output)
+    return questions[:limit]
+
+
+def write_report(output: Path, document: dict[str, object]) -> None:
+    """An eval's per-question results as JSON, or why they could not be written."""
+    try:
+        output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise HearthError(
+            f"Cannot write {output}: {exc.strerror or exc}.", "Choose a folder you can write to."
+        ) from None
+    print(f"Per-question results written to {for_terminal(str(output))}", file=sys.stderr)
 
 
 def split_file(questions_path: Path) -> Path:
@@ -192,13 +211,7 @@ def _finish(report: AnswerReport, collection: str, output: Path | None) -> None:
             "cited_right_share": report.cited_right_share,
             "results": [result_record(r) for r in report.results],
         }
-        try:
-            output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise HearthError(
-                f"Cannot write {output}: {exc.strerror or exc}.", "Choose a folder you can write to."
-            ) from None
-        print(f"Per-question results written to {for_terminal(str(output))}", file=sys.stderr)
+        write_report(output, document)
 
 
 def summary_lines(report: AnswerReport, collection: str) -> list[str]:

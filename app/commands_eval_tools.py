@@ -9,25 +9,22 @@ Greedy, so a rerun gives the same figures. Scoring is :mod:`app.tools.call_eval`
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from app.commands_eval import EXIT_INTERRUPTED, EXIT_OK, check_writable, split_part, with_model
-from app.errors import HearthError
+from app.commands_eval import EXIT_INTERRUPTED, EXIT_OK, chosen_questions, with_model, write_report
 from app.services.runtime import Lease
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.tools.call_eval import RIGHT, Outcome, ToolQuestion, read_tool_questions, report, score_calls
 from app.wording import shorten
-from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall, Usage
+from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall
 from backends.tool_calls import CALL_GUIDANCE, calls_grammar, calls_in, generic_messages
 
 Form = Literal["native", "written", "guided"]
-FORMS: tuple[Form, ...] = ("native", "written", "guided")
 DEFAULT_MAX_TOKENS = 160
 SHOWN_CHARS = 60
 
@@ -56,14 +53,7 @@ def run_eval_tools(
     from app.commands import load_model
     from app.services.container import build_services
 
-    if limit is not None and limit < 1:
-        raise HearthError("--limit must be 1 or more.", "Pass how many questions to ask, or leave it out for all.")
-    questions = read_tool_questions(questions_path)
-    if part is not None:
-        questions = split_part(questions, questions_path, part)
-    questions = questions[:limit]
-    if output is not None:
-        check_writable(output)
+    questions = chosen_questions(read_tool_questions, questions_path, part, limit, output)
     if model is not None:
         settings = with_model(settings, model)
     services = build_services(settings)
@@ -118,8 +108,6 @@ def _ask(engine: Lease, question: ToolQuestion, params: GenerationParams, system
             said.append(item.text)
         elif isinstance(item, Finished):
             reason = item.reason
-        elif isinstance(item, Usage):
-            pass
     scored = score_calls(question, calls)
     seconds = time.perf_counter() - started
     return Asked(question, "".join(said), tuple(calls), scored.outcome, scored.detail, seconds, reason)
@@ -181,9 +169,4 @@ def _finish(results: Sequence[Asked], model: str, form: Form, part: str | None, 
             for r in results
         ],
     }
-    try:
-        output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        reason = exc.strerror or exc
-        raise HearthError(f"Cannot write {output}: {reason}.", "Choose a folder you can write to.") from None
-    print(f"Per-question results written to {for_terminal(str(output))}", file=sys.stderr)
+    write_report(output, document)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from app.tools.consent import ConsentBook
 from tests.integration.test_cli import hearth
 
 pytestmark = pytest.mark.integration
@@ -129,7 +130,11 @@ def test_another_account_cannot_read_the_servers_or_their_tokens(
         uid, gid = other_account
         as_other = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
         assert subprocess.run([*as_other, "ls", str(shared)], capture_output=True).returncode == 0  # reachable
-        for command in (["cat", str(home / "mcp-servers.json")], ["ls", str(home)]):
+        # What the Tools tab writes too: the tools allowed for good, kept the same way.
+        ConsentBook(home / "tool-consent.json").allow("web", "search")
+        assert (home / "tool-consent.json").stat().st_mode & 0o077 == 0
+        consent = ["cat", str(home / "tool-consent.json")]
+        for command in (["cat", str(home / "mcp-servers.json")], consent, ["ls", str(home)]):
             attempt = subprocess.run([*as_other, *command], capture_output=True, text=True)
             assert attempt.returncode != 0 and "Permission denied" in attempt.stderr, command
             assert TOKEN not in attempt.stdout
