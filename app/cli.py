@@ -208,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-tokens", type=int, help="longest answer in tokens (default 512)")
     ask.add_argument("--seed", type=int, help="sampling seed")
     _add_adapter_flags(ask)
+    ask.add_argument(
+        "--tools",
+        action="store_true",
+        help="let the model search the collection itself (search_documents), with the calculator and the MCP "
+        "servers' tools; each call is asked about",
+    )
+    ask.add_argument(
+        "--allow-tools", action="store_true", help="with --tools: allow every call of this command without asking"
+    )
 
     tune = commands.add_parser("tune", help="train a LoRA adapter for the chat model on your own examples")
     tune.add_argument(
@@ -623,6 +632,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             return commands_documents.run_eval_retrieval(
                 settings, args.questions, args.collection, args.top_k, args.part
             )
+        if args.command == "ask" and (args.tools or args.allow_tools):
+            from app.commands_tools import run_chat_with_tools
+
+            if args.adapter:
+                raise InvalidChoice("--tools does not go with --adapter yet.", "Leave one of them out.")
+            return run_chat_with_tools(settings, args.question, allow_all=args.allow_tools, collection=args.collection)
         if args.command == "ask":
             return commands_documents.run_ask(
                 settings,

@@ -4,29 +4,26 @@ terminal to ask on, every call is refused, unless ``--allow-tools`` allows them 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
-from collections.abc import Iterator, Sequence
 
 from app.commands import load_model
-from app.errors import ContextTooLong
 from app.services.container import build_services
-from app.services.runtime import Lease
+from app.services.tool_turn import fitted_stream
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, Decision, LoopNote, answer_with_tools
 from app.tools.servers import ServerBook
-from app.tools.toolbox import ToolBox, built_in_tools, server_tools
+from app.tools.toolbox import tools_box
 from app.wording import shorten
-from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, TextDelta, Usage
-from backends.tool_calls import tools_instructions
+from backends.base import CancelToken, ChatMessage, TextDelta, Usage
 
 EXIT_OK = 0
 SHOWN_RESULT_CHARS = 300
 EXCERPT_CHARS = 240
+TOO_LONG = "Ask again with --context larger, or with fewer tools on (hearth mcp disable NAME)."
 
 
 def run_chat_with_tools(settings: Settings, question: str, allow_all: bool, collection: str | None = None) -> int:
@@ -40,27 +37,18 @@ def run_chat_with_tools(settings: Settings, question: str, allow_all: bool, coll
             search = DocumentSearch(name, documents.retriever.search, settings.rag.top_k)
         load_model(services)
         servers = ServerBook(services.paths.mcp_servers_file).entries()
-        offered, problems = server_tools(servers, settings.tools.call_timeout_s)
-        for problem in problems:
+        searching = [search.offered()] if search is not None and settings.tools.search_documents else []
+        box = tools_box(servers, settings.tools.call_timeout_s, searching, settings.tools.calculator)
+        if not box.offered:
+            _err("[no tool is on: the model answers without tools]")
+        for problem in box.problems:
             _err(f"[tools] {problem}")
-        searching = [search.offered()] if search is not None else []
-        box = ToolBox(tuple([*built_in_tools(), *searching, *offered]))
         _err(f"[tools offered: {', '.join(s.name for s in box.specs())}]")
         consent = ConsentBook(services.paths.tool_consent_file)
         messages = [ChatMessage("system", settings.generation.system_prompt), ChatMessage("user", question)]
         cancel = CancelToken()
         with services.runtime.lease() as engine:
-
-            def stream(history: Sequence[ChatMessage], wanted: GenerationParams) -> Iterator[ChatEvent]:
-                room = engine.context_length - engine.count_chat_tokens(history) - _tools_tokens(engine, wanted)
-                if room < 1:
-                    raise ContextTooLong(
-                        "The conversation with the tools' results no longer fits the context window.",
-                        "Ask again with --context larger, or with fewer tools on (hearth mcp disable NAME).",
-                    )
-                fitted = dataclasses.replace(wanted, max_new_tokens=min(wanted.max_new_tokens, room))
-                return engine.stream_chat(history, fitted, cancel)
-
+            stream = fitted_stream(engine, cancel, TOO_LONG)
             ask = _allow_all if allow_all else _ask_on_terminal
             for event in answer_with_tools(stream, messages, params, box, ask, consent, settings.tools.max_calls):
                 _show(event)
@@ -73,11 +61,6 @@ def run_chat_with_tools(settings: Settings, question: str, allow_all: bool, coll
     finally:
         services.close()
     return EXIT_OK
-
-
-def _tools_tokens(engine: Lease, params: GenerationParams) -> int:
-    """About what offering the tools adds to the prompt (a template may word them a little differently)."""
-    return engine.count_tokens(tools_instructions(params.tools)) if params.tools else 0
 
 
 def _show(event: object) -> None:

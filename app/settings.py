@@ -131,6 +131,12 @@ class ToolsSettings(BaseModel):
         default=60.0, gt=0.0, le=3_600.0, description="Longest an MCP server may take to start and answer one call."
     )
     max_calls: int = Field(default=8, ge=1, le=100, description="Most tool calls the model may make for one answer.")
+    calculator: bool = Field(default=True, description="Offer the built-in calculator when tools are on.")
+    search_documents: bool = Field(
+        default=True,
+        description="Offer search_documents (the model searches the collection itself) when tools are on with a "
+        "collection (`hearth chat --tools -c NAME`, `hearth ask --tools`).",
+    )
 
 
 class ServerSettings(BaseModel):

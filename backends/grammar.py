@@ -34,6 +34,11 @@ ws     ::= [ ]? | "\n" [ ]{0,8}
 """
 
 
+# The converter's rule for a character of a JSON string, and the one Hearth gives instead (as JSON_OBJECT_GBNF has).
+_LOOSE_CHAR = r'char ::= [^"\\]'
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F]'
+
+
 def json_object_grammar() -> Grammar:
     return Grammar(JSON_OBJECT_GBNF.strip())
 
@@ -56,7 +61,17 @@ def json_schema_grammar(schema: Mapping[str, Any]) -> Grammar:
         raise _refused(f"{type(exc).__name__}: {exc}") from None
     if len(gbnf) > MAX_GRAMMAR_CHARS:
         raise _refused(f"its grammar would be {len(gbnf):,} characters; at most {MAX_GRAMMAR_CHARS:,} are used")
-    return Grammar(gbnf)
+    return Grammar(strict_strings(gbnf))
+
+
+def strict_strings(gbnf: str) -> str:
+    """``gbnf`` with the characters of its JSON strings held to what JSON allows. llama-cpp-python's schema
+    converter lets a string hold any character but a quote or a backslash, so a raw newline or tab could be drawn
+    inside one (a small model does), and the JSON would not parse; here control characters must be escaped."""
+    lines = gbnf.split("\n")
+    return "\n".join(
+        _STRICT_CHAR + line[len(_LOOSE_CHAR) :] if line.startswith(_LOOSE_CHAR) else line for line in lines
+    )
 
 
 def check_grammar(vocab: Any, grammar: Grammar) -> None:

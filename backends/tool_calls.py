@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from app.errors import InvalidChoice
 from backends.base import ChatEvent, ChatMessage, Finished, Grammar, TextDelta, ToolCall, ToolSpec, Usage
-from backends.grammar import MAX_GRAMMAR_CHARS
+from backends.grammar import MAX_GRAMMAR_CHARS, strict_strings
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # A line on when to call, after the system prompt (hearth eval tools --form guided measures it).
@@ -153,7 +153,7 @@ def calls_grammar(tools: Sequence[ToolSpec], forced: str | None, required: bool,
         "tc-ws ::= [ \\t\\n]{0,24}",
         'tc-gap ::= "\\n"?',
     ]
-    gbnf = "\n".join(rules) + "\n" + converter.format_grammar()
+    gbnf = strict_strings("\n".join(rules) + "\n" + converter.format_grammar())
     if len(gbnf) > MAX_GRAMMAR_CHARS:
         raise InvalidChoice(
             f"The tools' parameter schemas make a grammar of {len(gbnf):,} characters; at most "
@@ -199,7 +199,7 @@ def split_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 def calls_in(events: Iterable[ChatEvent]) -> Iterator[ChatEvent | ToolCall]:
     """An answer's events with its calls taken out of its text: text as :class:`TextDelta`, each call as a
     :class:`ToolCall` once it is complete, the other events as they come. A call left unfinished after complete
-    ones (cut off by the length limit) is dropped, not shown as text."""
+    ones, or cut off by the length limit, is dropped, not shown as text."""
     scanner = CallScanner()
     made = False
     for event in events:
@@ -211,10 +211,14 @@ def calls_in(events: Iterable[ChatEvent]) -> Iterator[ChatEvent | ToolCall]:
             if isinstance(piece, ToolCall):
                 made = True
                 yield piece
-            elif piece and not (ending and made and piece.startswith(OPEN)):
+            elif piece and not (ending and piece.startswith(OPEN) and (made or _cut(event))):
                 yield TextDelta(piece)
         if ending:
             yield event
+
+
+def _cut(event: ChatEvent) -> bool:
+    return isinstance(event, Finished) and event.reason == "length"
 
 
 @dataclass

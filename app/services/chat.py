@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from app.errors import EmptyMessage, HearthError
 from app.services.attachment_plan import AttachmentUse
 from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
-from app.services.conversations import AnswerStats, ConversationStore, StoredMessage
+from app.services.conversations import AnswerStats, ConversationStore, StoredMessage, ToolRecord
 from app.services.documents_prompt import DocumentsTurn
 from app.services.documents_turn import (
     DocumentsQuestion,
@@ -29,6 +29,8 @@ from app.services.documents_turn import (
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
+from app.services.tool_turn import CallLog, ToolUse, fitted_stream
+from app.tools.loop import CallAsked, CallDone, LoopNote, answer_with_tools
 from backends.base import (
     AdapterUse,
     CancelToken,
@@ -68,7 +70,8 @@ class TurnSaved:
     message: StoredMessage
 
 
-TurnEvent = AttachProgress | TurnStarted | ChatEvent | TurnSaved
+TurnEvent = AttachProgress | TurnStarted | ChatEvent | CallAsked | CallDone | LoopNote | TurnSaved
+TOOLS_TOO_LONG = "Start a new chat, or ask with tools off: the results of the calls take the room the answer needs."
 
 
 @dataclass(frozen=True)
@@ -114,11 +117,13 @@ class ChatService:
         collection: str | None = None,
         cancel: CancelToken | None = None,
         attach: Sequence[Path] = (),
+        tools: ToolUse | None = None,
     ) -> Iterator[TurnEvent]:
         """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number; files attached
-        to the conversation (before, or now with ``attach``) are given whole or searched too. The model is held
-        (leased) from the first event to the last; ``cancel`` stops this answer only (and the attaching before it,
-        which then keeps nothing)."""
+        to the conversation (before, or now with ``attach``) are given whole or searched too. With ``tools``, the
+        model may call them, each call asked about as ``tools`` says, and the calls are kept with the answer. The
+        model is held (leased) from the first event to the last; ``cancel`` stops this answer only (and the
+        attaching before it, which then keeps nothing)."""
         if not text.strip():
             raise EmptyMessage("There is nothing to send.", "Type a question first.")
         cancel = cancel or CancelToken()
@@ -149,7 +154,7 @@ class ChatService:
             for file in new:
                 self._attachments.add(conversation.id, file)
             self._store.append(conversation.id, "user", text)
-            yield from self._answer(engine, conversation.id, prompt, params, cancel)
+            yield from self._answer(engine, conversation.id, prompt, params, cancel, tools)
 
     def next_prompt(
         self,
@@ -175,6 +180,7 @@ class ChatService:
         system_prompt: str,
         collection: str | None = None,
         cancel: CancelToken | None = None,
+        tools: ToolUse | None = None,
     ) -> Iterator[TurnEvent]:
         with self._runtime.lease() as engine:
             conversation = self._store.get(conversation_id)
@@ -190,7 +196,7 @@ class ChatService:
                 conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
             )
             self._store.delete_trailing_assistant(conversation.id)
-            yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken())
+            yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken(), tools)
 
     def attachments(self, conversation_id: str) -> list[AttachmentSummary]:
         """The files attached to a conversation, oldest first."""
@@ -259,7 +265,13 @@ class ChatService:
         return files
 
     def _answer(
-        self, engine: Lease, conversation_id: str, prompt: _Prompt, params: GenerationParams, cancel: CancelToken
+        self,
+        engine: Lease,
+        conversation_id: str,
+        prompt: _Prompt,
+        params: GenerationParams,
+        cancel: CancelToken,
+        tools: ToolUse | None = None,
     ) -> Iterator[TurnEvent]:
         turn = prompt.documents
         sources = turn.sources if turn else ()
@@ -272,14 +284,25 @@ class ChatService:
         reason = "cancelled"  # if the consumer walks away mid-answer, keep what was written as cancelled
         draft: StoredMessage | None = None  # the answer as saved while it is written
         schedule = DraftSchedule(self._draft_every_s)
+        log = CallLog()
+        events: Iterator[ChatEvent | CallAsked | CallDone | LoopNote]
+        if tools is None:
+            events = engine.stream_chat(prompt.messages, params, cancel)
+        else:
+            stream = fitted_stream(engine, cancel, TOOLS_TOO_LONG)
+            events = answer_with_tools(
+                stream, prompt.messages, params, tools.box, tools.ask, tools.consent, tools.max_calls, tools.first
+            )
         with self._idle:
             self._answers += 1
         try:
             yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms, uses)
-            for event in engine.stream_chat(prompt.messages, params, cancel):
-                if isinstance(event, TextDelta):
-                    parts.append(event.text)
-                    if schedule.due():
+            for event in events:
+                log.take(event)
+                if isinstance(event, TextDelta | CallDone):
+                    if isinstance(event, TextDelta):
+                        parts.append(event.text)
+                    if schedule.due() or isinstance(event, CallDone):  # a call's result is kept as soon as it is in
                         draft = self._save_draft(
                             conversation_id,
                             draft,
@@ -288,6 +311,7 @@ class ChatService:
                             sources=sources,
                             retrieve_ms=retrieve_ms,
                             uses=uses,
+                            calls=tuple(log.records),
                         )
                 elif isinstance(event, Usage):
                     usage = event
@@ -307,7 +331,17 @@ class ChatService:
             if turn is not None:  # cut short or failed: still no citation on a passage that does not say it
                 text = (final or checked_only(turn, text)).text
             saved = self._save(
-                conversation_id, text, usage, reason, prompt.dropped, sources, retrieve_ms, draft, uses, params.adapter
+                conversation_id,
+                text,
+                usage,
+                reason,
+                prompt.dropped,
+                sources,
+                retrieve_ms,
+                draft,
+                uses,
+                params.adapter,
+                tuple(log.records),
             )
         if saved is not None:
             yield TurnSaved(saved)
@@ -321,11 +355,12 @@ class ChatService:
         sources: tuple[Source, ...],
         retrieve_ms: float,
         uses: tuple[AttachmentUse, ...] = (),
+        calls: tuple[ToolRecord, ...] = (),
     ) -> StoredMessage:
         stats = AnswerStats(0, 0, 0.0, 0.0, INTERRUPTED, dropped, retrieve_ms, uses)
         if draft is None:
-            return self._store.append(conversation_id, "assistant", text, stats, sources)
-        return self._store.update_answer(draft.id, text, stats, sources)
+            return self._store.append(conversation_id, "assistant", text, stats, sources, calls)
+        return self._store.update_answer(draft.id, text, stats, sources, calls)
 
     def _save(
         self,
@@ -339,8 +374,9 @@ class ChatService:
         draft: StoredMessage | None = None,
         uses: tuple[AttachmentUse, ...] = (),
         adapter: AdapterUse | None = None,
+        calls: tuple[ToolRecord, ...] = (),
     ) -> StoredMessage | None:
-        if not text and reason != "stop" and draft is None:
+        if not text and not calls and reason != "stop" and draft is None:
             return None
         stats = AnswerStats(
             prompt_tokens=usage.prompt_tokens if usage else 0,
@@ -354,8 +390,8 @@ class ChatService:
             adapter=adapter.words if adapter is not None else "",
         )
         if draft is not None:
-            return self._store.update_answer(draft.id, text, stats, sources)
-        return self._store.append(conversation_id, "assistant", text, stats, sources)
+            return self._store.update_answer(draft.id, text, stats, sources, calls)
+        return self._store.append(conversation_id, "assistant", text, stats, sources, calls)
 
 
 def stored_turns(stored: Sequence[StoredMessage]) -> list[DocumentsTurn]:

@@ -21,7 +21,7 @@ from app.wording import shorten
 from backends.base import Role
 from rag.prompt import Source
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TITLE_CHARS = 60
 
 _SCHEMA = """
@@ -62,6 +62,8 @@ _MIGRATIONS = {
         created_at REAL NOT NULL
     );
     CREATE INDEX attachments_by_conversation ON attachments(conversation_id, id)""",
+    # Tool calls an answer made on the page (issue 36): each call, whether the user allowed it, and its result.
+    4: "ALTER TABLE messages ADD COLUMN tool_calls TEXT",
 }
 
 
@@ -81,12 +83,27 @@ class AnswerStats:
 
 
 @dataclass(frozen=True)
+class ToolRecord:
+    """One tool call an answer made, kept with it: what was called with what, whether the user allowed it, and
+    what came back (the refusal, when not allowed)."""
+
+    name: str  # as the model called it
+    server: str  # "built-in", or the MCP server's name ("" for a tool that does not exist)
+    tool: str  # its own name there
+    arguments: str  # JSON, as the model wrote it
+    allowed: bool
+    result: str
+    is_error: bool
+
+
+@dataclass(frozen=True)
 class StoredMessage:
     id: int
     role: Role
     content: str
     stats: AnswerStats | None
     sources: tuple[Source, ...] = ()
+    tool_calls: tuple[ToolRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,7 +174,8 @@ class ConversationStore:
                     "Pick another one from the list or start a new chat.",
                 )
             messages = db.execute(
-                "SELECT id, role, content, stats, sources FROM messages WHERE conversation_id = ? ORDER BY id",
+                "SELECT id, role, content, stats, sources, tool_calls FROM messages "
+                "WHERE conversation_id = ? ORDER BY id",
                 (conversation_id,),
             ).fetchall()
         return Conversation(
@@ -177,18 +195,20 @@ class ConversationStore:
         content: str,
         stats: AnswerStats | None = None,
         sources: tuple[Source, ...] = (),
+        tool_calls: tuple[ToolRecord, ...] = (),
     ) -> StoredMessage:
         now = time.time()
         stats_json = json.dumps(asdict(stats)) if stats else None
         sources_json = json.dumps([asdict(s) for s in sources]) if sources else None
+        calls_json = _calls_json(tool_calls)
         with self._transaction() as db:
             row = db.execute("SELECT title FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
             if row is None:
                 raise ConversationNotFound("That conversation was deleted.", "Start a new chat to keep talking.")
             cursor = db.execute(
-                "INSERT INTO messages (conversation_id, role, content, stats, sources, created_at) "
-                "VALUES (?,?,?,?,?,?)",
-                (conversation_id, role, content, stats_json, sources_json, now),
+                "INSERT INTO messages (conversation_id, role, content, stats, sources, tool_calls, created_at) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (conversation_id, role, content, stats_json, sources_json, calls_json, now),
             )
             title = row[0]
             if role == "user" and title == "New chat":
@@ -198,22 +218,29 @@ class ConversationStore:
                 (now, title, conversation_id),
             )
             message_id = int(cursor.lastrowid or 0)
-        return StoredMessage(message_id, role, content, stats, sources)
+        return StoredMessage(message_id, role, content, stats, sources, tool_calls)
 
     def update_answer(
-        self, message_id: int, content: str, stats: AnswerStats, sources: tuple[Source, ...] = ()
+        self,
+        message_id: int,
+        content: str,
+        stats: AnswerStats,
+        sources: tuple[Source, ...] = (),
+        tool_calls: tuple[ToolRecord, ...] = (),
     ) -> StoredMessage:
-        """Replace the text and stats of the answer ``message_id`` (a draft saved while it was written)."""
+        """Replace the text, stats, sources and tool calls of the answer ``message_id`` (a draft saved while it was
+        written)."""
         stats_json = json.dumps(asdict(stats))
         sources_json = json.dumps([asdict(s) for s in sources]) if sources else None
         with self._transaction() as db:
             updated = db.execute(
-                "UPDATE messages SET content = ?, stats = ?, sources = ? WHERE id = ? AND role = 'assistant'",
-                (content, stats_json, sources_json, message_id),
+                "UPDATE messages SET content = ?, stats = ?, sources = ?, tool_calls = ? "
+                "WHERE id = ? AND role = 'assistant'",
+                (content, stats_json, sources_json, _calls_json(tool_calls), message_id),
             )
             if updated.rowcount == 0:
                 raise ConversationNotFound("That conversation was deleted.", "Start a new chat to keep talking.")
-        return StoredMessage(message_id, "assistant", content, stats, sources)
+        return StoredMessage(message_id, "assistant", content, stats, sources, tool_calls)
 
     def delete_trailing_assistant(self, conversation_id: str) -> None:
         """Remove the last message if it is an answer (to regenerate it)."""
@@ -244,11 +271,16 @@ def make_title(first_message: str) -> str:
     return shorten(first_message, TITLE_CHARS) or "New chat"
 
 
-def _message(row: tuple[int, str, str, str | None, str | None]) -> StoredMessage:
+def _message(row: tuple[int, str, str, str | None, str | None, str | None]) -> StoredMessage:
     stats = _stats(json.loads(row[3])) if row[3] else None
     sources = tuple(Source(**s) for s in json.loads(row[4])) if row[4] else ()
+    calls = tuple(ToolRecord(**c) for c in json.loads(row[5])) if row[5] else ()
     role: Role = "user" if row[1] == "user" else "assistant"
-    return StoredMessage(row[0], role, row[2], stats, sources)
+    return StoredMessage(row[0], role, row[2], stats, sources, calls)
+
+
+def _calls_json(calls: tuple[ToolRecord, ...]) -> str | None:
+    return json.dumps([asdict(c) for c in calls]) if calls else None
 
 
 def _stats(stored: dict[str, object]) -> AnswerStats:

@@ -22,17 +22,20 @@ from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, Te
 from backends.tool_calls import calls_grammar, calls_in
 
 Decision = Literal["once", "always", "deny"]
+FirstAnswer = Literal["auto", "call"]
 DEFAULT_MAX_CALLS = 8
 REFUSED = "The user did not allow this call."
 
 
 @dataclass(frozen=True)
 class CallAsked:
-    """A call the model made, about to be asked about (or run, when always allowed)."""
+    """A call the model made, about to be asked about, or run at once when the user allowed its tool for good
+    (``asking`` False)."""
 
     call: ToolCall
     server: str
     tool: str
+    asking: bool = True
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,16 @@ def answer_with_tools(
     ask: Ask,
     consent: ConsentBook,
     max_calls: int = DEFAULT_MAX_CALLS,
+    first: FirstAnswer = "auto",
 ) -> Generator[LoopEvent, None, None]:
+    """``first``: whether the model's first answer may be text ("auto") or must be a call ("call"; the user asked
+    for one, for example because a small model would not call on its own); after it, the model decides."""
     history = list(messages)
     offered = dataclasses.replace(
         params, tools=box.specs(), grammar=calls_grammar(box.specs(), None, False, True) if box.offered else None
+    )
+    must_call = (
+        dataclasses.replace(offered, grammar=calls_grammar(box.specs(), None, True, False)) if box.offered else offered
     )
     plain = dataclasses.replace(params, tools=(), grammar=None)
     made = 0
@@ -72,7 +81,8 @@ def answer_with_tools(
     repeated: str | None = None  # the tool the model asked for again with the same arguments
     while True:
         tools_on = made < max_calls and bool(box.offered) and repeated is None
-        text, calls, finished = yield from _one_answer(stream, history, offered if tools_on else plain)
+        wanted = (must_call if first == "call" and made == 0 else offered) if tools_on else plain
+        text, calls, finished = yield from _one_answer(stream, history, wanted)
         if not calls or not tools_on or (finished is not None and finished.reason == "cancelled"):
             if finished is not None:  # answered (a call written without tools offered is not run), or Stop
                 yield finished
@@ -126,9 +136,10 @@ def _run(call: ToolCall, box: ToolBox, ask: Ask, consent: ConsentBook) -> Genera
         result, failed = box.run(call)  # says there is no such tool
         yield CallDone(call, False, result, failed)
         return result
-    asked = CallAsked(call, tool.server, tool.tool)
+    allowed = consent.is_allowed(tool.server, tool.tool)
+    asked = CallAsked(call, tool.server, tool.tool, asking=not allowed)
     yield asked
-    decision: Decision = "once" if consent.is_allowed(tool.server, tool.tool) else ask(asked)
+    decision: Decision = "once" if allowed else ask(asked)
     if decision == "deny":
         yield CallDone(call, False, REFUSED, True)
         return REFUSED

@@ -76,6 +76,16 @@ def built_in_tools() -> list[Offered]:
     return [Offered(CALCULATOR, BUILT_IN, CALCULATOR.name, calculator)]
 
 
+def tools_box(
+    entries: Sequence[ServerEntry], timeout_s: float, extra: Sequence[Offered] = (), calculator: bool = True
+) -> ToolBox:
+    """The built-in tools (the calculator unless switched off), ``extra`` ones, and those of the servers that are
+    on; a server that cannot be listed is left out and named in ``problems``."""
+    offered, problems = server_tools(entries, timeout_s)
+    built_in = built_in_tools() if calculator else []
+    return ToolBox(tuple([*built_in, *extra, *offered]), tuple(problems))
+
+
 def server_tools(entries: Sequence[ServerEntry], timeout_s: float) -> tuple[list[Offered], list[str]]:
     """The tools of the servers that are on (each server started once to list them), and the ones that failed."""
     offered: list[Offered] = []

@@ -13,7 +13,7 @@ from app.errors import HearthError
 from app.services.container import Services
 from app.ui.api_panel import api_section
 from app.ui.bench_section import BenchPanel, build_bench_section, wire_bench_section
-from app.ui.chat_page import REMEMBERED_DEFAULT, ChatPage
+from app.ui.chat_page import REMEMBERED_DEFAULT, TOOLS_CHOICES, TOOLS_OFF, ChatPage
 from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.hardware import HardwarePanel
@@ -151,6 +151,18 @@ def build_ui(services: Services) -> gr.Blocks:
                     answering = gr.Markdown(
                         answering_from(NO_COLLECTION), elem_id="answering-from", container=False, min_height=0
                     )
+                    # Off until the user turns tools on; every call is then shown and asked about below the chat.
+                    chat_tools = gr.Dropdown(
+                        choices=TOOLS_CHOICES,
+                        value=TOOLS_OFF,
+                        label="Tools",
+                        show_label=False,
+                        container=False,
+                        scale=0,
+                        min_width=230,
+                        elem_id="chat-tools",
+                        interactive=True,
+                    )
                 chatbot = gr.Chatbot(
                     elem_id="chat",
                     label="Chat",
@@ -167,6 +179,12 @@ def build_ui(services: Services) -> gr.Blocks:
                     latex_delimiters=[],
                     placeholder="Ask anything. Your words and the model's answers never leave this computer.",
                 )
+                # A tool call the model made waits here for the user's word; nothing runs before it.
+                with gr.Row(visible=False, equal_height=False, elem_id="call-approval") as call_row:
+                    call_text = gr.Markdown("", elem_id="call-question")
+                    allow_once = gr.Button("Allow once", variant="primary", size="sm", scale=0, elem_id="allow-once")
+                    allow_always = gr.Button("Always allow this tool", size="sm", scale=0, elem_id="allow-always")
+                    deny_call = gr.Button("Deny", variant="stop", size="sm", scale=0, elem_id="deny-call")
                 # The files attached to this conversation, and how the last answer used each.
                 chat_files = gr.Markdown("", elem_id="chat-files", container=False, min_height=0)
                 # The files in the message box, named before they are sent (the box shows only an icon for each).
@@ -309,8 +327,25 @@ def build_ui(services: Services) -> gr.Blocks:
         # Chat. Send is disabled and Stop enabled while this tab's answer is written; Enter then says why nothing
         # is sent (hence "multiple": the browser would otherwise drop the key press without a word). The controls
         # are set again after every answer, whichever way it ended.
-        stream_outputs = [chatbot, message, conversation_id, conversations, notice, *control_outputs]
-        send_inputs = [message, conversation_id, system_prompt, temperature, max_new_tokens, chat_collection]
+        stream_outputs = [
+            chatbot,
+            call_row,
+            call_text,
+            message,
+            conversation_id,
+            conversations,
+            notice,
+            *control_outputs,
+        ]
+        send_inputs = [
+            message,
+            conversation_id,
+            system_prompt,
+            temperature,
+            max_new_tokens,
+            chat_collection,
+            chat_tools,
+        ]
         # Answers run in parallel (the engine writes several at once and queues the rest); the runtime's leases,
         # not the page's queue, keep a model switch from closing the model under an answer.
         answer_queue: dict[str, Any] = {"concurrency_id": "generate", "concurrency_limit": PARALLEL_ANSWERS}
@@ -322,7 +357,7 @@ def build_ui(services: Services) -> gr.Blocks:
         ).then(page.files_line, [conversation_id], [chat_files], queue=False)
         regenerate_button.click(
             page.regenerate,
-            [conversation_id, system_prompt, temperature, max_new_tokens, chat_collection],
+            [conversation_id, system_prompt, temperature, max_new_tokens, chat_collection, chat_tools],
             stream_outputs,
             **answer_queue,
         ).then(page.controls, [conversation_id], control_outputs, queue=False).then(
@@ -331,6 +366,10 @@ def build_ui(services: Services) -> gr.Blocks:
         conversation_id.change(page.files_line, [conversation_id], [chat_files], queue=False)
         message.change(None, [message], [pending_files], js=PENDING_FILES_JS, queue=False)
         stop_button.click(page.stop, queue=False)
+        # Not queued: the answer waits on these, and holds its place in the queue while it does.
+        allow_once.click(page.allow_once, outputs=[call_row], queue=False)
+        allow_always.click(page.allow_always, outputs=[call_row], queue=False)
+        deny_call.click(page.deny, outputs=[call_row], queue=False)
         # Opening another conversation, or a new chat, stops this tab's answer first (it is kept as written).
         conversations.input(
             page.open_conversation,

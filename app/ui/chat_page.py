@@ -23,7 +23,13 @@ import gradio as gr
 from app.errors import ConversationNotFound, EngineStopped, HearthError
 from app.services.chat import TurnEvent
 from app.services.container import Services
+from app.services.tool_turn import ToolUse
 from app.services.tuning import forget_scope
+from app.tools.consent import ConsentBook
+from app.tools.loop import CallAsked, Decision, FirstAnswer
+from app.tools.servers import ServerBook
+from app.tools.toolbox import tools_box
+from app.ui.call_gate import CallGate
 from app.ui.chat_controls import STILL_WRITING, ChatControls, chat_controls
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.errors import as_gradio_error
@@ -31,6 +37,7 @@ from app.ui.render import (
     AnswerView,
     answering_from,
     attached_files_markdown,
+    call_question,
     chat_history,
     conversation_choices,
     status_markdown,
@@ -45,13 +52,28 @@ from models.adapters import conversation_scope
 UPDATE_INTERVAL_S = 0.05
 # How long switching conversations waits for the stopped answer to end and be saved (one engine step, normally).
 SWITCH_WAIT_S = 10.0
-# A stream's outputs: the chat, the message box, the conversation id, the list and the notice, then the controls:
-# Send, Stop, Regenerate, Delete, and the row that confirms a delete (hidden whenever the controls change).
-CHAT_OUTPUTS = 5
+# A stream's outputs: the chat, the row that asks about a tool call and its question, the message box, the
+# conversation id, the list and the notice, then the controls: Send, Stop, Regenerate, Delete, and the row that
+# confirms a delete (hidden whenever the controls change).
+CHAT_OUTPUTS = 7
 CONTROL_OUTPUTS = 5
 # The message box after a message was sent: no text, no files.
 EMPTY_MESSAGE: dict[str, Any] = {"text": "", "files": []}
 ATTACH_AGAIN = "Drop the file on the message box again, or pick it with the clip beside the box."
+# The Tools choice above the chat: no tools, the model decides, or its first answer must be a call.
+TOOLS_OFF = "off"
+TOOLS_AUTO = "auto"
+TOOLS_FIRST = "call"
+TOOLS_CHOICES = [
+    ("No tools", TOOLS_OFF),
+    ("Tools: the model decides", TOOLS_AUTO),
+    ("Tools: call one first", TOOLS_FIRST),
+]
+NO_TOOLS = (
+    "The calculator is switched off (HEARTH_TOOLS__CALCULATOR) and no MCP server is on: add one in the Tools tab. "
+    "This answer is written without tools."
+)
+NOTHING_WAITING = "No tool call is waiting: the answer was stopped, or the call was already answered."
 # What the browser keeps between reloads: the open conversation, or a new chat's collection.
 REMEMBERED_DEFAULT: dict[str, str | None] = {"conversation": None, "collection": NO_COLLECTION}
 
@@ -67,6 +89,7 @@ class ChatPage:
         self._writing: set[str] = set()  # sessions whose answer is being written now
         self._lock = threading.Lock()
         self._ended = threading.Condition(self._lock)
+        self._calls = CallGate()  # the tool call each tab's answer waits on, until its buttons decide
 
     # --- sessions and their answers ---------------------------------------------------------------------
     def _claim(self, key: str) -> CancelToken | None:
@@ -99,6 +122,42 @@ class ChatPage:
             slot = self._answers.get(_session(request))
         if slot is not None:
             slot.cancel()
+
+    # --- tool calls -------------------------------------------------------------------------------------------
+    def allow_once(self, request: gr.Request) -> Any:
+        return self._decide("once", request)
+
+    def allow_always(self, request: gr.Request) -> Any:
+        return self._decide("always", request)
+
+    def deny(self, request: gr.Request) -> Any:
+        return self._decide("deny", request)
+
+    def _decide(self, decision: Decision, request: gr.Request) -> Any:
+        """The user's word on the call this tab shows; the row is hidden at once."""
+        if self._calls.decide(_session(request), decision) is None:
+            gr.Warning(NOTHING_WAITING)
+        return gr.update(visible=False)
+
+    def _tool_use(self, mode: str | None, key: str, cancel: CancelToken) -> ToolUse | None:
+        """The tools for this tab's answer, as the Tools choice says: the built-in ones and those of the servers
+        that are on (a server that cannot be listed is left out, and named); each call is asked about here."""
+        if mode not in (TOOLS_AUTO, TOOLS_FIRST):
+            return None
+        paths, settings = self.services.paths, self.services.settings.tools
+        box = tools_box(
+            ServerBook(paths.mcp_servers_file).entries(), settings.call_timeout_s, calculator=settings.calculator
+        )
+        if not box.offered:
+            gr.Warning(NO_TOOLS, title="No tool is on")
+        for problem in box.problems:
+            gr.Warning(problem, title="A tool server is left out")
+
+        def ask(asked: CallAsked) -> Decision:
+            return self._calls.ask(key, asked, cancel)
+
+        first: FirstAnswer = "call" if mode == TOOLS_FIRST else "auto"
+        return ToolUse(box, ask, ConsentBook(paths.tool_consent_file), settings.max_calls, first)
 
     # --- controls -----------------------------------------------------------------------------------------
     def controls(self, conversation_id: str | None, request: gr.Request) -> tuple[Any, ...]:
@@ -235,6 +294,7 @@ class ChatPage:
         temperature: float,
         max_new_tokens: float,
         collection: str | None,
+        tools: str | None,
         request: gr.Request,
     ) -> Iterator[tuple[Any, ...]]:
         text, uploaded = message_parts(message)
@@ -251,8 +311,9 @@ class ChatPage:
             history = self._history(conversation_id)
             history.append({"role": "user", "content": user_text(text)})
             params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
+            use = self._tool_use(tools, _session(request), cancel)
             events = self.services.chat.send(
-                conversation_id, text, params, system_prompt, collection or None, cancel, attach=files
+                conversation_id, text, params, system_prompt, collection or None, cancel, attach=files, tools=use
             )
             return events, history
 
@@ -266,6 +327,7 @@ class ChatPage:
         temperature: float,
         max_new_tokens: float,
         collection: str | None,
+        tools: str | None,
         request: gr.Request,
     ) -> Iterator[tuple[Any, ...]]:
         if not conversation_id:
@@ -278,7 +340,10 @@ class ChatPage:
             if history and history[-1]["role"] == "assistant":
                 history.pop()
             params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
-            events = self.services.chat.regenerate(conversation_id, params, system_prompt, collection or None, cancel)
+            use = self._tool_use(tools, _session(request), cancel)
+            events = self.services.chat.regenerate(
+                conversation_id, params, system_prompt, collection or None, cancel, tools=use
+            )
             return events, history
 
         yield from self._answer(request, chat_controls(True, True), chat_controls(False, True), start, False)
@@ -308,7 +373,7 @@ class ChatPage:
         except Exception:
             # Refused or failed before the answer ended (the model restarting, a bad request): the message the
             # error shows says why, and the controls go back to idle so the user can send again.
-            yield (*_unchanged(CHAT_OUTPUTS), *_control_updates(idle))
+            yield (gr.skip(), *_call_updates(None), *_unchanged(CHAT_OUTPUTS - 3), *_control_updates(idle))
             raise
         finally:
             self._release(key)
@@ -324,12 +389,14 @@ class ChatPage:
     def _stream(
         self, events: Iterator[TurnEvent], history: list[dict[str, str]], clear_box: bool, cancel: CancelToken
     ) -> Generator[tuple[Any, ...], None, bool]:
-        """Outputs: chat, message box, conversation id, list, notice, then the controls. Returns whether the last
-        output set the controls back to idle (False when the turn produced nothing)."""
+        """Outputs: chat, the tool call row and its question, message box, conversation id, list, notice, then the
+        controls. Returns whether the last output set the controls back to idle (False when the turn produced
+        nothing)."""
         view = AnswerView(history)
         batches = BatchedStream(events, UPDATE_INTERVAL_S, on_abandon=cancel.cancel).batches()
         produced = False
         began = False
+        shown: CallAsked | None = None  # the call the row asks about now
         try:
             # The turn begins only after the files are attached, the question validated and the history fitted:
             # errors raised before leave the typed message (and its files) in the box and the conversation untouched.
@@ -337,14 +404,17 @@ class ChatPage:
                 produced = True
                 for event in batch:
                     view.apply(event)
+                call = _unchanged(2) if view.asking is shown else _call_updates(view.asking)
+                shown = view.asking
                 if began or view.conversation_id is None:
-                    yield view.render(), *_unchanged(CHAT_OUTPUTS - 1 + CONTROL_OUTPUTS)
+                    yield view.render(), *call, *_unchanged(CHAT_OUTPUTS - 3 + CONTROL_OUTPUTS)
                     continue
                 began = True
                 for notice in view.notices:
                     gr.Info(notice)
                 yield (
                     view.render(),
+                    *call,
                     EMPTY_MESSAGE if clear_box else gr.skip(),
                     view.conversation_id,
                     self.sidebar(view.conversation_id),
@@ -363,11 +433,12 @@ class ChatPage:
             raise as_gradio_error(exc) from exc
         if not began:  # stopped while a file was being attached: nothing was kept, the message is still in the box
             view.interrupt("Stopped while attaching: nothing was sent or kept. The message is still in the box.")
-            yield view.render(), *_unchanged(CHAT_OUTPUTS - 1 + CONTROL_OUTPUTS)
+            yield view.render(), *_call_updates(None), *_unchanged(CHAT_OUTPUTS - 3 + CONTROL_OUTPUTS)
             return False
         idle = chat_controls(False, view.conversation_id is not None)
         yield (
             view.render(),
+            *_call_updates(None),
             gr.skip(),
             view.conversation_id,
             self.sidebar(view.conversation_id),
@@ -398,6 +469,11 @@ def _control_updates(controls: ChatControls) -> tuple[Any, ...]:
         gr.update(interactive=controls.delete),
         gr.update(visible=False),
     )
+
+
+def _call_updates(asking: CallAsked | None) -> tuple[Any, Any]:
+    """The row that asks about a tool call, shown with its question while one waits, hidden otherwise."""
+    return gr.update(visible=asking is not None), call_question(asking)
 
 
 def _unchanged(count: int) -> tuple[Any, ...]:

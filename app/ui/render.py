@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from app.services.attachment_plan import AttachmentUse
 from app.services.attachment_store import AttachmentSummary
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
-from app.services.conversations import AnswerStats, Conversation, ConversationSummary
+from app.services.conversations import AnswerStats, Conversation, ConversationSummary, ToolRecord
 from app.services.drafts import INTERRUPTED
 from app.services.runtime import RuntimeStatus
+from app.services.tool_turn import CallLog
+from app.tools.loop import CallAsked, CallDone, LoopNote
 from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown
 from app.wording import shorten
@@ -20,6 +22,9 @@ from rag.attachments import AttachProgress
 from rag.prompt import Source
 
 PASSAGE_CHARS = 600
+# How much of a call's arguments and result the chat shows (all of it is kept, and given to the model).
+CALL_ARGUMENTS_CHARS = 300
+CALL_RESULT_CHARS = 1_200
 
 
 def sources_markdown(sources: Sequence[Source]) -> str:
@@ -33,6 +38,42 @@ def sources_markdown(sources: Sequence[Source]) -> str:
         for s in sources
     ]
     return "**Sources**\n\n" + "\n\n".join(items)
+
+
+def tool_calls_markdown(records: Sequence[ToolRecord], now: CallAsked | None = None) -> str:
+    """The calls an answer made, each collapsed to a line (tool, server, allowed or refused) that opens on its
+    arguments and result, then the call being asked about or run now. A tool's words are shown as data, as
+    passages are: escaped, never read as Markdown or HTML."""
+    items = []
+    for record in records:
+        state = "refused" if not record.allowed else ("failed" if record.is_error else "done")
+        arguments = literal(shorten(record.arguments, CALL_ARGUMENTS_CHARS))
+        result = literal(shorten(record.result, CALL_RESULT_CHARS)) or "(nothing)"
+        items.append(
+            f"<details><summary>Tool call: {html.escape(' '.join(_called(record.tool, record.server).split()))} · "
+            f"{state}</summary>"
+            f"\n\nArguments: {arguments}\n\nResult: {result}\n\n</details>"
+        )
+    if now is not None:
+        arguments = literal(shorten(now.call.arguments, CALL_ARGUMENTS_CHARS))
+        called = literal(_called(now.tool, now.server))
+        if now.asking:
+            items.append(f"**Tool call waiting for you:** {called} with {arguments}. Allow it or deny it below.")
+        else:
+            items.append(f"*Running {called} with {arguments} (allowed for good)…*")
+    return "\n\n".join(items)
+
+
+def _called(tool: str, server: str) -> str:
+    return f"{tool} ({server})" if server else tool
+
+
+def call_question(asked: CallAsked | None) -> str:
+    """Beside the buttons that answer it: the call waiting for the user, with its arguments."""
+    if asked is None:
+        return ""
+    arguments = literal(shorten(asked.call.arguments, CALL_ARGUMENTS_CHARS))
+    return f"Run **{literal(asked.tool)}** from **{literal(asked.server)}** with {arguments}?"
 
 
 def upload_limit_note(max_file_mb: int) -> str:
@@ -102,13 +143,18 @@ def user_text(text: str) -> str:
     return for_chatbot(safe_markdown(text))
 
 
-def assistant_text(content: str, stats: AnswerStats | None, sources: Sequence[Source] = ()) -> str:
-    return answer_markdown(safe_markdown(content), stats, sources_markdown(sources))
+def assistant_text(
+    content: str, stats: AnswerStats | None, sources: Sequence[Source] = (), calls: Sequence[ToolRecord] = ()
+) -> str:
+    return answer_markdown(safe_markdown(content), stats, sources_markdown(sources), tool_calls_markdown(calls))
 
 
-def answer_markdown(body: str, stats: AnswerStats | None, sources_block: str) -> str:
-    """An answer already made safe, with its stats line and its sources under it."""
-    parts = [body or "…"]
+def answer_markdown(body: str, stats: AnswerStats | None, sources_block: str, calls_block: str = "") -> str:
+    """An answer already made safe, with the tool calls it made above it and its stats line and sources under
+    it."""
+    parts = [calls_block] if calls_block else []
+    if body or not calls_block:
+        parts.append(body or "…")
     if stats is not None:
         parts.append(f"*{format_stats(stats)}*")
     if sources_block:
@@ -122,7 +168,7 @@ def chat_history(conversation: Conversation | None) -> list[dict[str, str]]:
     return [
         {"role": "user", "content": user_text(m.content)}
         if m.role == "user"
-        else {"role": "assistant", "content": for_chatbot(assistant_text(m.content, m.stats, m.sources))}
+        else {"role": "assistant", "content": for_chatbot(assistant_text(m.content, m.stats, m.sources, m.tool_calls))}
         for m in conversation.messages
     ]
 
@@ -172,6 +218,9 @@ class AnswerView:
     notices: list[str] = field(default_factory=list)
     interrupted: str | None = None  # why the answer ended early, shown under it
     attaching: str | None = None  # how far attaching the message's files has got, until the answer starts
+    calls: CallLog = field(default_factory=CallLog)  # the tool calls made so far
+    now: CallAsked | None = None  # the call being asked about, or run, now
+    loop_notes: list[str] = field(default_factory=list)  # why the model stopped calling tools
     # Redrawn many times a second: the answer is read again only where it grew, the sources once.
     _body: StreamedMarkdown = field(default_factory=StreamedMarkdown, repr=False)
     _sources_block: tuple[tuple[Source, ...], str] = ((), "")
@@ -194,22 +243,36 @@ class AnswerView:
                 )
         elif isinstance(event, TextDelta):
             self.text += event.text
+        elif isinstance(event, CallAsked | CallDone):
+            self.calls.take(event)
+            self.now = event if isinstance(event, CallAsked) else None
+        elif isinstance(event, LoopNote):
+            self.loop_notes.append(event.text)
         elif isinstance(event, Finished):
             self.finished = event.reason
         elif isinstance(event, TurnSaved):
             self.saved_stats = event.message.stats
             self.text = event.message.content  # as kept: citations moved onto the passages that say it
+            self.now = None
         return self.render()
 
+    @property
+    def asking(self) -> CallAsked | None:
+        """The call waiting for the user's decision, if one is."""
+        return self.now if self.now is not None and self.now.asking else None
+
     def render(self) -> list[dict[str, str]]:
-        if self.finished and not self.text:
+        calls = tool_calls_markdown(self.calls.records, self.now)
+        notes = "\n\n".join(f"*{literal(note)}*" for note in self.loop_notes)
+        calls = "\n\n".join(part for part in (calls, notes) if part)
+        if self.finished and not self.text and not calls:
             content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
         elif self.attaching and not self.text:
             content = f"*{literal(self.attaching)}…*"
         else:
             # Once the answer is complete it is read whole, so it shows exactly as it will when reopened.
             body = safe_markdown(self.text) if self.finished else self._body.render(self.text)
-            content = answer_markdown(body, self.saved_stats, self._sources())
+            content = answer_markdown(body, self.saved_stats, self._sources(), calls)
         if self.interrupted:
             content += f"\n\n*⚠ {literal(self.interrupted)}*"
         return [*self.history, {"role": "assistant", "content": for_chatbot(content)}]

@@ -46,3 +46,29 @@ def test_chat_with_tools_refuses_a_collection_that_does_not_exist(isolated_home:
     assert run.returncode != 0 and "There is no collection called 'Nowhere'" in run.stderr
     plain = hearth("chat", "hello", "-c", "Nowhere", home=isolated_home)
     assert plain.returncode != 0 and "--collection goes with --tools" in plain.stderr
+
+
+def test_ask_with_tools_offers_the_collection_as_a_tool_unless_switched_off(
+    isolated_home: Path, embedded_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingested = hearth("ingest", str(CORPUS / "lighthouse-history.md"), "-c", "Coast notes", home=isolated_home)
+    assert ingested.returncode == 0, ingested.stderr
+    run = hearth(
+        "ask",
+        "Who kept the light?",
+        "-c",
+        "Coast notes",
+        "--tools",
+        "--allow-tools",
+        "--max-tokens",
+        "24",
+        home=isolated_home,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "[tools offered: calculator, search_documents]" in run.stderr, run.stderr
+    monkeypatch.setenv("HEARTH_TOOLS__SEARCH_DOCUMENTS", "false")
+    monkeypatch.setenv("HEARTH_TOOLS__CALCULATOR", "false")
+    off = hearth("ask", "Who kept the light?", "-c", "Coast notes", "--tools", "--max-tokens", "8", home=isolated_home)
+    assert off.returncode == 0 and "[no tool is on: the model answers without tools]" in off.stderr, off.stderr
+    missing = hearth("ask", "hello", "--tools", "-c", "Nowhere", home=isolated_home)
+    assert missing.returncode != 0 and "There is no collection called 'Nowhere'" in missing.stderr

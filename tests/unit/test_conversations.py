@@ -5,7 +5,7 @@ import pytest
 
 from app.database import DamagedStore
 from app.errors import ConversationNotFound, StorageError
-from app.services.conversations import AnswerStats, ConversationStore, make_title
+from app.services.conversations import AnswerStats, ConversationStore, ToolRecord, make_title
 from rag.prompt import Source
 
 
@@ -132,4 +132,19 @@ def test_a_version_1_database_is_upgraded_in_place_with_nothing_lost(tmp_path: P
     assert store.get("c1").messages[1].sources[0].path == "/x.txt"
     store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_answers_keep_their_tool_calls_across_a_restart_and_a_draft_update(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "c.db")
+    conversation = store.create("s")
+    store.append(conversation.id, "user", "What is 12 times 7?")
+    asked = ToolRecord("calculator", "built-in", "calculator", '{"expression": "12*7"}', True, "84", False)
+    draft = store.append(conversation.id, "assistant", "", AnswerStats(0, 0, 0.0, 0.0, "interrupted"), (), (asked,))
+    refused = ToolRecord("files__read", "files", "read", "{}", False, "The user did not allow this call.", True)
+    store.update_answer(draft.id, "It is 84.", AnswerStats(1, 2, 3.0, 4.0, "stop"), (), (asked, refused))
+    store.close()
+    reopened = ConversationStore(tmp_path / "c.db")
+    question, answer = reopened.get(conversation.id).messages
+    assert question.tool_calls == () and answer.content == "It is 84."
+    assert answer.tool_calls == (asked, refused)

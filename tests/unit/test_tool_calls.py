@@ -142,5 +142,22 @@ def test_the_api_sends_each_call_once_and_stops_an_answer_that_repeats_one() -> 
     steps = list(with_calls(iter(cut), lambda: None))
     assert not [s for s in steps if isinstance(s, TextDelta) and s.text.strip()]  # the cut-off repeat is dropped
     assert steps[-1] == Finished("length")
+    alone = list(
+        with_calls(iter([TextDelta('<tool_call>\n{"name": "get_weather", "argu'), Finished("length")]), lambda: None)
+    )
+    assert alone == [Finished("length")]  # a call cut off by the limit is not given back as text
     plain = list(with_calls(iter([TextDelta("It is sunny."), Finished("stop")]), lambda: None))
     assert plain == [TextDelta("It is sunny."), Finished("stop")]
+
+
+def test_strings_in_a_call_or_a_schema_hold_no_raw_control_character() -> None:
+    """llama-cpp-python's converter lets a JSON string hold a raw newline (JSON does not): a small model wrote one
+    into a forced call, and the call did not parse."""
+    from backends.grammar import json_schema_grammar
+
+    for gbnf in (
+        calls_grammar((WEATHER,), None, required=True, parallel=False).gbnf,
+        json_schema_grammar({"type": "object", "properties": {"a": {"type": "string"}}}).gbnf,
+    ):
+        (char,) = [line for line in gbnf.splitlines() if line.startswith("char ::=")]
+        assert char.startswith(r'char ::= [^"\\\x7F\x00-\x1F] | "\\"'), char

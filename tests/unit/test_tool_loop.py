@@ -27,10 +27,12 @@ class Model:
         self.replies = list(replies)
         self.seen: list[list[ChatMessage]] = []
         self.offered: list[int] = []
+        self.lazy: list[bool] = []  # whether the call grammar let the answer be text (triggered by a call's tag)
 
     def __call__(self, history: Sequence[ChatMessage], params: GenerationParams) -> Iterator[ChatEvent]:
         self.seen.append(list(history))
         self.offered.append(len(params.tools))
+        self.lazy.append(params.grammar is not None and bool(params.grammar.triggers))
         reply = self.replies.pop(0)
         for start in range(0, len(reply), 5):
             yield TextDelta(reply[start : start + 5])
@@ -103,3 +105,12 @@ def test_after_the_most_calls_the_model_answers_without_tools(tmp_path: Path) ->
     assert sum(isinstance(e, CallDone) for e in events) == 2
     assert any(isinstance(e, LoopNote) and "the most for one answer" in e.text for e in events)
     assert model.offered == [1, 1, 0]  # the last answer was asked without tools
+
+
+def test_a_first_answer_asked_to_call_is_held_to_a_call_and_the_next_one_is_free(tmp_path: Path) -> None:
+    model = Model(call("6 * 7"), "It is 42.")
+    box = ToolBox(tuple(built_in_tools()))
+    consent = ConsentBook(tmp_path / "c.json")
+    events = list(answer_with_tools(model, QUESTION, GenerationParams(), box, lambda _: "once", consent, 8, "call"))
+    assert [e.result for e in events if isinstance(e, CallDone)] == ["42"]
+    assert model.lazy == [False, True] and model.offered == [1, 1]

@@ -1,0 +1,115 @@
+"""Tool calls in the Chat tab, in a real browser against a real `hearth ui` with the embedded model: with tools on
+("call one first", since the embedded model never calls on its own), the call is shown with its tool, server and
+arguments and waits for the user; Allow once runs it and the result is shown, collapsed, above the answer; Deny
+runs nothing and the model is told; "Always allow this tool" is remembered and not asked again; Stop while a
+call waits ends the answer; and every call is kept with its answer across a reload."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import RunningApp
+from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = "What is 12 times 7?"
+
+
+def tools_on(page: Any, choice: str = "Tools: call one first") -> None:
+    page.click("#chat-tools input")
+    page.get_by_role("option", name=choice).click()
+    expect(page.locator("#chat-tools input")).to_have_value(choice)
+
+
+def answered(page: Any) -> str:
+    """The last answer, once it is complete (its stats line is shown)."""
+    expect(page.locator("#chat [data-testid='bot']").last).to_contain_text("tokens/s", timeout=120_000)
+    return answer_text(page)
+
+
+def kept_calls(app: RunningApp) -> list[list[dict[str, Any]]]:
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        rows = db.execute("SELECT tool_calls FROM messages WHERE role = 'assistant' ORDER BY id").fetchall()
+    return [json.loads(row[0]) if row[0] else [] for row in rows]
+
+
+def test_calls_are_asked_about_allowed_denied_and_kept(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    tools_on(page)
+
+    send(page, QUESTION)
+    question = page.locator("#call-question")
+    expect(question).to_contain_text("Run calculator from built-in with", timeout=120_000)
+    expect(page.locator("#chat [data-testid='bot']").last).to_contain_text("Tool call waiting for you")
+    assert kept_calls(app) == []  # nothing has run yet
+    page.click("#allow-once")
+    expect(page.locator("#call-approval")).to_be_hidden()
+    text = answered(page)
+    assert "Tool call: calculator (built-in) · " in text, text
+    (first,) = kept_calls(app)
+    assert first[0]["tool"] == "calculator" and first[0]["allowed"] is True
+    assert first[0]["result"] != "The user did not allow this call."
+    page.screenshot(path=str(artifacts_dir / "tool-call.png"))
+    if target := os.environ.get("DOCS_TOOLS_SCREENSHOT"):
+        shutil.copy(artifacts_dir / "tool-call.png", target)
+    # Collapsed: the result opens from its line.
+    summary = page.locator("#chat [data-testid='bot'] summary", has_text="Tool call: calculator").last
+    summary.click()
+    expect(page.locator("#chat [data-testid='bot']").last).to_contain_text("Result:")
+
+    send(page, QUESTION)
+    expect(question).to_contain_text("Run calculator", timeout=120_000)
+    page.click("#deny-call")
+    text = answered(page)
+    assert "Tool call: calculator (built-in) · refused" in text, text
+    assert kept_calls(app)[1][0]["allowed"] is False
+
+    send(page, QUESTION)
+    expect(question).to_contain_text("Run calculator", timeout=120_000)
+    page.click("#allow-always")
+    answered(page)
+    consent = json.loads((app.home / "tool-consent.json").read_text())
+    assert ["built-in", "calculator"] in consent["always"]
+    send(page, QUESTION)
+    text = answered(page)  # allowed for good: run without asking
+    assert "Tool call: calculator (built-in) · " in text and "refused" not in text.split("Tool call")[1]
+    expect(page.locator("#call-approval")).to_be_hidden()
+
+    page.reload()
+    page.wait_for_selector("#message textarea")
+    page.locator("#conversation-list label", has_text=QUESTION).first.click()
+    expect(page.locator("#chat [data-testid='bot']").nth(1)).to_contain_text(
+        "Tool call: calculator (built-in) · refused"
+    )
+    expect(page.locator("#chat [data-testid='bot']").first).to_contain_text("Tool call: calculator (built-in)")
+    assert app.remote_requests == [], app.remote_requests
+
+
+def test_stop_while_a_call_waits_ends_the_answer_and_runs_nothing(
+    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    tools_on(page)
+    send(page, QUESTION)
+    expect(page.locator("#call-question")).to_contain_text("Run calculator", timeout=120_000)
+    page.click("#stop")
+    expect(page.locator("#call-approval")).to_be_hidden(timeout=30_000)
+    expect(page.locator("#send")).to_be_enabled(timeout=30_000)
+    (calls,) = kept_calls(app)
+    assert [c["allowed"] for c in calls] == [False]  # refused by Stop, never run
