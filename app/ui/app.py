@@ -274,14 +274,16 @@ def build_ui(services: Services) -> gr.Blocks:
                     elem_id="files",
                     label="Files",
                 )
-                with gr.Row(equal_height=True):
-                    file_picker = gr.Dropdown(
-                        choices=[], label="File", scale=3, elem_id="file-picker", interactive=True
+                # Shown only with a collection to act on.
+                with gr.Column(visible=False, elem_id="collection-actions") as collection_actions:
+                    with gr.Row(equal_height=True):
+                        file_picker = gr.Dropdown(
+                            choices=[], label="File", scale=3, elem_id="file-picker", interactive=True
+                        )
+                        remove_button = gr.Button("Remove from collection", size="sm", scale=1, elem_id="remove-file")
+                    delete_collection_button = gr.Button(
+                        "Delete this collection", size="sm", variant="secondary", elem_id="delete-collection"
                     )
-                    remove_button = gr.Button("Remove from collection", size="sm", scale=1, elem_id="remove-file")
-                delete_collection_button = gr.Button(
-                    "Delete this collection", size="sm", variant="secondary", elem_id="delete-collection"
-                )
                 with gr.Row(visible=False) as confirm_collection_row:
                     gr.Markdown("Delete the collection and its index? Files you added by path stay on disk.")
                     confirm_collection = gr.Button(
@@ -312,7 +314,7 @@ def build_ui(services: Services) -> gr.Blocks:
                 api_section(services)
         timer = gr.Timer(1.0, active=True)
 
-        collection_view = [collection, table, file_picker, summary]
+        collection_view = [collection, table, file_picker, summary, collection_actions]
         # Everything that reads or changes collections runs in one queue ("documents"), in the order it was asked
         # for: the page's first listing can never land after a collection the user just created.
         control_outputs = [send_button, stop_button, regenerate_button, delete_button, confirm_row]
@@ -421,9 +423,11 @@ def build_ui(services: Services) -> gr.Blocks:
         # Documents. Their queue is not the chat's, so chat keeps answering while files are indexed.
         collection.input(documents.view, [collection], collection_view, concurrency_id="documents")
         create_outputs = [*collection_view, chat_collection, new_name]
-        for trigger in (create_button.click, new_name.submit):
-            trigger(documents.create, [new_name, chat_collection], create_outputs, concurrency_id="documents")
         ingest_outputs = [progress, table, file_picker, summary, cancel_button, upload]
+        for trigger in (create_button.click, new_name.submit):
+            trigger(documents.create, [new_name, chat_collection], create_outputs, concurrency_id="documents").success(
+                documents.add_kept, [collection, upload], ingest_outputs, concurrency_id="documents"
+            )
         upload.upload(documents.add_files, [collection, upload], ingest_outputs, concurrency_id="documents")
         folder_upload.upload(
             documents.add_files, [collection, folder_upload], ingest_outputs, concurrency_id="documents"

@@ -26,6 +26,10 @@ from rag.ingest import FileOutcome, IngestProgress
 # How often the progress line is redrawn during an ingestion.
 PROGRESS_INTERVAL_S = 0.3
 NO_COLLECTION = ""
+NO_COLLECTION_YET = (
+    "There is no collection yet to add these files to: name one above and press **Create**. Files in the box stay "
+    "there and are added to it then (a folder: pick it again)."
+)
 # Smaller embedding batches than the CLI's: a chat answer that starts mid-batch shares the CPU for at most ~2 s.
 PAGE_FLUSH_CHUNKS = 64
 
@@ -59,7 +63,8 @@ class DocumentsPanel:
         return [("None (plain chat)", NO_COLLECTION), *((name, name) for name in listed)]
 
     def view(self, collection: str | None, names: list[str] | None = None) -> tuple[Any, ...]:
-        """Collection picker, file table, the remove-file picker and the summary line, for ``collection``."""
+        """Collection picker, file table, the remove-file picker, the summary line, and the collection's actions
+        (shown only when there is a collection to act on), for ``collection``."""
         names = self.names() if names is None else names
         selected = collection if collection in names else (names[0] if names else None)
         records = self.docs().files(selected) if selected else []
@@ -69,6 +74,7 @@ class DocumentsPanel:
             file_rows(records, owned),
             gr.update(choices=[(Path(r.path).name, r.path) for r in records], value=None),
             collection_summary(selected, records),
+            gr.update(visible=selected is not None),
         )
 
     def first_view(self) -> tuple[Any, ...]:
@@ -133,9 +139,8 @@ class DocumentsPanel:
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         if not collection:
-            # Not an error dialog: the upload box is emptied so the same files can simply be dropped again.
-            gr.Warning("Create a collection first (or pick one), then add the files again.")
-            yield "No collection picked; nothing was added.", gr.update(), gr.update(), gr.update(), gr.update(), None
+            # Not an error dialog, and the files stay in the box: creating the collection adds them (add_kept).
+            yield NO_COLLECTION_YET, gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
             return
         cancel = self._current.start()
         self._running, self._last = True, None
@@ -143,6 +148,13 @@ class DocumentsPanel:
             yield from self._index(collection, files, cancel)
         finally:
             self._running = False
+
+    def add_kept(self, collection: str | None, uploaded: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
+        """After a collection is created: the files left in the upload box while there was none are added to it."""
+        if not uploaded or not collection:
+            yield tuple(gr.skip() for _ in range(6))  # a generator that yields nothing would empty its outputs
+            return
+        yield from self.add_files(collection, uploaded)
 
     def _index(self, collection: str, uploaded: Sequence[Path], cancel: CancelToken) -> Iterator[tuple[Any, ...]]:
         idle = (gr.update(), gr.update(), gr.update())
@@ -170,7 +182,7 @@ class DocumentsPanel:
                     line = cancelling_line(self._last) if cancel.cancelled else self._line()
                     if changed:  # rows appear as files are done, not all at the end
                         changed = False
-                        _, table, picker, summary = self.view(info.name)
+                        _, table, picker, summary, _actions = self.view(info.name)
                         yield line, table, picker, summary, gr.update(), gr.update()
                     else:
                         yield line, *idle, gr.update(), gr.update()
@@ -184,7 +196,7 @@ class DocumentsPanel:
                 title="Hearth",
                 print_exception=False,
             ) from exc
-        _, table, picker, summary = self.view(info.name)
+        _, table, picker, summary, _actions = self.view(info.name)
         report = upload_report(outcomes, len(uploaded), cancelled=cancel.cancelled)
         yield report, table, picker, summary, gr.update(visible=False), None
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
@@ -155,9 +156,14 @@ def test_add_a_folder_remove_a_file_then_delete_the_collection(
     app = start_app()
     page = open_page(app)
     open_documents(page)
-    upload(page, [CORPUS / "garden-guide.txt"], expect="No collection picked")  # nothing to add it to yet
+    # No collection yet: nothing to remove or delete, and a dropped file waits in the box until one is created.
+    expect(page.locator("#delete-collection")).to_be_hidden()
+    expect(page.locator("#remove-file")).to_be_hidden()
+    upload(page, [CORPUS / "sourdough.html"], expect="There is no collection yet")
     assert not (app.home / "documents").exists()
     create_collection(page, "Garden")
+    page.locator("#ingest-progress", has_text="Added 1 file").wait_for(timeout=INGEST_TIMEOUT_MS)
+    expect(page.locator("#delete-collection")).to_be_visible()
     folder = tmp_path / "garden-folder"
     folder.mkdir()
     for name in ("garden-guide.txt", "bike-parts.csv"):
@@ -165,14 +171,14 @@ def test_add_a_folder_remove_a_file_then_delete_the_collection(
     page.set_input_files("input[type=file][webkitdirectory]", str(folder))  # a whole folder, as the browser sends it
     page.locator("#ingest-progress", has_text="Added 2 files").wait_for(timeout=INGEST_TIMEOUT_MS)
     kept = app.home / "documents"
-    assert len([p for p in kept.rglob("*") if p.is_file()]) == 2
+    assert len([p for p in kept.rglob("*") if p.is_file()]) == 3
 
     page.click("#file-picker input")
     page.get_by_role("option", name="bike-parts.csv").click()
     page.click("#remove-file")
-    page.locator("#collection-summary", has_text="1 file").wait_for(timeout=30_000)
-    assert list(table_rows(page)) == ["garden-guide.txt"]
-    assert [p.name for p in kept.rglob("*") if p.is_file()] == ["garden-guide.txt"]
+    page.locator("#collection-summary", has_text="2 files").wait_for(timeout=30_000)
+    assert set(table_rows(page)) == {"garden-guide.txt", "sourdough.html"}
+    assert {p.name for p in kept.rglob("*") if p.is_file()} == {"garden-guide.txt", "sourdough.html"}
 
     page.click("#delete-collection")
     page.click("#keep-collection")  # the first click only asks
@@ -180,6 +186,7 @@ def test_add_a_folder_remove_a_file_then_delete_the_collection(
     page.click("#delete-collection")
     page.click("#confirm-delete-collection")
     page.locator("#collection-summary", has_text="No collections yet").wait_for(timeout=30_000)
+    expect(page.locator("#delete-collection")).to_be_hidden()
     assert not [p for p in kept.rglob("*") if p.is_file()]
     page.get_by_role("tab", name="Chat").click()
     page.click("#chat-collection input")
