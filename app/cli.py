@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError, InvalidChoice
+from app.library_log import keep_library_logs_off_the_terminal
 from app.paths import keep_new_files_private
 from app.terminal_text import TerminalLogFormatter, for_terminal
 
@@ -475,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Damaged files are reported per file by Hearth itself; the parsers' own warnings only add noise.
         for noisy in ("pypdf", "httpx"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+        keep_library_logs_off_the_terminal()  # llama.cpp's lines go to the data folder's logs/llama.cpp.log
     try:
         return _dispatch(args)
     except HearthError as exc:

@@ -30,6 +30,11 @@ class DataPaths:
         return self.root / "conversations.db"
 
     @property
+    def logs_dir(self) -> Path:
+        """What libraries say (llama.cpp's warnings and errors), kept off the terminal unless ``-v`` is given."""
+        return self.root / "logs"
+
+    @property
     def index_db(self) -> Path:
         return self.root / "index.db"
 
@@ -85,10 +90,6 @@ class DataPaths:
     def compiled_cache_dir(self) -> Path:
         """Models compiled for a device (OpenVINO), so the second load skips compilation."""
         return self.root / "cache" / "compiled"
-
-    @property
-    def logs_dir(self) -> Path:
-        return self.root / "logs"
 
     @property
     def api_key_file(self) -> Path:
