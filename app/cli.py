@@ -142,8 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--print", action="store_true", dest="print_address", help="print the page's address instead (yours alone)"
     )
 
-    chat = commands.add_parser("chat", help="ask one question and stream the answer to the terminal")
-    chat.add_argument("question", help="what to ask")
+    chat = commands.add_parser(
+        "chat", help="ask one question and stream the answer; with no question, a conversation in the terminal"
+    )
+    chat.add_argument(
+        "question",
+        nargs="?",
+        help="what to ask (leave it out to hold a conversation: Ctrl+C stops an answer, Ctrl+D leaves)",
+    )
     _add_model_flags(chat)
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--temperature", type=float, help="sampling temperature, 0 for greedy (default 0.7)")
@@ -563,6 +569,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":
+        if args.question is None:
+            if args.tools or args.allow_tools or args.attach or args.adapter or args.tools_collection:
+                raise InvalidChoice(
+                    "A conversation in the terminal takes no --tools, --attach, --adapter or --collection yet.",
+                    'Give a question to use them: hearth chat "question" --tools',
+                )
+            from app.commands_session import run_chat_session
+
+            return run_chat_session(settings)
         if args.tools or args.allow_tools:
             from app.commands_tools import run_chat_with_tools
 
