@@ -16,6 +16,7 @@ from app.ui.bench_section import BenchPanel, build_bench_section, wire_bench_sec
 from app.ui.chat_page import REMEMBERED_DEFAULT, TOOLS_CHOICES, TOOLS_OFF, ChatPage
 from app.ui.document_text import TABLE_HEADERS
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
+from app.ui.first_run_panel import FirstRunPanel, build_first_run, wire_first_run
 from app.ui.hardware import HardwarePanel
 from app.ui.hardware_view import BACKEND_CHOICES
 from app.ui.models_tab import MODELS_CSS, ModelsPanel, build_models_tab, wire_models_tab
@@ -132,7 +133,7 @@ def build_ui(services: Services) -> gr.Blocks:
                 elem_id="cancel-load",
             )
         with gr.Tabs(elem_id="tabs"):
-            with gr.Tab("Chat", id="chat-tab", elem_id="chat-tab"):
+            with gr.Tab("Chat", id="chat-tab", elem_id="chat-tab") as chat_tab:
                 with gr.Row(elem_id="chat-source"):
                     chat_collection = gr.Dropdown(
                         choices=[("None (plain chat)", NO_COLLECTION)],
@@ -163,6 +164,8 @@ def build_ui(services: Services) -> gr.Blocks:
                         elem_id="chat-tools",
                         interactive=True,
                     )
+                # While the small embedded model answers: what that means, and the recommended model to install.
+                first_run_ui = build_first_run()
                 chatbot = gr.Chatbot(
                     elem_id="chat",
                     label="Chat",
@@ -319,9 +322,10 @@ def build_ui(services: Services) -> gr.Blocks:
         # for: the page's first listing can never land after a collection the user just created.
         control_outputs = [send_button, stop_button, regenerate_button, delete_button, confirm_row]
         shown = [chatbot, conversation_id, system_prompt, chat_collection]
-        demo.load(page.on_load, [remembered], [conversations, status, cancel_load, timer, *shown]).then(
-            page.controls, [conversation_id], control_outputs, queue=False
-        ).then(page.documents_view, [chat_collection], [*collection_view, chat_collection], concurrency_id="documents")
+        loaded = demo.load(page.on_load, [remembered], [conversations, status, cancel_load, timer, *shown])
+        loaded.then(page.controls, [conversation_id], control_outputs, queue=False).then(
+            page.documents_view, [chat_collection], [*collection_view, chat_collection], concurrency_id="documents"
+        )
         timer.tick(page.on_tick, outputs=[status, cancel_load, timer], show_progress="hidden")
         # Not queued: a stuck load holds the "switch" queue, and this is the way out of it.
         cancel_load.click(page.cancel_load, outputs=[notice], queue=False)
@@ -397,6 +401,7 @@ def build_ui(services: Services) -> gr.Blocks:
         # Models. Loading another model waits for the answers being written (the runtime sees to it); quantizing
         # and measuring get their own queue; installing runs in the background.
         wire_models_tab(models_panel, models_ui, status, timer)
+        wire_first_run(FirstRunPanel(services, models_panel.installs), first_run_ui, [loaded.then, chat_tab.select])
 
         # Tuning. The trainer is a process of its own; the tab's timer draws its progress from the run's folder.
         wire_tuning_tab(tuning_panel, tuning_ui)

@@ -157,3 +157,17 @@ def open_page(browser_session: Any) -> Iterator[Callable[[RunningApp], Any]]:
     yield open_
     for context in contexts:
         context.close()
+
+
+@pytest.fixture
+def silent_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """pip in the app is pointed at an index on this machine that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    for key in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.getsockname()[1]}/simple")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    yield
+    server.close()

@@ -3,8 +3,7 @@ answers every press in words about its own controls, with tables that fit the wi
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +43,6 @@ def open_models(app: RunningApp, open_page: Callable[[RunningApp], Any]) -> Any:
     page.get_by_role("tab", name="Models").click()
     cell(page, "#models-table", "SmolLM2-135M-Instruct").wait_for(timeout=30_000)
     return page
-
-
-@pytest.fixture
-def silent_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """pip in the app is pointed at an index on this machine that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    for key in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.getsockname()[1]}/simple")
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    yield
-    server.close()
 
 
 def registered(app: RunningApp) -> set[str]:

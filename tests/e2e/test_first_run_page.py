@@ -1,0 +1,53 @@
+"""The first run in a real browser (issue 37, item 1): with only the embedded model, the Chat tab says it is the
+small built-in model, offers the recommended one with its size and licence, and says how to add a model without
+a network; Install starts the Models tab's own install (one at a time), shows its progress with a Cancel that
+appears only while it runs, and a cancelled install leaves nothing behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from app.paths import resolve_data_paths
+from tests.e2e.conftest import RunningApp
+from tests.e2e.test_chat_page import STATUS_READY
+from tests.e2e.test_models_tab import registered
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_embedded_model_says_what_it_is_and_offers_the_recommended_one(
+    silent_index: None,
+    start_app: Callable[..., RunningApp],
+    open_page: Callable[[RunningApp], Any],
+    artifacts_dir: Path,
+) -> None:
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    note = page.locator("#first-run-text")
+    expect(note).to_contain_text("small built-in model", timeout=30_000)
+    expect(note).to_contain_text("Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) (1.0 GiB download, Apache-2.0)")
+    expect(note).to_contain_text("Import a GGUF file")
+    expect(page.locator("#first-run-cancel")).to_be_hidden()
+    page.screenshot(path=str(artifacts_dir / "first-run.png"))
+    before = registered(app)
+
+    page.click("#first-run-install")
+    progress = page.locator("#first-run-progress")
+    expect(progress).to_contain_text("Installing Qwen2.5-Coder-1.5B-Instruct", timeout=30_000)
+    expect(page.locator("#first-run-install")).to_be_hidden()
+    page.locator("#first-run-progress").filter(has_text="Downloading").or_(
+        page.locator("#first-run-progress").filter(has_text="Assembling")
+    ).wait_for(timeout=60_000)
+    page.click("#first-run-cancel")
+    expect(progress).to_contain_text("cancelled; nothing was added", timeout=15_000)
+    expect(page.locator("#first-run-cancel")).to_be_hidden()
+    expect(page.locator("#first-run-install")).to_be_visible()
+    assert registered(app) == before
+    models_dir = resolve_data_paths(app.home).models_dir
+    assert not models_dir.exists() or list(models_dir.iterdir()) == []
