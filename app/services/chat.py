@@ -68,6 +68,9 @@ class AttachmentRefused(HearthError):
 @dataclass(frozen=True)
 class TurnSaved:
     message: StoredMessage
+    # What the answer as kept changed from the answer as streamed, in words ("Citation corrected: …"), for a front
+    # end that showed it as it was written.
+    notes: tuple[str, ...] = ()
 
 
 TurnEvent = AttachProgress | TurnStarted | ChatEvent | CallAsked | CallDone | LoopNote | TurnSaved
@@ -344,7 +347,7 @@ class ChatService:
                 tuple(log.records),
             )
         if saved is not None:
-            yield TurnSaved(saved)
+            yield TurnSaved(saved, final.notes if final is not None else ())
 
     def _save_draft(
         self,

@@ -221,6 +221,7 @@ class AnswerView:
     calls: CallLog = field(default_factory=CallLog)  # the tool calls made so far
     now: CallAsked | None = None  # the call being asked about, or run, now
     loop_notes: list[str] = field(default_factory=list)  # why the model stopped calling tools
+    corrections: tuple[str, ...] = ()  # what the kept answer changed from the streamed one ("Citation corrected")
     # Redrawn many times a second: the answer is read again only where it grew, the sources once.
     _body: StreamedMarkdown = field(default_factory=StreamedMarkdown, repr=False)
     _sources_block: tuple[tuple[Source, ...], str] = ((), "")
@@ -253,6 +254,7 @@ class AnswerView:
         elif isinstance(event, TurnSaved):
             self.saved_stats = event.message.stats
             self.text = event.message.content  # as kept: citations moved onto the passages that say it
+            self.corrections = event.notes
             self.now = None
         return self.render()
 
@@ -273,6 +275,8 @@ class AnswerView:
             # Once the answer is complete it is read whole, so it shows exactly as it will when reopened.
             body = safe_markdown(self.text) if self.finished else self._body.render(self.text)
             content = answer_markdown(body, self.saved_stats, self._sources(), calls)
+        if self.corrections:  # said under the answer that changed while it was on screen
+            content += "".join(f"\n\n*{literal(note)}*" for note in self.corrections)
         if self.interrupted:
             content += f"\n\n*⚠ {literal(self.interrupted)}*"
         return [*self.history, {"role": "assistant", "content": for_chatbot(content)}]

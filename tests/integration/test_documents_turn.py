@@ -47,8 +47,10 @@ def test_the_page_saves_the_answer_with_the_citation_moved(services: Services) -
     assert [s.number for s in started.sources][:2] == [1, 2]
     written = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert "winter. [2] Keepers" in written  # streamed as the model wrote it
-    saved = next(e for e in events if isinstance(e, TurnSaved)).message
+    turn_saved = next(e for e in events if isinstance(e, TurnSaved))
+    saved = turn_saved.message
     assert "winter. [1] Keepers" in saved.content and "winter. [2]" not in saved.content
+    assert turn_saved.notes == (MOVED,)  # the page says so under the answer it showed as written
     stored = services.store.get(started.conversation_id).messages[-1]
     assert stored.content == saved.content  # what a reload shows
 

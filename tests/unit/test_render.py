@@ -271,3 +271,15 @@ def test_a_call_waiting_for_the_user_is_shown_above_the_answer_then_its_result()
     always = AnswerView([])
     always.apply(CallAsked(call, "built-in", "calculator", asking=False))
     assert always.asking is None and "Running calculator" in always.render()[-1]["content"]
+
+
+def test_a_citation_corrected_after_the_answer_was_shown_is_said_under_it() -> None:
+    source = Source(1, "/docs/guide.pdf", 3, None, "Built in 1852.")
+    view = AnswerView([])
+    view.apply(TurnStarted("c1", 0, 50, sources=(source,)))
+    view.apply(TextDelta("In 1852 [2]."))
+    note = "Citation corrected: the answer cites [2], but it is passage [1] that says “1852”."
+    saved = StoredMessage(2, "assistant", "In 1852 [1].", AnswerStats(50, 5, 300.0, 80.0, "stop"), (source,))
+    content = view.apply(TurnSaved(saved, (note,)))[-1]["content"]
+    assert "In 1852 [1]." in content and "[2]." not in content.split("Citation corrected")[0]
+    assert "*Citation corrected\\: the answer cites \\[2\\]\\, but it is passage \\[1\\]" in content
