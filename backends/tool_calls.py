@@ -50,8 +50,11 @@ _TRIGGERS = (
     r"^[\s\S]*?(" + OPEN + r")" + _WS + r"(\{" + _WS + r"\"?)?$",
     r"^" + _WS + r"(```(?:json)?" + _WS + r"\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
     r"^" + _WS + r"(\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
+    r"^" + _WS + r"\{" + _WS + r"(\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",  # doubled, as Qwen2.5 shows it
 )
-_OPENING = re.compile(r"(```(?:json)?\s*)?\{\s*\"name\"")
+# A bare call may open with a doubled brace: Qwen2.5's template shows its example call as {{"name": ...}}, and its
+# models sometimes write a call the same way.
+_OPENING = re.compile(r"(```(?:json)?\s*)?\{\{?\s*\"name\"")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 
@@ -175,16 +178,29 @@ def new_call_id() -> str:
 
 
 def read_call(body: str) -> ToolCall | None:
-    """The call written between the markers, or None when it is not ``{"name": ..., "arguments": {...}}``."""
+    """The call written between the markers, or None when it is not ``{"name": ..., "arguments": {...}}`` (in
+    doubled braces too, as Qwen2.5's template shows the form)."""
     try:
         value = json.loads(body)
     except ValueError:
-        return None
+        value = _in_doubled_braces(body)
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
     arguments = value.get("arguments", value.get("parameters", {}))
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return ToolCall(new_call_id(), value["name"], text)
+
+
+def _in_doubled_braces(body: str) -> Any:
+    """The object inside ``{{...}}`` (the outer closing brace may be missing, or doubled), or None."""
+    text = body.strip()
+    if not text.startswith("{{"):
+        return None
+    try:
+        value, end = json.JSONDecoder().raw_decode(text, 1)
+    except ValueError:
+        return None
+    return value if set(text[end:].strip()) <= {"}"} else None
 
 
 def split_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
@@ -229,6 +245,7 @@ class CallScanner:
 
     _held: str = ""
     _inside: bool = False
+    _after: int = 0  # inside a call: where to look for its closing marker (one inside a string is passed over)
     _opening: bool = True  # nothing but what may begin a bare or fenced call has been written
     _whole: bool = False  # the answer is one bare or fenced call
 
@@ -247,11 +264,14 @@ class CallScanner:
         out: list[str | ToolCall] = []
         while True:
             if self._inside:
-                end = self._held.find(CLOSE)
+                end = self._held.find(CLOSE, self._after)
                 if end < 0:
                     return out
+                if _in_string(self._held[:end]):  # the marker is text inside one of the call's strings
+                    self._after = end + len(CLOSE)
+                    continue
                 body, self._held = self._held[:end], self._held[end + len(CLOSE) :]
-                self._inside = False
+                self._inside, self._after = False, 0
                 call = read_call(body)
                 out.append(call if call is not None else f"{OPEN}{body}{CLOSE}")
                 continue
@@ -280,6 +300,11 @@ class CallScanner:
         return [held] if held else []
 
 
+def _in_string(body: str) -> bool:
+    """Whether ``body``, the start of a call's JSON, ends inside a string (an odd number of unescaped quotes)."""
+    return len(re.findall(r'(?<!\\)(?:\\\\)*"', body)) % 2 == 1
+
+
 def _may_open(text: str) -> bool:
     """Whether ``text`` (without leading spaces) may still become a bare or fenced call's opening."""
     if text.startswith("```"):
@@ -295,6 +320,8 @@ def _may_object(text: str) -> bool:
     if not text.startswith("{"):
         return False
     rest = text[1:].lstrip()
+    if rest.startswith("{"):  # the doubled brace of Qwen2.5's example
+        rest = rest[1:].lstrip()
     return '"name"'.startswith(rest) if len(rest) < 6 else rest.startswith('"name"')
 
 

@@ -18,7 +18,9 @@ from backends.base import ToolSpec
 SPEC = ToolSpec(
     "calculator",
     "Evaluate an arithmetic expression exactly: numbers, + - * / // % ** and parentheses.",
-    '{"type": "object", "properties": {"expression": {"type": "string", "description": "for example (2+3)*4.5"}},'
+    # maxLength holds a small model's runaway string to a call that still ends within an answer's tokens.
+    '{"type": "object", "properties": {"expression": {"type": "string", "maxLength": 200, '
+    '"description": "the arithmetic, with the numbers of the request"}},'
     ' "required": ["expression"]}',
 )
 MAX_EXPRESSION_CHARS = 500

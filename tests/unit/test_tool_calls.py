@@ -45,6 +45,9 @@ def test_a_tagged_call_is_read_whatever_the_pieces_it_streams_in(size: int) -> N
         '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
         ' ```\n{"name": "get_weather", "parameters": {"city": "Oslo"}}```',
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}',  # the closing marker cut off
+        # As Qwen2.5's template shows a call, and its models write one: braces doubled, the last one kept or not.
+        '{{"name": "get_weather", "arguments": {"city": "Oslo"}}}',
+        '{{"name": "get_weather", "arguments": {"city": "Oslo"}}',
     ],
 )
 def test_bare_fenced_and_unclosed_calls_are_read(text: str) -> None:
@@ -161,3 +164,17 @@ def test_strings_in_a_call_or_a_schema_hold_no_raw_control_character() -> None:
     ):
         (char,) = [line for line in gbnf.splitlines() if line.startswith("char ::=")]
         assert char.startswith(r'char ::= [^"\\\x7F\x00-\x1F] | "\\"'), char
+
+
+def test_a_closing_marker_inside_a_calls_string_does_not_end_the_call() -> None:
+    # The embedded model, held to the schema, wrote the marker into the expression; the call is still one call.
+    call = (
+        '<tool_call>\n{"name": "calculator", "arguments": {"expression": "}}</tool_call> is \\"80\\""}}\n</tool_call>'
+    )
+    for size in (1, 7, 1000):
+        pieces = streamed(call, size)
+        assert calls_of(pieces) == [("calculator", {"expression": '}}</tool_call> is "80"'})], size
+        assert not any(isinstance(p, str) and p.strip() for p in pieces)
+    escaped = '<tool_call>{"name": "calculator", "arguments": {"expression": "a\\\\"}}</tool_call> then text'
+    said, calls = split_calls(escaped)
+    assert [json.loads(c.arguments) for c in calls] == [{"expression": "a\\"}] and said == "then text"
