@@ -70,8 +70,8 @@ TOOLS_CHOICES = [
     ("Tools: call one first", TOOLS_FIRST),
 ]
 NO_TOOLS = (
-    "The calculator is switched off (HEARTH_TOOLS__CALCULATOR) and no MCP server is on: add one in the Tools tab. "
-    "This answer is written without tools."
+    "No tool is on (the calculator is switched off, and no server is added in the Tools tab): this answer is "
+    "written without tools."
 )
 NOTHING_WAITING = "No tool call is waiting: the answer was stopped, or the call was already answered."
 # What the browser keeps between reloads: the open conversation, or a new chat's collection.

@@ -80,8 +80,9 @@ def upload_limit_note(max_file_mb: int) -> str:
     """Under the upload box: the limit the browser enforces, and where it is set (a setting read at start; the
     page cannot change it while Hearth runs)."""
     return (
-        f"Files larger than {max_file_mb} MB are refused before they are sent. The limit is the "
-        "`HEARTH_RAG__MAX_FILE_MB` setting (see Settings in the README), read when Hearth starts."
+        f"Files larger than {max_file_mb} MB are refused before they are sent.\n\n"
+        "<details><summary>Details</summary>\n\nThe limit is the `HEARTH_RAG__MAX_FILE_MB` setting (see Settings in "
+        "the README), read when Hearth starts.\n\n</details>"
     )
 
 

@@ -48,9 +48,9 @@ def build_tools_tab() -> tuple[Any, ToolsUi]:
     with gr.Tab("Tools", id="tools-tab", elem_id="tools-tab") as tab:
         gr.Markdown(
             "Tools let the assistant look things up and act: the built-in calculator, and the tools of the "
-            "MCP (Model Context Protocol) servers you add here. For now the assistant calls them in a terminal, "
-            '`hearth chat --tools "your question"`, which shows each call and asks you before it runs; the chat on '
-            "this page does not call tools yet. A server runs as you, with your files: add only servers you trust.",
+            "MCP (Model Context Protocol) servers you add here. Turn them on above the chat (**Tools: the model "
+            "decides**): each call is shown and waits for you to allow or deny it. A server runs as you, with your "
+            "files: add only servers you trust.",
             elem_id="tools-intro",
         )
         table = gr.HTML("", elem_id="tools-servers")
@@ -114,7 +114,7 @@ class ToolsPanel:
             entry = self._book.add(entry_from_form(name, target, token))
         except HearthError as exc:
             return f"Not added: {exc.message} {exc.remedy}", *self.listing(), gr.update(), gr.update(), ""
-        note = f"Added **{entry.name}**. `hearth chat --tools` offers its tools from now on, asking before each call."
+        note = f"Added **{entry.name}**. Its tools are offered when tools are on in the chat, each call asked about."
         return note, *self.listing(), "", "", ""
 
     def switch(self, name: str | None) -> tuple[Any, ...]:
