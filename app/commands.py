@@ -212,7 +212,10 @@ def run_chat(
                 sources = event.sources
                 for use in event.attachments:
                     _err(f"[{use.words}]")
+                if event.reading:
+                    progress.show(event.reading)  # until the first word
             elif isinstance(event, TextDelta):
+                progress.clear()
                 sys.stdout.write(for_terminal_lines(event.text))
                 sys.stdout.flush()
             elif isinstance(event, Usage):

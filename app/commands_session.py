@@ -93,7 +93,10 @@ def _show(events: Iterator[object]) -> str | None:
         elif isinstance(event, TurnStarted):
             progress.clear()
             conversation_id = event.conversation_id
+            if event.reading:
+                progress.show(event.reading)  # until the first word
         elif isinstance(event, TextDelta):
+            progress.clear()
             sys.stdout.write(for_terminal_lines(event.text))
             sys.stdout.flush()
         elif isinstance(event, Usage):

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from app.services.documents import DocumentServices
 
 DEFAULT_TOP_K = 3
+# From this many prompt tokens on, the wait before the first word is said in words (TurnStarted.reading).
+READING_SAID_FROM_TOKENS = 1_000
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,23 @@ class TurnStarted:
     retrieve_ms: float = 0.0  # embedding the question plus searching, when answering from a collection
     embed_ms: float = 0.0  # the embedding part of retrieve_ms
     attachments: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation was used
+
+    @property
+    def reading(self) -> str:
+        """What the model reads before its first word, in words, when the prompt is long enough for the wait to
+        show ("" otherwise): on a laptop CPU a model reads a few hundred tokens a second."""
+        if self.prompt_tokens < READING_SAID_FROM_TOKENS:
+            return ""
+        parts = ["your question"]
+        if self.attachments:
+            parts.append("your files" if len(self.attachments) > 1 else "your file")
+        if self.sources:
+            count = len(self.sources)
+            parts.append(f"{count} passage{'s' if count != 1 else ''}")
+        if self.dropped_messages or len(parts) == 1:
+            parts.append("the conversation")
+        listed = ", ".join(parts[:-1]) + f" and {parts[-1]}"
+        return f"Reading {listed} ({self.prompt_tokens:,} tokens) before answering…"
 
 
 class AttachmentRefused(HearthError):

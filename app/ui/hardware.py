@@ -33,7 +33,7 @@ class HardwarePanel:
         status = self.services.runtime.status
         return (
             self.machine(),
-            plan_html(status.plan, status.message),
+            plan_html(status.plan, status.message, status.slots),
             *self._pickers(choices=True),
         )
 
@@ -56,7 +56,7 @@ class HardwarePanel:
             status = self.services.runtime.status
             yield (
                 f"Not switched: {exc.message}",
-                plan_html(status.plan, status.message),
+                plan_html(status.plan, status.message, status.slots),
                 self._status(),
                 keep_ticking(),
                 *self._pickers(),
@@ -67,7 +67,7 @@ class HardwarePanel:
         label = status.plan.label if status.plan else "nothing"
         yield (
             f"Now running on {label}.",
-            plan_html(status.plan, status.message),
+            plan_html(status.plan, status.message, status.slots),
             self._status(),
             keep_ticking(),
             *self._pickers(),

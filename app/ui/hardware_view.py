@@ -81,7 +81,9 @@ def memory_bar_html(placement: Placement) -> str:
     )
 
 
-def plan_html(plan: BackendPlan | None, message: str) -> str:
+def plan_html(plan: BackendPlan | None, message: str, slots: int = 1) -> str:
+    """The plan the model runs on: where, the memory it takes, why; with its threads and how many answers it writes
+    at once (``slots``), which the page's header leaves out."""
     if plan is None:
         return f"<p>{html.escape(message)}</p>"
     bars = "".join(memory_bar_html(p) for p in plan.placements)
@@ -91,6 +93,12 @@ def plan_html(plan: BackendPlan | None, message: str) -> str:
         '<span style="color:#f5b041">■</span> context cache <span style="color:#aab7b8">■</span> working memory</p>'
     )
     return (
-        f'<h3>Running on {html.escape(plan.label)}</h3><div id="plan-bars">{bars}</div>{legend}'
+        f'<h3>Running on {html.escape(plan.label)}</h3><p id="plan-shape">{_shape(plan, slots)}</p>'
+        f'<div id="plan-bars">{bars}</div>{legend}'
         f'<ul id="plan-reasons">{reasons}</ul>'
     )
+
+
+def _shape(plan: BackendPlan, slots: int) -> str:
+    answers = f"up to {slots} answers at once" if slots > 1 else "one answer at a time"
+    return f"{plan.threads} threads · context {plan.context_length:,} tokens · {answers}"

@@ -192,12 +192,8 @@ def status_markdown(status: RuntimeStatus) -> str:
     if status.state == "idle" or status.plan is None:
         return f"**No model** — {one_line(status.message)}"
     plan = status.plan
-    line = (
-        f"**{literal(status.model_name)}** · {plan.label} · {plan.threads} threads · "
-        f"context {plan.context_length} tokens · offline"
-    )
-    if status.slots > 1:
-        line += f" · {status.slots} answers at once"
+    # The threads and how many answers run at once are the Hardware tab's (plan_html), not the header's.
+    line = f"**{literal(status.model_name)}** · {plan.label} · context {plan.context_length} tokens · offline"
     for note in status.notes:
         line += f"  \nNote: {one_line(note)}"
     if status.pending:
@@ -223,6 +219,7 @@ class AnswerView:
     now: CallAsked | None = None  # the call being asked about, or run, now
     loop_notes: list[str] = field(default_factory=list)  # why the model stopped calling tools
     corrections: tuple[str, ...] = ()  # what the kept answer changed from the streamed one ("Citation corrected")
+    reading: str = ""  # what the model reads before its first word, said while it does when that takes a while
     # Redrawn many times a second: the answer is read again only where it grew, the sources once.
     _body: StreamedMarkdown = field(default_factory=StreamedMarkdown, repr=False)
     _sources_block: tuple[tuple[Source, ...], str] = ((), "")
@@ -235,6 +232,7 @@ class AnswerView:
             self.attaching = event.words
         elif isinstance(event, TurnStarted):
             self.attaching = None
+            self.reading = event.reading
             self.conversation_id = event.conversation_id
             self.dropped = event.dropped_messages
             self.sources = event.sources
@@ -272,6 +270,8 @@ class AnswerView:
             content = "*Stopped before the answer began.*" if self.finished == "cancelled" else "*No answer.*"
         elif self.attaching and not self.text:
             content = f"*{literal(self.attaching)}…*"
+        elif self.reading and not self.text and not calls and not self.finished:
+            content = f"*{self.reading}*"
         else:
             # Once the answer is complete it is read whole, so it shows exactly as it will when reopened.
             body = safe_markdown(self.text) if self.finished else self._body.render(self.text)

@@ -27,7 +27,12 @@ def answer_text(page: Any) -> str:
     if bubbles.count() == 0:
         return ""
     text = str(bubbles.last.inner_text())
-    return "" if text.strip() == "…" else text  # the placeholder shown until the first token
+    # The placeholder shown until the first token ("…", or for a long prompt what the model is reading).
+    return (
+        ""
+        if text.strip() == "…" or (text.startswith("Reading ") and text.strip().endswith("before answering…"))
+        else text
+    )
 
 
 def assistant_rows(app: RunningApp) -> list[int]:

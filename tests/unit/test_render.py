@@ -147,14 +147,16 @@ def test_an_interrupted_answer_keeps_its_text_and_says_why() -> None:
     assert content.endswith(r"*⚠ The model stopped unexpectedly \(SIGKILL\)\; it is restarting\.*")
 
 
-def test_the_status_line_says_how_many_answers_run_at_once() -> None:
+def test_the_status_line_names_model_backend_and_context_and_the_hardware_tab_the_rest() -> None:
+    from app.ui.hardware_view import plan_html
     from backends.memory import MemoryEstimate
     from backends.selection import BackendPlan
 
     plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
     line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
-    assert line.endswith("context 2048 tokens · offline · 4 answers at once")
-    assert "answers at once" not in status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=1))
+    assert line == "**SmolLM2** · llama.cpp (CPU) · context 2048 tokens · offline"
+    assert "2 threads · context 2,048 tokens · up to 4 answers at once" in plan_html(plan, "Ready", 4)
+    assert "one answer at a time" in plan_html(plan, "Ready", 1)
 
 
 def test_the_upload_note_says_the_limit_and_how_to_change_it() -> None:
@@ -285,3 +287,16 @@ def test_a_citation_corrected_after_the_answer_was_shown_is_said_under_it() -> N
     content = view.apply(TurnSaved(saved, (note,)))[-1]["content"]
     assert "In 1852 [1]." in content and "[2]." not in content.split("Citation corrected")[0]
     assert "*Citation corrected\\: the answer cites \\[2\\]\\, but it is passage \\[1\\]" in content
+
+
+def test_a_long_prompt_says_what_the_model_reads_until_its_first_word() -> None:
+    from app.services.attachment_plan import AttachmentUse
+
+    source = Source(1, "/docs/guide.pdf", 3, None, "Built in 1852.")
+    use = AttachmentUse("notes.txt", "whole")
+    view = AnswerView([])
+    waiting = view.apply(TurnStarted("c1", 0, 2_950, sources=(source,), attachments=(use,)))[-1]["content"]
+    assert waiting == "\n*Reading your question, your file and 1 passage (2,950 tokens) before answering…*"
+    assert view.apply(TextDelta("It"))[-1]["content"].startswith("\nIt\n\n**Sources**")
+    short = AnswerView([])
+    assert short.apply(TurnStarted("c2", 0, 120))[-1]["content"] == "\n…"  # a short prompt: no words for the wait
