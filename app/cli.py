@@ -266,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_retrieval.add_argument(
         "questions",
         type=Path,
-        help='JSON Lines: {"question", "gold_file", "gold_page"?, "gold_text"?} (see the README)',
+        help='JSON Lines: {"question", "gold_file", "gold_page"?, "gold_text"?} (see docs/documents.md)',
     )
     eval_retrieval.add_argument("--collection", "-c", required=True, help="collection to search")
     eval_retrieval.add_argument("--top-k", type=int, default=5, help="passages per question (default 5)")
@@ -300,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     eval_tools.add_argument(
         "questions",
         type=Path,
-        help='JSON Lines: {"question", "functions": [...], "expected": null or {"name", "arguments"}} (see the README)',
+        help='JSON Lines: {"question", "functions": [...], "expected": null or {"name", "arguments"}} '
+        "(see docs/tools.md)",
     )
     eval_tools.add_argument(
         "--model", dest="eval_model", help="an id or file name from `hearth models list`, or a GGUF path"

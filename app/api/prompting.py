@@ -1,7 +1,7 @@
 """From a request to what the engine takes: messages and generation parameters. Pure; token counts come in as
 numbers or counting functions.
 
-Choices (documented in the README):
+Choices (documented in docs/api.md):
 - A plain chat request is the client's whole conversation: nothing is added (no default system prompt) and
   nothing is dropped. If it does not fit the context window the reply is 413, so the client decides what to cut.
 - An answer from a collection follows the page's rules instead: the document rules join the client's system

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 # While an answer is written the embedder rests this share of each batch's time after it (it then embeds two
-# thirds of the time): measured with `hearth bench contention`, see the README's Speed section.
+# thirds of the time): measured with `hearth bench contention`, see docs/speed.md.
 REST_WHILE_ANSWERING = 0.5
 MAX_REST_S = 2.0  # the time between two batches may include reading the next file: never rest longer than this
 

@@ -81,8 +81,8 @@ def upload_limit_note(max_file_mb: int) -> str:
     page cannot change it while Hearth runs)."""
     return (
         f"Files larger than {max_file_mb} MB are refused before they are sent.\n\n"
-        "<details><summary>Details</summary>\n\nThe limit is the `HEARTH_RAG__MAX_FILE_MB` setting (see Settings in "
-        "the README), read when Hearth starts.\n\n</details>"
+        "<details><summary>Details</summary>\n\nThe limit is the `HEARTH_RAG__MAX_FILE_MB` setting, read when Hearth "
+        "starts.\n\n</details>"
     )
 
 

@@ -49,3 +49,14 @@ def test_every_file_a_figure_names_exists() -> None:
         if not pattern.endswith("/") and not list(ROOT.glob(pattern))
     ]
     assert missing == []
+
+
+def test_every_link_between_the_readme_and_its_pages_resolves() -> None:
+    """The README is a front door to docs/: each relative link (a page, a picture) leads somewhere."""
+    broken = []
+    for text in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text.read_text(encoding="utf-8")):
+            if not link.startswith(("http://", "https://")) and not (text.parent / link).exists():
+                broken.append(f"{text.name}: {link}")
+    assert broken == []
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250  # a front door, not a manual
