@@ -56,7 +56,7 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
         documents.close()
     elapsed = time.perf_counter() - started
     summary = ", ".join(f"{n} {name}" for name, n in counts.items())
-    print(f"{summary} — {chunks} new chunks in {elapsed:.1f} s", file=sys.stderr)
+    print(f"{summary} — {chunks} new passages in {elapsed:.1f} s", file=sys.stderr)
     return EXIT_OK
 
 
@@ -97,9 +97,9 @@ def describe_outcome(event: FileOutcome) -> str:
     name = for_terminal(Path(event.path).name)
     reason = for_terminal(event.reason)
     if event.outcome == "indexed":
-        return f"indexed    {name} ({plural(event.chunks, 'chunk')})"
+        return f"indexed    {name} ({plural(event.chunks, 'passage')})"
     if event.outcome == "unchanged":
-        return f"unchanged  {name} ({plural(event.chunks, 'chunk')})"
+        return f"unchanged  {name} ({plural(event.chunks, 'passage')})"
     if event.outcome == "removed":
         return f"removed    {name} ({reason})"
     return f"skipped    {name}: {reason}"
@@ -115,7 +115,7 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
             for summary in summaries:
                 print(
                     f"{for_terminal(summary.info.name)}: {plural(summary.indexed_files, 'file')}, "
-                    f"{plural(summary.chunks, 'chunk')}"
+                    f"{plural(summary.chunks, 'passage')}"
                     + (f", {summary.skipped_files} skipped" if summary.skipped_files else "")
                     + f" (embedder {for_terminal(summary.info.embedder)})"
                 )
@@ -136,7 +136,7 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
             )
             return EXIT_OK
         for record in documents.files(name):
-            state = plural(record.chunks, "chunk") if record.status == "indexed" else f"skipped: {record.reason}"
+            state = plural(record.chunks, "passage") if record.status == "indexed" else f"skipped: {record.reason}"
             print(f"{for_terminal(record.path)}\t{for_terminal(state)}")
         return EXIT_OK
     finally:

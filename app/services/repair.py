@@ -287,7 +287,7 @@ def _repair_index(paths: DataPaths, report: StoreReport, stamp: str, vectors: St
     # Nothing of the index could be read, but the vector store still holds the collections' chunks.
     for store_name, chunks in sorted(vectors.health.collections.items()):
         report.to_do.append(
-            f"add the documents of the collection stored as {store_name} ({chunks} chunks) again: "
+            f"add the documents of the collection stored as {store_name} ({chunks} passages) again: "
             "hearth ingest FOLDER --collection NAME"
         )
 

@@ -11,7 +11,7 @@ from app.wording import plural
 from rag.ingest import FileOutcome, IngestProgress
 from rag.manifest import FileRecord
 
-TABLE_HEADERS = ["File", "Status", "Chunks", "Where"]
+TABLE_HEADERS = ["File", "Status", "Passages", "Where"]  # one word, "passages", as the answers' sources say
 
 
 def progress_line(progress: IngestProgress) -> str:
@@ -39,7 +39,7 @@ def upload_report(outcomes: Sequence[FileOutcome], total: int, cancelled: bool) 
     parts = []
     if indexed:
         chunks = sum(o.chunks for o in indexed)
-        parts.append(f"Added {plural(len(indexed), 'file')} ({plural(chunks, 'chunk')}).")
+        parts.append(f"Added {plural(len(indexed), 'file')} ({plural(chunks, 'passage')}).")
     if unchanged:
         names = ", ".join(escape_name(Path(o.path).name) for o in unchanged)
         parts.append(f"Already in this collection, unchanged: {names}.")
@@ -77,5 +77,5 @@ def collection_summary(collection: str | None, records: Sequence[FileRecord]) ->
         return "No collections yet. Create one, then add files to it."
     indexed = [r for r in records if r.status == "indexed"]
     skipped = len(records) - len(indexed)
-    line = f"**{collection}**: {plural(len(indexed), 'file')}, {plural(sum(r.chunks for r in indexed), 'chunk')}"
+    line = f"**{collection}**: {plural(len(indexed), 'file')}, {plural(sum(r.chunks for r in indexed), 'passage')}"
     return line + (f", {skipped} skipped" if skipped else "") + "."

@@ -168,16 +168,16 @@ def test_ingest_and_collections_from_the_terminal(isolated_home: Path, tmp_path:
     (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff" + bytes(64))
     first = hearth("ingest", str(folder), "--collection", "Sea notes", home=isolated_home)
     assert first.returncode == 0, first.stderr
-    assert "indexed    tides.md (1 chunk)" in first.stdout
+    assert "indexed    tides.md (1 passage)" in first.stdout
     assert "skipped    photo.jpg: .jpg is not supported" in first.stdout
     assert "1 indexed, 0 unchanged, 1 skipped, 0 removed" in first.stderr
     again = hearth("ingest", str(folder), "--collection", "Sea notes", home=isolated_home)
     assert "unchanged  tides.md" in again.stdout
 
     listing = hearth("collections", home=isolated_home)
-    assert "Sea notes: 1 file, 1 chunk, 1 skipped (embedder all-MiniLM-L6-v2)" in listing.stdout
+    assert "Sea notes: 1 file, 1 passage, 1 skipped (embedder all-MiniLM-L6-v2)" in listing.stdout
     detail = hearth("collections", "Sea notes", home=isolated_home)
-    assert "tides.md\t1 chunk" in detail.stdout
+    assert "tides.md\t1 passage" in detail.stdout
     missing = hearth("collections", "Lake notes", home=isolated_home)
     assert missing.returncode == 1
     assert "no collection called 'Lake notes'" in missing.stderr

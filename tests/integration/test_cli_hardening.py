@@ -52,10 +52,10 @@ def test_ingest_escapes_names_and_keeps_the_index_private(isolated_home: Path, t
     (folder / "tides.md").write_text("# Tides\n\nThe moon pulls the sea.\n")
     ingest = hearth("ingest", str(folder), "-c", "notes", home=isolated_home, timeout=300)
     assert ingest.returncode == 0, ingest.stderr
-    assert f"indexed    {EVIL_SHOWN}.txt (1 chunk)" in ingest.stdout
+    assert f"indexed    {EVIL_SHOWN}.txt (1 passage)" in ingest.stdout
     assert_escaped(ingest.stdout + ingest.stderr)
     detail = hearth("collections", "notes", home=isolated_home)
-    assert f"{EVIL_SHOWN}.txt\t1 chunk" in detail.stdout
+    assert f"{EVIL_SHOWN}.txt\t1 passage" in detail.stdout
     assert_escaped(detail.stdout)
     removed = hearth("collections", "notes", "--remove-file", str(folder / f"{EVIL}.txt"), home=isolated_home)
     assert removed.returncode == 0, removed.stderr

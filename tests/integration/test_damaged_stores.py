@@ -294,7 +294,7 @@ def test_an_unreadable_index_says_which_collections_to_add_again(paths: DataPath
     assert_clean(repaired)
     assert repaired.returncode == 1
     assert "to do: add the documents of the collection stored as kb-harbour-notes-" in repaired.stdout
-    assert "(3 chunks) again: hearth ingest FOLDER --collection NAME" in repaired.stdout
+    assert "(3 passages) again: hearth ingest FOLDER --collection NAME" in repaired.stdout
 
 
 # --- the vector store (Chroma) -----------------------------------------------------------------------------------

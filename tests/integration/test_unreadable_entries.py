@@ -117,7 +117,7 @@ def test_what_hearth_may_not_read_is_skipped_and_kept(
         "skipped    locked: Hearth may not open this folder (permission denied); nothing in it was read",
         "skipped    secret.txt: Hearth may not read it (permission denied); it was not read. Change its "
         "permissions to add it",
-        "unchanged  keeper.txt (1 chunk)",
+        "unchanged  keeper.txt (1 passage)",
     ], result.stdout
     documents = open_documents(home, embedder)
     try:  # logbook.txt, behind the folder that could not be opened, is still in the collection

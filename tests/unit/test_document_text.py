@@ -43,7 +43,7 @@ def test_the_report_counts_new_files_and_gives_each_skip_its_reason() -> None:
     ]
     report = upload_report(outcomes, total=4, cancelled=False)
     lines = report.splitlines()
-    assert lines[0] == "Added 2 files (7 chunks). Already in this collection, unchanged: c.md."
+    assert lines[0] == "Added 2 files (7 passages). Already in this collection, unchanged: c.md."
     assert lines[1] == "- Skipped **evil\\_\\*name\\*.bin**: it is not a supported type"
     assert "Cancelled" not in report
 
@@ -81,5 +81,5 @@ def test_file_rows_mark_uploaded_copies_and_show_skip_reasons(tmp_path: Path) ->
         ["a.md", "indexed", 3, "uploaded"],
         ["b.pdf", "skipped: it is encrypted", 0, "/home/me/papers"],
     ]
-    assert collection_summary("Work", records) == "**Work**: 1 file, 3 chunks, 1 skipped."
+    assert collection_summary("Work", records) == "**Work**: 1 file, 3 passages, 1 skipped."
     assert collection_summary(None, []).startswith("No collections yet.")
