@@ -103,6 +103,11 @@ def rough_fit(size_bytes: int, ram_available_bytes: int) -> str:
     return f"{verdict}: needs about {format_bytes(needed)}, {format_bytes(ram_available_bytes)} free"
 
 
+def packaged(sha256: str) -> PackagedModel | None:
+    """The packaged model whose file this is (by its SHA-256), for the name and licence the page shows for it."""
+    return next((model for model in CATALOG.values() if model.sha256 == sha256), None)
+
+
 def find(key: str) -> PackagedModel:
     if key not in CATALOG:
         raise CatalogError(f"Hearth knows no packaged model called {key!r}.", f"Use one of: {', '.join(CATALOG)}.")

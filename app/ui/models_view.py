@@ -11,7 +11,7 @@ from app.errors import HearthError
 from app.services.models import ModelRow
 from backends.memory import format_bytes
 from backends.tool_calls import template_family
-from models.catalog import PackagedModel, rough_fit
+from models.catalog import PackagedModel, packaged, rough_fit
 from models.gguf import ModelInfo
 from models.ladder import LADDER_FOLDER, Rung, copy_label, spread_of
 from models.quantize import size_note
@@ -32,6 +32,9 @@ def model_name(row: ModelRow) -> str:
     copies say so."""
     if row.info is None:
         return row.stored.path.name
+    known = packaged(row.stored.sha256)
+    if known is not None:  # a packaged model: the name the install list and the first-run note give it
+        return known.title
     name = copy_label(row.info.name, row.info.quantization)
     if row.stored.source in ("quantized", "converted") and row.stored.path.parent.name == LADDER_FOLDER:
         return f"{name} · ladder copy"
@@ -62,10 +65,18 @@ def model_table(rows: Sequence[ModelRow], in_use: Path | None = None) -> list[li
                 f"{info.parameter_count / 1e6:.0f}M",
                 info.trained_context_length,
                 chat_cell(info.chat_template),
-                info.license or "",
+                license_of(row),
             ]
         )
     return table
+
+
+def license_of(row: ModelRow) -> str:
+    """The model's licence: from its file, else from the package it came in."""
+    if row.info is not None and row.info.license:
+        return row.info.license
+    known = packaged(row.stored.sha256)
+    return known.license if known is not None else ""
 
 
 def chat_cell(template: str | None) -> str:

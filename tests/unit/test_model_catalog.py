@@ -125,3 +125,23 @@ def test_the_models_table_shows_the_facts_the_fit_and_which_is_in_use(store: Mod
     assert chat_cell("{% for tool in tools %}{{ tool }}{% endfor %}<tool_call>") == "yes, and tools"
     assert chat_cell(None) == "no"
     assert model_choices(rows)[0] == (f"{info.name} {info.quantization} — {embedded.id}", embedded.id)
+
+
+def test_a_packaged_model_has_one_name_and_its_licence_wherever_it_is_shown(store: ModelStore) -> None:
+    """Its file names it in lower case and says no licence; the page gives it the name and licence of its package,
+    as the install list and the first-run note do."""
+    import dataclasses
+
+    from app.services.models import ModelRow
+    from app.ui.models_view import MODEL_HEADERS, model_table
+    from models.catalog import CATALOG, RECOMMENDED_CHAT
+    from models.fit import FitVerdict
+
+    (embedded,) = store.all()
+    info = dataclasses.replace(read_model_info(embedded.path), name="qwen2.5-coder-1.5b-instruct", license="")
+    recommended = CATALOG[RECOMMENDED_CHAT]
+    stored = dataclasses.replace(embedded, sha256=recommended.sha256)
+    (row,) = model_table([ModelRow(stored, info, FitVerdict("green", "fits"), is_default=False)])
+    column = {header: index for index, header in enumerate(MODEL_HEADERS)}
+    assert row[column["Name"]] == f"{recommended.title} · id {stored.id}"
+    assert row[column["License"]] == recommended.license == "Apache-2.0"
