@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.gguf import ModelInfo, display_name
+from models.gguf import ModelInfo, model_name
 
 # Facts written by another version of the reader are read from the file again (its checks may have changed).
 FACTS_VERSION = 2  # 2: output_tied
@@ -45,6 +45,7 @@ def decode_facts(text: str, path: Path) -> ModelInfo | Refusal | None:
         info = dict(data["info"])
         info["layer_bytes"] = tuple(int(n) for n in info["layer_bytes"])
         info["tensor_types"] = frozenset(str(t) for t in info["tensor_types"])
-        return ModelInfo(path=path, name=display_name(path, str(info["quantization"])), **info)
+        name = model_name(path, int(info["file_size_bytes"]), str(info["quantization"]))
+        return ModelInfo(path=path, name=name, **info)
     except (ValueError, TypeError, KeyError):
         return None

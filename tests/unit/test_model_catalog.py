@@ -145,3 +145,15 @@ def test_a_packaged_model_has_one_name_and_its_licence_wherever_it_is_shown(stor
     column = {header: index for index, header in enumerate(MODEL_HEADERS)}
     assert row[column["Name"]] == f"{recommended.title} · id {stored.id}"
     assert row[column["License"]] == recommended.license == "Apache-2.0"
+
+
+def test_a_packaged_models_file_is_named_as_its_package(tmp_path: Path) -> None:
+    from models.catalog import CATALOG, RECOMMENDED_CHAT
+    from tests.helpers import write_tiny_gguf
+
+    recommended = CATALOG[RECOMMENDED_CHAT]
+    file = write_tiny_gguf(tmp_path / recommended.file_name)
+    assert read_model_info(file).name != "Qwen2.5-Coder-1.5B-Instruct"  # another size: not that package
+    with file.open("r+b") as handle:
+        handle.truncate(recommended.size_bytes)  # sparse: the package's size on no disk
+    assert read_model_info(file).name == "Qwen2.5-Coder-1.5B-Instruct"
