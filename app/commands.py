@@ -7,8 +7,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from app.services.container import Services, build_services, enforce_offline, mo
 from app.services.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
-from backends.base import TextDelta, Usage
+from backends.base import Finished, TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
 from backends.memory import format_bytes
 from rag.prompt import Source
@@ -186,6 +186,49 @@ def ensure_port_free(host: str, port: int) -> None:
             ) from None
 
 
+@dataclass(frozen=True)
+class PrintedAnswer:
+    """What :func:`print_answer` saw of one answer besides its text."""
+
+    conversation_id: str | None
+    sources: tuple[Source, ...]
+    usage: Usage | None
+    finished: str
+
+
+def print_answer(events: Iterable[object]) -> PrintedAnswer:
+    """Stream one answer of a conversation to stdout: attaching's progress and what a long prompt makes the model
+    read on stderr until the first word, each attached file's use, then the text as it comes."""
+    from app.services.chat import TurnStarted
+    from rag.attachments import AttachProgress
+
+    progress = ProgressLine(sys.stderr.isatty())
+    conversation_id: str | None = None
+    sources: tuple[Source, ...] = ()
+    usage: Usage | None = None
+    finished = "stop"
+    for event in events:
+        if isinstance(event, AttachProgress):
+            progress.show(event.words)
+        elif isinstance(event, TurnStarted):
+            progress.clear()
+            conversation_id, sources = event.conversation_id, event.sources
+            for use in event.attachments:
+                _err(f"[{use.words}]")
+            if event.reading:
+                progress.show(event.reading)  # until the first word
+        elif isinstance(event, TextDelta):
+            progress.clear()
+            sys.stdout.write(for_terminal_lines(event.text))
+            sys.stdout.flush()
+        elif isinstance(event, Usage):
+            usage = event
+        elif isinstance(event, Finished):
+            finished = event.reason
+    sys.stdout.write("\n")
+    return PrintedAnswer(conversation_id, sources, usage, finished)
+
+
 def run_chat(
     settings: Settings,
     question: str,
@@ -193,37 +236,15 @@ def run_chat(
     adapter: str | None = None,
     adapter_scale: float = 1.0,
 ) -> int:
-    from app.services.chat import TurnStarted
-    from rag.attachments import AttachProgress
-
     services = build_services(settings)
     try:
         params = services.generation_params(adapter, adapter_scale)
         load_model(services)
-        usage: Usage | None = None
-        sources: tuple[Source, ...] = ()
-        progress = ProgressLine(sys.stderr.isatty())
         events = services.chat.send(None, question, params, settings.generation.system_prompt, attach=attach)
-        for event in events:
-            if isinstance(event, AttachProgress):
-                progress.show(event.words)
-            elif isinstance(event, TurnStarted):
-                progress.clear()
-                sources = event.sources
-                for use in event.attachments:
-                    _err(f"[{use.words}]")
-                if event.reading:
-                    progress.show(event.reading)  # until the first word
-            elif isinstance(event, TextDelta):
-                progress.clear()
-                sys.stdout.write(for_terminal_lines(event.text))
-                sys.stdout.flush()
-            elif isinstance(event, Usage):
-                usage = event
-        sys.stdout.write("\n")
-        for source in sources:
+        answer = print_answer(events)
+        for source in answer.sources:
             _err(f"[{source.number}] {source.label}")
-        if usage is not None:
+        if (usage := answer.usage) is not None:
             _err(
                 f"[{usage.completion_tokens} tokens · {usage.time_to_first_token_ms / 1000:.2f} s to first token · "
                 f"{usage.decode_tokens_per_s:.1f} tokens/s]"

@@ -11,14 +11,12 @@ import sys
 from collections.abc import Iterator
 from types import FrameType
 
-from app.commands import ProgressLine, load_model
+from app.commands import load_model, print_answer
 from app.errors import HearthError
-from app.services.chat import TurnStarted
 from app.services.container import build_services
 from app.settings import Settings
-from app.terminal_text import for_terminal, for_terminal_lines
-from backends.base import CancelToken, Finished, TextDelta, Usage
-from rag.attachments import AttachProgress
+from app.terminal_text import for_terminal
+from backends.base import CancelToken
 
 EXIT_OK = 0
 PROMPT = "you> "
@@ -82,33 +80,13 @@ class _stop_on_ctrl_c:
 
 
 def _show(events: Iterator[object]) -> str | None:
-    """Print one answer as it streams; the conversation's id once it began."""
-    progress = ProgressLine(sys.stderr.isatty())
-    conversation_id = None
-    usage: Usage | None = None
-    finished = "stop"
-    for event in events:
-        if isinstance(event, AttachProgress):
-            progress.show(event.words)
-        elif isinstance(event, TurnStarted):
-            progress.clear()
-            conversation_id = event.conversation_id
-            if event.reading:
-                progress.show(event.reading)  # until the first word
-        elif isinstance(event, TextDelta):
-            progress.clear()
-            sys.stdout.write(for_terminal_lines(event.text))
-            sys.stdout.flush()
-        elif isinstance(event, Usage):
-            usage = event
-        elif isinstance(event, Finished):
-            finished = event.reason
-    sys.stdout.write("\n")
-    if finished == "cancelled":
+    """Print one answer as it streams, then whether it was stopped or how fast it came; the conversation's id."""
+    answer = print_answer(events)
+    if answer.finished == "cancelled":
         _err("[stopped: what was written is kept]")
-    elif usage is not None:
-        _err(f"[{usage.completion_tokens} tokens · {usage.decode_tokens_per_s:.1f} tokens/s]")
-    return conversation_id
+    elif answer.usage is not None:
+        _err(f"[{answer.usage.completion_tokens} tokens · {answer.usage.decode_tokens_per_s:.1f} tokens/s]")
+    return answer.conversation_id
 
 
 def _err(text: str) -> None:

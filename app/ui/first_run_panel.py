@@ -12,9 +12,10 @@ import gradio as gr
 
 from app.errors import HearthError, LoadCancelled, ModelFileError
 from app.services.container import Services
-from app.services.installs import InstallJobs, InstallState
+from app.services.installs import InstallJobs
 from app.services.models import open_model_store
 from app.ui.first_run import FirstRun, first_run
+from app.ui.models_tab import install_line
 from app.ui.safe_markdown import literal
 from models.catalog import CATALOG, RECOMMENDED_CHAT
 
@@ -113,7 +114,7 @@ class FirstRunPanel:
         except HearthError as exc:
             return literal(exc.message) + " " + literal(exc.remedy), gr.update(), gr.update(), gr.update()
         shown = gr.update(visible=True)
-        return _progress(state), gr.update(active=True), gr.update(visible=False), shown
+        return install_line(state, then=""), gr.update(active=True), gr.update(visible=False), shown
 
     def cancel(self) -> str:
         return "Cancelling the install…" if self.installs.cancel() else ""
@@ -125,8 +126,8 @@ class FirstRunPanel:
         if state is None:
             return "", gr.update(active=False), gr.update(visible=False), *self.view()
         if state.running:
-            return _progress(state), gr.update(active=True), gr.update(visible=True), *_unchanged(4)
-        return _progress(state), gr.update(active=False), gr.update(visible=False), *self.view()
+            return install_line(state, then=""), gr.update(active=True), gr.update(visible=True), *_unchanged(4)
+        return install_line(state, then=""), gr.update(active=False), gr.update(visible=False), *self.view()
 
     def use(self) -> Iterator[tuple[Any, ...]]:
         """Load the recommended model for chat, with progress (outputs: progress, then the row as ``view``)."""
@@ -155,16 +156,6 @@ def wire_first_run(panel: FirstRunPanel, ui: FirstRunUi, shown: list[Any]) -> No
     ui.cancel.click(panel.cancel, outputs=[ui.progress], queue=False)
     ui.timer.tick(panel.tick, outputs=[ui.progress, ui.timer, ui.cancel, *ui.view_outputs()], show_progress="hidden")
     ui.use.click(panel.use, outputs=[ui.progress, *ui.view_outputs()], concurrency_id="switch")
-
-
-def _progress(state: InstallState) -> str:
-    if state.running:
-        return f"Installing {literal(state.title)} ({state.elapsed_s:.0f} s): {literal(state.message)}"
-    if state.error:
-        return f"Could not install {literal(state.title)}: {literal(state.error)}"
-    if state.cancelled:
-        return literal(state.message)
-    return f"Installed {literal(state.title)}."
 
 
 def _unchanged(count: int) -> tuple[Any, ...]:

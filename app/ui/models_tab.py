@@ -388,14 +388,14 @@ class ModelsPanel:
             return "", gr.update(), *self._unchanged(), gr.update(active=False), hidden
         if state.running:
             return (
-                _install_line(state),
+                install_line(state),
                 gr.update(),
                 *self._unchanged(),
                 gr.update(active=True),
                 gr.update(visible=True),
             )
         selected = state.installed.id if state.installed is not None else None
-        return _install_line(state), self.install_view(), *self.view(selected), gr.update(active=False), hidden
+        return install_line(state), self.install_view(), *self.view(selected), gr.update(active=False), hidden
 
     # --- quantize and the ladder ---------------------------------------------------------------------------------
 
@@ -508,7 +508,14 @@ class ModelsPanel:
         return status_markdown(self.services.runtime.status)
 
 
-def _install_line(state: InstallState) -> str:
+SWITCH_HERE = (
+    "Chat uses the best installed model that fits from the next start, unless you choose one: to switch now, pick it "
+    "in the Model list and press Use for chat."
+)
+
+
+def install_line(state: InstallState, then: str = SWITCH_HERE) -> str:
+    """An install's progress or outcome in words; ``then``: what to do once it is installed."""
     if state.running:
         return f"Installing {state.title} ({state.elapsed_s:.0f} s): {state.message}"
     if state.error:
@@ -516,11 +523,7 @@ def _install_line(state: InstallState) -> str:
     if state.cancelled:
         return state.message
     if state.installed is not None:
-        return (
-            f"Installed {state.title} as {state.installed.id} in {state.elapsed_s:.1f} s. "
-            "Chat uses the best installed model that fits from the next start, unless you choose one: "
-            "to switch now, pick it in the Model list and press Use for chat."
-        )
+        return f"Installed {state.title} as {state.installed.id} in {state.elapsed_s:.1f} s. {then}".rstrip()
     return state.message
 
 
