@@ -437,7 +437,7 @@ def build_ui(services: Services) -> gr.Blocks:
         folder_upload.upload(
             documents.add_files, [collection, folder_upload], ingest_outputs, concurrency_id="documents"
         )
-        cancel_button.click(documents.cancel, outputs=[progress, cancel_button], queue=False, show_progress="hidden")
+        cancel_button.click(documents.cancel, outputs=[cancel_button], queue=False, show_progress="hidden")
         remove_button.click(
             documents.remove_file, [collection, file_picker], collection_view, concurrency_id="documents"
         )

@@ -16,6 +16,7 @@ from app.services.container import Services
 from app.services.documents import DocumentServices
 from app.services.tuning import forget_scope
 from app.services.uploads import add_uploads
+from app.ui import cancel_button
 from app.ui.document_text import cancelling_line, collection_summary, file_rows, progress_line, upload_report
 from app.ui.errors import as_gradio_error
 from app.ui.page_uploads import PageUploads
@@ -120,12 +121,13 @@ class DocumentsPanel:
         gr.Info(f"Removed {Path(path).name} from {info.name!r}.", duration=4)
         return self.view(info.name)
 
-    def cancel(self) -> tuple[Any, Any]:
-        """Cancel the ingestion now running; says so at once (it stops within a second or so, even mid-file)."""
+    def cancel(self) -> Any:
+        """Cancel the ingestion now running (it stops within a second or so, even mid-file); the button says so at
+        once. The progress line is left to the ingestion's own stream, which shows "Cancelling…" on its next beat
+        and the report when it ends: this reply travels apart from that stream, and a late one would otherwise
+        cover the report."""
         self._current.cancel()
-        if not self._running:
-            return gr.update(), gr.update(visible=False)
-        return cancelling_line(self._last), gr.update(value="Cancelling…", interactive=False)
+        return cancel_button.pressed() if self._running else cancel_button.hidden()
 
     def add_files(self, collection: str | None, uploaded: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
         """Copy the uploads into the data directory and index them, yielding the progress line as it goes and the
@@ -158,7 +160,7 @@ class DocumentsPanel:
 
     def _index(self, collection: str, uploaded: Sequence[Path], cancel: CancelToken) -> Iterator[tuple[Any, ...]]:
         idle = (gr.update(), gr.update(), gr.update())
-        button = gr.update(visible=True, value="Cancel", interactive=True)
+        button = cancel_button.ready("Cancel")
         yield "Preparing the embedding model…", *idle, button, gr.update()
         docs = self.docs()
         outcomes: list[FileOutcome] = []
@@ -198,7 +200,7 @@ class DocumentsPanel:
             ) from exc
         _, table, picker, summary, _actions = self.view(info.name)
         report = upload_report(outcomes, len(uploaded), cancelled=cancel.cancelled)
-        yield report, table, picker, summary, gr.update(visible=False), None
+        yield report, table, picker, summary, cancel_button.hidden(), None
 
     def _line(self) -> str:
         return progress_line(self._last) if self._last is not None else "Starting…"

@@ -14,6 +14,7 @@ from app.errors import HearthError, LoadCancelled, ModelFileError
 from app.services.container import Services
 from app.services.installs import InstallJobs
 from app.services.models import open_model_store
+from app.ui import cancel_button
 from app.ui.first_run import FirstRun, first_run
 from app.ui.models_tab import install_line
 from app.ui.safe_markdown import literal
@@ -113,11 +114,12 @@ class FirstRunPanel:
             state = self.installs.start(self.recommended.key)
         except HearthError as exc:
             return literal(exc.message) + " " + literal(exc.remedy), gr.update(), gr.update(), gr.update()
-        shown = gr.update(visible=True)
-        return install_line(state, then=""), gr.update(active=True), gr.update(visible=False), shown
+        hide_install = gr.update(visible=False)
+        return install_line(state, then=""), gr.update(active=True), hide_install, cancel_button.ready("Cancel")
 
-    def cancel(self) -> str:
-        return "Cancelling the install…" if self.installs.cancel() else ""
+    def cancel(self) -> Any:
+        """(Cancel): the install's line says so on the timer's next beat."""
+        return cancel_button.pressed() if self.installs.cancel() else cancel_button.hidden()
 
     def tick(self) -> tuple[Any, ...]:
         """The install's progress (outputs: progress, timer, Cancel, then the row as ``view``); once it ends, the
@@ -153,7 +155,7 @@ def wire_first_run(panel: FirstRunPanel, ui: FirstRunUi, shown: list[Any]) -> No
     for event in shown:
         event(panel.view, outputs=ui.view_outputs(), queue=False)
     ui.install.click(panel.install, outputs=[ui.progress, ui.timer, ui.install, ui.cancel], queue=False)
-    ui.cancel.click(panel.cancel, outputs=[ui.progress], queue=False)
+    ui.cancel.click(panel.cancel, outputs=[ui.cancel], queue=False)
     ui.timer.tick(panel.tick, outputs=[ui.progress, ui.timer, ui.cancel, *ui.view_outputs()], show_progress="hidden")
     ui.use.click(panel.use, outputs=[ui.progress, *ui.view_outputs()], concurrency_id="switch")
 

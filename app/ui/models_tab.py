@@ -30,6 +30,7 @@ from app.services.models import (
     open_model_store,
     run_ladder,
 )
+from app.ui import cancel_button
 from app.ui import models_view as view
 from app.ui.page_uploads import PageUploads
 from app.ui.render import status_markdown
@@ -294,7 +295,8 @@ class ModelsPanel:
         if not model_id:
             yield "Pick a model in the Model list first.", *self._unchanged(), gr.update(), gr.update(), gr.update()
             return
-        loading, done = gr.update(visible=True), gr.update(visible=False)  # Cancel loading, only while it loads
+        # Cancel loading, only while it loads (made pressable once, so a press stays shown as the load goes on).
+        loading, done = cancel_button.ready("Cancel loading"), cancel_button.hidden()
         try:
             for progress in self.services.control.use_model(model_id):
                 yield (
@@ -304,6 +306,7 @@ class ModelsPanel:
                     keep_ticking(),
                     loading,
                 )
+                loading = gr.update()
         except LoadCancelled as exc:
             yield f"{exc.message} {self._serving()}", *self._unchanged(), self._status(), keep_ticking(), done
             return
@@ -318,10 +321,9 @@ class ModelsPanel:
             return
         yield "Chat now uses it (and will after a restart).", *self.view(model_id), self._status(), keep_ticking(), done
 
-    def cancel_load(self) -> str:
-        if self.services.control.cancel_load():
-            return "Cancelling the load…"
-        return "No model is loading."
+    def cancel_load(self) -> Any:
+        """(Cancel loading): the load's own stream ends with what became of it."""
+        return cancel_button.pressed() if self.services.control.cancel_load() else cancel_button.hidden()
 
     def remove(self, model_id: str | None) -> tuple[Any, ...]:
         if not model_id:
@@ -372,12 +374,11 @@ class ModelsPanel:
             state = self.installs.start(key)
         except HearthError as exc:
             return view.page_message(exc), gr.update(), gr.update()
-        return f"Installing {state.title}: starting…", gr.update(active=True), gr.update(visible=True)
+        return f"Installing {state.title}: starting…", gr.update(active=True), cancel_button.ready("Cancel install")
 
-    def cancel_install(self) -> str:
-        if self.installs.cancel():
-            return "Cancelling the install…"
-        return "No install is running."
+    def cancel_install(self) -> Any:
+        """(Cancel install): the install's line says so on the timer's next beat."""
+        return cancel_button.pressed() if self.installs.cancel() else cancel_button.hidden()
 
     def install_tick(self) -> tuple[Any, ...]:
         """(progress, packaged models, in use, models table, picker, timer, Cancel install): drawn again once the
@@ -537,11 +538,11 @@ def wire_models_tab(panel: ModelsPanel, ui: ModelsTab, status: Any, timer: Any) 
         [ui.import_message, *catalog, ui.import_path, ui.import_file],
     )
     ui.use.click(panel.use, [ui.pick], [ui.progress, *catalog, status, timer, ui.cancel_use], concurrency_id="switch")
-    ui.cancel_use.click(panel.cancel_load, outputs=[ui.progress], queue=False)
+    ui.cancel_use.click(panel.cancel_load, outputs=[ui.cancel_use], queue=False)
     ui.remove.click(panel.remove, [ui.pick], [ui.progress, *catalog])
     # Installing runs in a background thread; the timer draws its progress, so the page stays usable.
     ui.install.click(panel.install, [ui.install_pick], [ui.install_progress, ui.install_timer, ui.cancel_install])
-    ui.cancel_install.click(panel.cancel_install, outputs=[ui.install_progress], queue=False)
+    ui.cancel_install.click(panel.cancel_install, outputs=[ui.cancel_install], queue=False)
     ui.install_timer.tick(
         panel.install_tick,
         outputs=[ui.install_progress, ui.install_table, *catalog, ui.install_timer, ui.cancel_install],
