@@ -566,7 +566,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "desktop":
         from app.commands_desktop import run_desktop
 
-        return run_desktop(settings, ui_arguments(args), args.events, args.keep_running)
+        return run_desktop(settings, ui_arguments(args), args.events, args.keep_running, args.verbose)
     if args.command == "open":
         return commands.run_open(settings, args.print_address)
     if args.command == "chat":

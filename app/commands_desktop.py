@@ -16,10 +16,16 @@ ICON = Path(__file__).resolve().parent / "desktop" / "hearth.png"
 
 
 def run_desktop(
-    settings: Settings, ui_arguments: Sequence[str], events_file: Path | None, keep_running: bool = False
+    settings: Settings,
+    ui_arguments: Sequence[str],
+    events_file: Path | None,
+    keep_running: bool = False,
+    verbose: bool = False,
 ) -> int:
+    """``verbose``: Qt's and its web engine's messages stay on the terminal (else they go to logs/desktop.log)."""
     from app.desktop.single import SingleInstance
     from app.desktop.toolkit import check_toolkit, web_engine_environment
+    from app.desktop.toolkit_log import send_toolkit_output_to_log
     from app.desktop.window import DesktopWindow, EventLog
     from app.paths import ensure_data_dir, resolve_data_paths
 
@@ -43,6 +49,8 @@ def run_desktop(
             single.serve(lambda: _open_page_again(paths.root, paths.server_file))  # a later launch: the page again
             return int(run_ui(settings, open_browser=True))
         os.environ.update(web_engine_environment())
+        if not verbose:
+            send_toolkit_output_to_log(paths.logs_dir)
         icon = ICON if ICON.is_file() else None
         window = DesktopWindow(paths.root, ui_arguments, EventLog(events_file), icon, keep_running)
         single.serve(window.bring_to_front)
