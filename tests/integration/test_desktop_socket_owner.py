@@ -4,7 +4,9 @@ can neither bring the window forward nor learn it runs."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,10 +28,12 @@ except OSError as exc:
 
 
 @pytest.mark.parametrize("deep", [False, True], ids=["in-data-folder", "private-folder"])
-def test_another_account_cannot_reach_the_windows_socket(
-    tmp_path: Path, other_account: tuple[int, int], deep: bool
-) -> None:
-    root = tmp_path / ("d" * 120) if deep else tmp_path
+def test_another_account_cannot_reach_the_windows_socket(other_account: tuple[int, int], deep: bool) -> None:
+    # Under /tmp, open to others: pytest's own folders are closed to other accounts, which would refuse the
+    # connection for the wrong reason.
+    shared = Path(tempfile.mkdtemp(prefix="hearth-socket-", dir="/tmp"))
+    shared.chmod(0o755)
+    root = shared / ("d" * 120) if deep else shared
     root.mkdir(exist_ok=True)
     root.chmod(0o755)  # even with the data folder open to others (it is 0700 in use), the socket is not theirs
     first = SingleInstance(root)
@@ -55,3 +59,4 @@ def test_another_account_cannot_reach_the_windows_socket(
         assert SingleInstance(root).ask_to_show(wait_s=5)  # the owner's second launch still gets through
     finally:
         first.release()
+        shutil.rmtree(shared, ignore_errors=True)
