@@ -297,7 +297,7 @@ def memory_bar(placement: dict[str, Any], width: int = 30) -> str:
     layers = f"{placement['layers']} layers, " if placement["layers"] else ""
     return (
         f"{placement['device']:<8} [{'#' * filled}{'.' * (width - filled)}] {layers}{format_bytes(need)} of "
-        f"{format_bytes(placement['available_bytes'])} free"
+        f"{format_bytes(placement['available_bytes'])} available"
     )
 
 

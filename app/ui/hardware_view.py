@@ -42,11 +42,22 @@ def device_choices(inventory: HardwareInventory) -> list[tuple[str, str]]:
 
 def inventory_markdown(inventory: HardwareInventory, as_of: str = "") -> str:
     """The machine, one line per device; ``as_of`` (a clock time) says when free memory was read."""
-    lines = [f"- {html.escape(line)}" for line in describe(inventory)]
+    shown, hidden = [], []
+    for line in describe(inventory):
+        if line.startswith("CPU:") and "; ISA: " in line:  # the instruction sets are for bug reports: under Details
+            line, isa = line.split("; ISA: ", 1)
+            hidden.append(f"Instruction sets of the CPU: {isa}")
+        if line.startswith("llama.cpp: "):  # the library's version and build, likewise
+            hidden.append(line)
+            continue
+        shown.append(line)
+    lines = [f"- {html.escape(line)}" for line in shown]
     if as_of:
         lines = [f"{line} (as of {html.escape(as_of)})" if line.startswith("- RAM:") else line for line in lines]
     lines += [f"- note: {html.escape(note)}" for note in inventory.notes]
-    return "### This computer\n" + "\n".join(lines)
+    listed = "\n".join(f"- {html.escape(line)}" for line in hidden)
+    details = f"\n\n<details><summary>Details</summary>\n\n{listed}\n\n</details>" if hidden else ""
+    return "### This computer\n" + "\n".join(lines) + details
 
 
 def switch_progress_text(message: str, elapsed_s: int) -> str:
@@ -55,7 +66,9 @@ def switch_progress_text(message: str, elapsed_s: int) -> str:
 
 
 def memory_bar_html(placement: Placement) -> str:
-    """One device: a bar of what the model takes of what is free there, split into weights / cache / scratch."""
+    """One device: a bar of what the model takes of what was available there when the plan was made (before the
+    model loaded: the page's memory line, read now, is lower by about the model), split into weights / cache /
+    scratch."""
     free = max(placement.available_bytes, 1)
     memory = placement.memory
     parts = [
@@ -71,7 +84,8 @@ def memory_bar_html(placement: Placement) -> str:
     layers = f"{placement.layers} layers · " if placement.layers else ""
     caption = (
         f"<b>{html.escape(placement.device)}</b> {html.escape(placement.name)} — {layers}"
-        f"{format_bytes(memory.total_bytes)} of {format_bytes(placement.available_bytes)} free"
+        f"{format_bytes(memory.total_bytes)} of the {format_bytes(placement.available_bytes)} that was available "
+        "when the plan was made (the memory line above is read now)"
     )
     return (
         f'<div class="memory-bar" data-device="{html.escape(placement.device)}" style="margin:6px 0">'
@@ -87,7 +101,9 @@ def plan_html(plan: BackendPlan | None, message: str, slots: int = 1) -> str:
     if plan is None:
         return f"<p>{html.escape(message)}</p>"
     bars = "".join(memory_bar_html(p) for p in plan.placements)
-    reasons = "".join(f"<li>{html.escape(reason)}</li>" for reason in plan.reasons)
+    # Why this backend, in a line; the rest (each route not taken, threads, context, the cache) under Details.
+    headline, *details = plan.reasons or ("",)
+    reasons = "".join(f"<li>{html.escape(reason)}</li>" for reason in details)
     legend = (
         '<p style="font-size:0.85em">bars: <span style="color:#e8743b">■</span> weights '
         '<span style="color:#f5b041">■</span> context cache <span style="color:#aab7b8">■</span> working memory</p>'
@@ -95,7 +111,9 @@ def plan_html(plan: BackendPlan | None, message: str, slots: int = 1) -> str:
     return (
         f'<h3>Running on {html.escape(plan.label)}</h3><p id="plan-shape">{_shape(plan, slots)}</p>'
         f'<div id="plan-bars">{bars}</div>{legend}'
-        f'<ul id="plan-reasons">{reasons}</ul>'
+        f'<p id="plan-why">{html.escape(headline)}</p>'
+        f'<details id="plan-details"><summary>Details: every other route, threads, context, cache</summary>'
+        f'<ul id="plan-reasons">{reasons}</ul></details>'
     )
 
 

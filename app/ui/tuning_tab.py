@@ -107,6 +107,7 @@ class CompareView:
     ask: Any
     without: Any
     with_adapter: Any
+    note: Any
 
 
 COMPARE_HELP = (
@@ -126,7 +127,8 @@ def build_compare() -> CompareView:
     with gr.Row():
         without = gr.Textbox(label="Without the adapter", lines=6, interactive=False, elem_id="compare-without")
         with_adapter = gr.Textbox(label="With the adapter", lines=6, interactive=False, elem_id="compare-with")
-    return CompareView(question, ask, without, with_adapter)
+    note = gr.Markdown("", elem_id="compare-note")
+    return CompareView(question, ask, without, with_adapter, note)
 
 
 def _preset_values(options: TuneOptions) -> list[Any]:
@@ -171,17 +173,55 @@ def build_tuning_tab() -> TuningTab:
             )
         with gr.Accordion("Advanced settings", open=False, elem_id="tune-advanced"):
             with gr.Row():
-                rank = gr.Number(quick.rank, label="Rank", precision=0, minimum=1, elem_id="tune-rank")
-                alpha = gr.Number(quick.alpha, label="Alpha", precision=0, minimum=1, elem_id="tune-alpha")
-                learning_rate = gr.Number(quick.learning_rate, label="Learning rate", elem_id="tune-lr")
+                rank = gr.Number(
+                    quick.rank,
+                    label="Rank",
+                    info="how much the adapter can learn: more learns finer detail, slower; 8 to 64 is usual",
+                    precision=0,
+                    minimum=1,
+                    elem_id="tune-rank",
+                )
+                alpha = gr.Number(
+                    quick.alpha,
+                    label="Alpha",
+                    info="how strongly what it learns counts; usually twice the rank",
+                    precision=0,
+                    minimum=1,
+                    elem_id="tune-alpha",
+                )
+                learning_rate = gr.Number(
+                    quick.learning_rate,
+                    label="Learning rate",
+                    info="the size of each step: too high and it forgets, too low and it learns nothing",
+                    elem_id="tune-lr",
+                )
             targets = gr.CheckboxGroup(
-                list(ALL_TARGETS), value=list(quick.targets), label="Layers to adapt", elem_id="tune-targets"
+                [(view.TARGET_WORDS[name], name) for name in ALL_TARGETS],
+                value=list(quick.targets),
+                label="Layers to adapt",
+                info="attention decides what to look at; feed-forward holds what the model knows",
+                elem_id="tune-targets",
             )
             with gr.Row():
-                epochs = gr.Number(quick.epochs, label="Epochs", elem_id="tune-epochs")
+                epochs = gr.Number(
+                    quick.epochs, label="Epochs", info="passes over your examples", elem_id="tune-epochs"
+                )
                 steps = gr.Number(0, label="Steps (0: as many as the epochs take)", precision=0, elem_id="tune-steps")
-                max_length = gr.Number(quick.max_length, label="Max length (tokens)", precision=0, elem_id="tune-len")
-                batch = gr.Number(quick.batch_size, label="Batch size", precision=0, minimum=1, elem_id="tune-batch")
+                max_length = gr.Number(
+                    quick.max_length,
+                    label="Max length (tokens)",
+                    info="longer examples are cut",
+                    precision=0,
+                    elem_id="tune-len",
+                )
+                batch = gr.Number(
+                    quick.batch_size,
+                    label="Batch size",
+                    info="examples learned from at once",
+                    precision=0,
+                    minimum=1,
+                    elem_id="tune-batch",
+                )
             checkpointing = gr.Checkbox(
                 quick.gradient_checkpointing,
                 label="Gradient checkpointing (less memory, about a third more time)",
@@ -212,6 +252,7 @@ def build_tuning_tab() -> TuningTab:
         adapters = gr.Dataframe(
             headers=view.ADAPTER_HEADERS, interactive=False, wrap=True, elem_id="adapters-table", label="Adapters"
         )
+        gr.Markdown(view.FIGURES_HELP, elem_id="adapters-help")
         with gr.Row(equal_height=True):
             adapter_pick = gr.Dropdown(choices=[], label="Adapter", scale=3, elem_id="adapter-pick")
             scale = gr.Slider(0.0, 1.0, value=1.0, step=0.05, label="Scale", scale=2, elem_id="adapter-scale")
@@ -494,25 +535,29 @@ class TuningPanel:
         table, picker, targets, line = self.adapters_view(name, scope)
         return table, picker, targets, f"{line}\n\nIt takes effect from the next answer; the model was not reloaded."
 
-    def compare(self, name: str | None, scale: float, question: str) -> Iterator[tuple[str, str]]:
-        """(without, with) as both answers are written."""
+    def compare(self, name: str | None, scale: float, question: str) -> Iterator[tuple[str, str, str]]:
+        """(without, with, a note when both came out the same) as both answers are written."""
         if not name:
-            yield "Pick an adapter under Adapters to compare with.", ""
+            yield "Pick an adapter under Adapters to compare with.", "", ""
             return
         if not (question or "").strip():
-            yield "Type a question to ask both ways.", ""
+            yield "Type a question to ask both ways.", "", ""
             return
         try:
             _, use = tuning.adapter_for(self.paths, name, self._base().sha256, float(scale))
             params = self.services.generation_params()
             system = self.services.settings.generation.system_prompt
+            side = None
             for side in compare_answers(self.services.runtime, question.strip(), system, params, use):
                 yield (
                     side.without + (" …" if side.writing == "without" else ""),
                     side.with_adapter + (" …" if side.writing == "with" else ""),
+                    "",
                 )
+            if side is not None:
+                yield side.without, side.with_adapter, view.compare_note(side.without, side.with_adapter, float(scale))
         except HearthError as exc:
-            yield f"{exc.message} {exc.remedy}", ""
+            yield f"{exc.message} {exc.remedy}", "", ""
 
     def detach(self, target: str | None) -> tuple[Any, ...]:
         tuning.adapter_store(self.paths).detach(target or MODEL_SCOPE)
@@ -564,8 +609,9 @@ def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     controls.detach.click(panel.detach, [controls.target], adapter_outputs)
     compare = ui.compare
     compare_inputs = [controls.pick, controls.scale, compare.question]
-    compare.ask.click(panel.compare, compare_inputs, [compare.without, compare.with_adapter])
-    compare.question.submit(panel.compare, compare_inputs, [compare.without, compare.with_adapter])
+    compare_outputs = [compare.without, compare.with_adapter, compare.note]
+    compare.ask.click(panel.compare, compare_inputs, compare_outputs)
+    compare.question.submit(panel.compare, compare_inputs, compare_outputs)
     controls.remove.click(lambda: gr.update(visible=True), outputs=[controls.confirm_row], queue=False)
     controls.keep.click(lambda: gr.update(visible=False), outputs=[controls.confirm_row], queue=False)
     controls.confirm_remove.click(panel.remove, [controls.pick], adapter_outputs).then(

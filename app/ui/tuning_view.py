@@ -21,7 +21,58 @@ from models.adapters import (
 from models.tuning.options import PRESETS, TuneOptions, preset
 from models.tuning.runs import RunView
 
-ADAPTER_HEADERS = ["Adapter", "For model", "Trained on", "Settings", "Held-out loss", "Perplexity", "Made"]
+ADAPTER_HEADERS = [
+    "Adapter",
+    "For model",
+    "Trained on",
+    "Settings",
+    "Loss on examples kept out",
+    "Perplexity",
+    "Made",
+]
+# Under the adapters table: what its two figures mean.
+FIGURES_HELP = (
+    "Both figures are measured before → after training, on examples kept out of training where there are enough "
+    "(else on the training examples): lower means the model predicts the answers in your examples better. "
+    "Perplexity is the same measure read through llama.cpp, as chat will use the adapter."
+)
+# The layers an adapter can change, in words (the names in the model's code after them, for those who know them).
+TARGET_WORDS = {
+    "q_proj": "Attention: queries (q_proj)",
+    "k_proj": "Attention: keys (k_proj)",
+    "v_proj": "Attention: values (v_proj)",
+    "o_proj": "Attention: output (o_proj)",
+    "gate_proj": "Feed-forward: gate (gate_proj)",
+    "up_proj": "Feed-forward: up (up_proj)",
+    "down_proj": "Feed-forward: down (down_proj)",
+}
+
+
+def fit_words(before: float, after: float) -> str:
+    """A finished run's check in words: whether the model now predicts the answers better, with the figures."""
+    if after < before * 0.99:
+        verdict = "The model now predicts the answers in your examples better"
+    elif after > before * 1.01:
+        verdict = (
+            "The model now predicts the answers in your examples worse (try fewer epochs or a lower learning rate)"
+        )
+    else:
+        verdict = "The model predicts the answers in your examples about as well as before"
+    return f"{verdict}: perplexity {before:.2f} → {after:.2f}, checked through llama.cpp (lower is better)."
+
+
+def compare_note(without: str, with_adapter: str, scale: float) -> str:
+    """When both answers came out the same: why, and what to try."""
+    if not without.strip() or without.strip() != with_adapter.strip():
+        return ""
+    weaker = f" The scale is {scale:g}: at 1 the adapter counts in full." if scale < 1 else ""
+    return (
+        "**Both answers are the same**: the adapter did not change what the model says to this question."
+        f"{weaker} A Quick run (one pass over the examples, a small adapter) often changes too little to show: "
+        "train with **Standard**, or with more examples, and ask a question like the ones in your examples."
+    )
+
+
 STATE_WORDS = {
     "starting": "Starting",
     "running": "Training",
@@ -89,7 +140,7 @@ def progress_line(run_id: str, adapter: str, view: RunView) -> str:
     if view.state == "finished":
         result = view.result
         before, after = result.get("perplexity_before"), result.get("perplexity_after")
-        checked = f" Perplexity through llama.cpp went from {before:.2f} to {after:.2f}." if before and after else ""
+        checked = f" {fit_words(before, after)}" if before and after else ""
         return f"{head} · {result.get('steps', view.step)} steps.{checked} It is listed under Adapters below."
     parts = [head]
     if view.total_steps:

@@ -10,8 +10,10 @@ from app.wording import format_bits_per_s, format_read_speed
 from backends.memory import format_bytes
 
 NONE_PAIRED = (
-    "<p class='workers-none'>No worker is paired. On another machine (or in another terminal here) run "
-    "<code>hearth worker --host ADDRESS</code>; it prints a pairing code. Give its address and code below.</p>"
+    "<p class='workers-none'>No worker is paired. A worker lends this chat another computer's memory and cores: "
+    "start Hearth's worker on that computer (in its terminal: <code>hearth worker --host ADDRESS</code>, with "
+    "ADDRESS that computer's address on your network), then type below the address and the pairing code it "
+    "shows.</p>"
 )
 
 

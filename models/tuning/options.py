@@ -37,12 +37,24 @@ class TuneOptions:
     def describe(self) -> str:
         length = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs:g} epochs"
         return (
-            f"rank {self.rank}, alpha {self.alpha}, {', '.join(self.targets)}, learning rate {self.learning_rate:g}, "
+            f"rank {self.rank}, alpha {self.alpha}, {layers_in_words(self.targets)}, "
+            f"learning rate {self.learning_rate:g}, "
             f"{length}, batch {self.batch_size}, max length {self.max_length}"
             + (", gradient checkpointing" if self.gradient_checkpointing else "")
             + (f", on the {self.device.upper()}" if self.device != "auto" else "")
             + (f", at most {self.gpu_memory_mib} MiB of GPU memory" if self.gpu_memory_mib else "")
         )
+
+
+def layers_in_words(targets: tuple[str, ...]) -> str:
+    """The adapted layers as a person reads them: "attention layers", "every layer", else their names."""
+    if set(targets) == set(ALL_TARGETS):
+        return "every layer"
+    if set(targets) == set(ATTENTION):
+        return "attention layers"
+    if set(targets) == set(MLP):
+        return "feed-forward layers"
+    return ", ".join(targets)
 
 
 PRESETS: dict[Preset, TuneOptions] = {

@@ -39,13 +39,16 @@ def test_the_plan_is_explained_and_the_backend_can_be_switched(
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     page.get_by_role("tab", name="Hardware").click()
-    page.wait_for_selector("#plan-reasons", timeout=15_000)
+    page.wait_for_selector("#plan-why", timeout=15_000)
     assert "physical" in page.inner_text("#machine")
+    assert "avx" not in page.inner_text("#machine").split("Details")[0]  # the instruction sets: under Details
 
-    # The reason names every other route and why it was not taken, never "the best fit".
+    # The choice in a line; under Details every other route and why it was not taken, never "the best fit".
+    why = page.inner_text("#plan-why")
+    assert "llama.cpp (CPU): chosen automatically — no GPU or NPU here can run this model" in why
+    page.click("#plan-details summary")
     reasons = page.inner_text("#plan-reasons")
-    assert "llama.cpp (CPU): chosen automatically — no GPU or NPU here can run this model" in reasons
-    assert "best fit" not in reasons
+    assert "best fit" not in why + reasons
     for route in ("NVIDIA GPU (llama.cpp with CUDA)", "Intel GPU (OpenVINO)", "Intel NPU (OpenVINO)"):
         assert f"Not chosen — {route}" in reasons or f"/ {route}" in reasons
     assert "Not chosen — NVIDIA GPU (llama.cpp with CUDA): no NVIDIA GPU found" in reasons
@@ -90,7 +93,7 @@ def test_the_plan_is_explained_and_the_backend_can_be_switched(
     assert any(COMPILING.search(text) for text in seen), seen
     assert not any("%" in text for text in seen), seen  # no frozen percentage
     assert "OpenVINO (CPU) · " in page.inner_text("#status-line")
-    assert "OpenVINO (CPU): chosen by you" in page.inner_text("#plan-reasons")
+    assert "OpenVINO (CPU): chosen by you" in page.inner_text("#plan-why")
     assert page.input_value("#backend-choice input") == "OpenVINO (Intel NPU, GPU or CPU)"
 
     page.get_by_role("tab", name="Chat").click()

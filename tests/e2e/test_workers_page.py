@@ -91,7 +91,9 @@ def test_a_worker_is_paired_used_and_removed_from_the_page(
     page.click("#switch")
     page.locator("#switch-progress", has_text="Now running on").wait_for(timeout=120_000)
     assert "split across 1 worker" in page.inner_text("#switch-progress")
-    assert "layers 0-" in page.inner_text("#plan") and address in page.inner_text("#plan")
+    assert address in page.inner_text("#plan-bars")  # the worker's share of the model, in its bar
+    page.click("#plan-details summary")  # which layers go where: under Details
+    assert "layers 0-" in page.inner_text("#plan-reasons")
     page.get_by_role("tab", name="Chat").click()
     send(page, "Name a primary colour.")
     expect(page.locator("#stop")).to_be_disabled(timeout=120_000)  # the answer ended

@@ -1,5 +1,7 @@
 """What the Hardware tab shows, from fixture machines and plans."""
 
+import html
+
 from app.ui.hardware_view import device_choices, inventory_markdown, memory_bar_html, plan_html
 from backends import registry
 from backends.selection import Preferences, select_backend
@@ -23,6 +25,15 @@ def test_devices_offered_are_the_ones_this_machine_has() -> None:
     assert "GPU 0: NVIDIA GeForce RTX 4090" in inventory_markdown(machine)
 
 
+def test_the_cpus_instruction_sets_are_under_details_not_in_the_machines_lines() -> None:
+    machine = make_inventory(flags=frozenset({"avx2", "fma"}))
+    shown = inventory_markdown(machine)
+    head, details = shown.split("<details>", 1)
+    assert "ISA" not in head and "avx2" not in head and "- CPU: " in head
+    assert "<summary>Details</summary>" in details and "- Instruction sets of the CPU: avx2 fma" in details
+    assert "llama.cpp:" not in head  # the library's build: under Details too
+
+
 def test_a_split_plan_draws_one_bar_per_device_and_lists_its_reasons() -> None:
     pair = make_inventory(ram_available_gib=60, gpus=(("RTX 3090", 24, 23.4), ("RTX 3060 <b>", 12, 11.6)))
     plan = select_backend(pair, MIXTRAL, Preferences(), registry.AUTOMATIC, registry.ALL)
@@ -30,8 +41,12 @@ def test_a_split_plan_draws_one_bar_per_device_and_lists_its_reasons() -> None:
     assert page.count('class="memory-bar"') == 3  # two GPUs and the CPU
     assert "RTX 3060 &lt;b&gt;" in page and "<b>RTX" not in page  # names are text, never markup
     assert "no single GPU holds the model" in page
+    why, details = page.split('<details id="plan-details">', 1)
+    assert f'<p id="plan-why">{html.escape(plan.reasons[0])}</p>' in why  # the choice in a line; the rest below
+    assert len(plan.reasons) > 3 and all(html.escape(reason) in details for reason in plan.reasons[1:])
     bar = memory_bar_html(plan.placements[0])
     assert 'data-device="cuda:0"' in bar and "layers" in bar
+    assert "that was available when the plan was made" in bar  # one word for free memory, and which moment
     assert plan_html(None, "Loading…") == "<p>Loading…</p>"
 
 

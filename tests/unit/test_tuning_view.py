@@ -50,3 +50,35 @@ def test_narrower_attachments_are_listed_and_one_for_another_model_says_it_is_un
         "Answers from the conversation “Router reset” use **old** at scale 1 "
         "(attached to another model: not used now).",
     ]
+
+
+def test_a_finished_runs_check_says_in_words_whether_the_model_predicts_the_answers_better() -> None:
+    from app.ui.tuning_view import fit_words
+
+    assert fit_words(2739.0, 57.0).startswith("The model now predicts the answers in your examples better: ")
+    assert "perplexity 2739.00 → 57.00" in fit_words(2739.0, 57.0) and "lower is better" in fit_words(2739.0, 57.0)
+    worse = fit_words(10.0, 12.0)
+    assert "worse" in worse and "fewer epochs or a lower learning rate" in worse
+    assert "about as well as before" in fit_words(10.0, 10.05)
+
+
+def test_compare_says_why_when_both_answers_are_the_same_and_what_to_try() -> None:
+    from app.ui.tuning_view import compare_note
+
+    assert compare_note("Paris.", "Lyon.", 1.0) == ""
+    assert compare_note("", "", 1.0) == ""  # nothing was written: nothing to explain
+    same = compare_note("Paris.", "Paris. ", 1.0)
+    assert same.startswith("**Both answers are the same**") and "**Standard**" in same and "scale" not in same
+    assert "The scale is 0.3: at 1 the adapter counts in full." in compare_note("Paris.", "Paris.", 0.3)
+
+
+def test_every_layer_an_adapter_can_change_has_words_and_the_settings_name_the_usual_groups() -> None:
+    from app.ui.tuning_view import TARGET_WORDS
+    from models.tuning.options import ALL_TARGETS, ATTENTION, MLP, PRESETS, TuneOptions, layers_in_words
+
+    assert set(TARGET_WORDS) == set(ALL_TARGETS)
+    assert all(name in TARGET_WORDS[name] for name in ALL_TARGETS)  # the code's name after the words
+    assert layers_in_words(ATTENTION) == "attention layers" and layers_in_words(MLP) == "feed-forward layers"
+    assert layers_in_words(ALL_TARGETS) == "every layer" and layers_in_words(("q_proj", "v_proj")) == "q_proj, v_proj"
+    assert "attention layers" in PRESETS["quick"].describe() and "q_proj" not in PRESETS["quick"].describe()
+    assert "every layer" in TuneOptions().describe()
