@@ -6,6 +6,7 @@ them into text on a screen is the caller's job (``app/ui`` accumulates them for 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -30,6 +31,7 @@ from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
 from app.services.runtime import Lease, ModelRuntime
 from app.services.tool_turn import CallLog, ToolUse, fitted_stream
+from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, LoopNote, answer_with_tools
 from backends.base import (
     AdapterUse,
@@ -308,6 +310,9 @@ class ChatService:
         schedule = DraftSchedule(self._draft_every_s)
         log = CallLog()
         events: Iterator[ChatEvent | CallAsked | CallDone | LoopNote]
+        search = tools.search if tools is not None else None
+        if search is not None:
+            search.sources[:] = list(sources)  # what it finds is numbered on from the passages given
         if tools is None:
             events = engine.stream_chat(prompt.messages, params, cancel)
         else:
@@ -340,6 +345,7 @@ class ChatService:
                 elif isinstance(event, Finished):
                     reason = event.reason
                 yield event
+            sources, turn = _with_found(sources, turn, search)
             if turn is not None:  # the answer as saved and shown once complete: named, its citations checked
                 final = final_answer(engine, turn, "".join(parts), reason == "stop", params, cancel)
         except HearthError:
@@ -350,6 +356,7 @@ class ChatService:
                 self._answers -= 1
                 self._idle.notify_all()
             text = "".join(parts)
+            sources, turn = _with_found(sources, turn, search)
             if turn is not None:  # cut short or failed: still no citation on a passage that does not say it
                 text = (final or checked_only(turn, text)).text
             saved = self._save(
@@ -414,6 +421,19 @@ class ChatService:
         if draft is not None:
             return self._store.update_answer(draft.id, text, stats, sources, calls)
         return self._store.append(conversation_id, "assistant", text, stats, sources, calls)
+
+
+def _with_found(
+    sources: tuple[Source, ...], turn: TurnPrompt | None, search: DocumentSearch | None
+) -> tuple[tuple[Source, ...], TurnPrompt | None]:
+    """The answer's sources with what search_documents found added after them (numbered on from them), and the
+    turn whose citations are checked against all of them."""
+    if search is None or len(search.sources) <= len(sources):
+        return sources, turn
+    found = tuple(search.sources)
+    if turn is not None:
+        turn = dataclasses.replace(turn, found=dataclasses.replace(turn.found, sources=found))
+    return found, turn
 
 
 def stored_turns(stored: Sequence[StoredMessage]) -> list[DocumentsTurn]:

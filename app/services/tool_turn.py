@@ -12,6 +12,7 @@ from app.errors import ContextTooLong
 from app.services.conversations import ToolRecord
 from app.services.runtime import Lease
 from app.tools.consent import ConsentBook
+from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import DEFAULT_MAX_CALLS, Ask, CallAsked, CallDone, FirstAnswer, Stream
 from app.tools.toolbox import ToolBox
 from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams
@@ -27,6 +28,9 @@ class ToolUse:
     consent: ConsentBook
     max_calls: int = DEFAULT_MAX_CALLS
     first: FirstAnswer = "auto"
+    # search_documents, offered in ``box`` when the chat has a collection: what it finds is numbered on from the
+    # passages the answer was given, and becomes the answer's sources too.
+    search: DocumentSearch | None = None
 
 
 def fitted_stream(engine: Lease, cancel: CancelToken, remedy: str) -> Stream:

@@ -16,6 +16,7 @@ from rag.retriever import SearchResult
 
 NAME = "search_documents"
 MAX_QUERY_CHARS = 500
+MAX_GRAMMAR_QUERY_CHARS = 200  # what the model may write (a longer query, typed by an API client, is cut)
 
 
 @dataclass
@@ -30,7 +31,15 @@ class DocumentSearch:
     def spec(self) -> ToolSpec:
         parameters = {
             "type": "object",
-            "properties": {"query": {"type": "string", "description": "What to look for, in a few words"}},
+            # Held to a few words by the grammar: a model made to call (the embedded one) wrote an empty query.
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "description": "What to look for, in a few words",
+                    "minLength": 2,
+                    "maxLength": MAX_GRAMMAR_QUERY_CHARS,
+                }
+            },
             "required": ["query"],
         }
         description = (

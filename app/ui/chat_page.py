@@ -26,6 +26,7 @@ from app.services.container import Services
 from app.services.tool_turn import ToolUse
 from app.services.tuning import forget_scope
 from app.tools.consent import ConsentBook
+from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, Decision, FirstAnswer
 from app.tools.servers import ServerBook
 from app.tools.toolbox import tools_box
@@ -139,14 +140,24 @@ class ChatPage:
             gr.Warning(NOTHING_WAITING)
         return gr.update(visible=False)
 
-    def _tool_use(self, mode: str | None, key: str, cancel: CancelToken) -> ToolUse | None:
-        """The tools for this tab's answer, as the Tools choice says: the built-in ones and those of the servers
-        that are on (a server that cannot be listed is left out, and named); each call is asked about here."""
+    def _tool_use(
+        self, mode: str | None, key: str, cancel: CancelToken, collection: str | None = None
+    ) -> ToolUse | None:
+        """The tools for this tab's answer, as the Tools choice says: the built-in ones (search_documents too when
+        the chat has a collection) and those of the servers that are on (a server that cannot be listed is left out,
+        and named); each call is asked about here."""
         if mode not in (TOOLS_AUTO, TOOLS_FIRST):
             return None
         paths, settings = self.services.paths, self.services.settings.tools
+        search = None
+        if collection and settings.search_documents:
+            documents = self.services.documents.get()
+            search = DocumentSearch(collection, documents.retriever.search, self.services.settings.rag.top_k)
         box = tools_box(
-            ServerBook(paths.mcp_servers_file).entries(), settings.call_timeout_s, calculator=settings.calculator
+            ServerBook(paths.mcp_servers_file).entries(),
+            settings.call_timeout_s,
+            [search.offered()] if search is not None else [],
+            calculator=settings.calculator,
         )
         if not box.offered:
             gr.Warning(NO_TOOLS, title="No tool is on")
@@ -157,7 +168,7 @@ class ChatPage:
             return self._calls.ask(key, asked, cancel)
 
         first: FirstAnswer = "call" if mode == TOOLS_FIRST else "auto"
-        return ToolUse(box, ask, ConsentBook(paths.tool_consent_file), settings.max_calls, first)
+        return ToolUse(box, ask, ConsentBook(paths.tool_consent_file), settings.max_calls, first, search)
 
     # --- controls -----------------------------------------------------------------------------------------
     def controls(self, conversation_id: str | None, request: gr.Request) -> tuple[Any, ...]:
@@ -311,7 +322,7 @@ class ChatPage:
             history = self._history(conversation_id)
             history.append({"role": "user", "content": user_text(text)})
             params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
-            use = self._tool_use(tools, _session(request), cancel)
+            use = self._tool_use(tools, _session(request), cancel, collection or None)
             events = self.services.chat.send(
                 conversation_id, text, params, system_prompt, collection or None, cancel, attach=files, tools=use
             )
@@ -340,7 +351,7 @@ class ChatPage:
             if history and history[-1]["role"] == "assistant":
                 history.pop()
             params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
-            use = self._tool_use(tools, _session(request), cancel)
+            use = self._tool_use(tools, _session(request), cancel, collection or None)
             events = self.services.chat.regenerate(
                 conversation_id, params, system_prompt, collection or None, cancel, tools=use
             )

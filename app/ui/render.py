@@ -253,6 +253,7 @@ class AnswerView:
         elif isinstance(event, TurnSaved):
             self.saved_stats = event.message.stats
             self.text = event.message.content  # as kept: citations moved onto the passages that say it
+            self.sources = event.message.sources  # with what search_documents found, when the model searched
             self.corrections = event.notes
             self.now = None
         return self.render()

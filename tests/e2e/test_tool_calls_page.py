@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -122,3 +123,62 @@ def test_stop_while_a_call_waits_ends_the_answer_and_runs_nothing(
     expect(page.locator("#send")).to_be_enabled(timeout=30_000)
     (calls,) = kept_calls(app)
     assert [c["allowed"] for c in calls] == [False]  # refused by Stop, never run
+
+
+NOTES = {
+    "keeper.md": "# The keeper\n\nThe last keeper of Skerry Light was Agnes Moll, who left in 1961.",
+    "lamp.md": "# The lamp\n\nThe lamp burned paraffin until 1927, then ran on electricity from a cable.",
+    "fog.md": "# The fog signal\n\nThe fog horn sounded two blasts every thirty seconds in thick weather.",
+    "birds.md": "# Birds\n\nPuffins nest on the north cliff of the island from April to August.",
+}
+LISTED = re.compile(r"\[(\d+)\] (\S+\.md)")
+
+
+def test_with_a_collection_the_model_searches_it_and_what_it_found_is_listed_with_the_sources(
+    start_app: Callable[..., RunningApp],
+    open_page: Callable[[RunningApp], Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    artifacts_dir: Path,
+) -> None:
+    """The calculator off, so the call made first is a search of the collection (the model's own words, so which
+    passages it finds is the model's doing): every passage it was shown is listed under Sources with the number it
+    was shown under, numbered on from the passages given with the question, after a reload too."""
+    from tests.e2e.test_documents_page import create_collection, open_documents, pick_chat_collection, upload
+
+    monkeypatch.setenv("HEARTH_TOOLS__CALCULATOR", "false")
+    files = []
+    for name, text in NOTES.items():
+        (tmp_path / name).write_text(text)
+        files.append(tmp_path / name)
+    app = start_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    open_documents(page)
+    create_collection(page, "Skerry")
+    upload(page, files, expect="Added 4 files")
+    pick_chat_collection(page, "Skerry")
+    tools_on(page)
+
+    send(page, "Who was the last keeper?")
+    expect(page.locator("#call-question")).to_contain_text("Run search_documents from built-in", timeout=120_000)
+    page.click("#allow-once")
+    text = answered(page, "#deny-call")  # one search is enough here
+    assert "Tool call: search_documents (built-in) · " in text, text
+    page.locator("#chat [data-testid='bot'] summary", has_text="Tool call: search_documents").first.click()
+    shown = page.locator("#chat [data-testid='bot']").last.inner_text()
+    calls, sources = shown.split("Sources", 1)
+    found = dict(LISTED.findall(calls.split("Result:", 1)[1]))
+    listed = dict(LISTED.findall(sources))
+    assert found, shown  # the search found passages, each shown to the model with its number
+    assert found.items() <= listed.items(), shown  # each listed under Sources, under the same number
+    assert sorted(int(n) for n in listed) == list(range(1, len(listed) + 1))  # numbered on, no gap
+    page.screenshot(path=str(artifacts_dir / "tool-search-documents.png"))
+
+    page.reload()
+    page.wait_for_selector("#message textarea")
+    page.locator("#conversation-list label", has_text="Who was the last keeper?").first.click()
+    again = page.locator("#chat [data-testid='bot']").last
+    expect(again).to_contain_text("Sources")
+    assert dict(LISTED.findall(again.inner_text().split("Sources", 1)[1])) == listed
+    assert app.remote_requests == [], app.remote_requests

@@ -6,15 +6,18 @@ once."""
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.services.chat import TurnSaved
+from app.services.chat import TurnSaved, TurnStarted
 from app.services.container import Services
 from app.services.conversations import ConversationStore
 from app.services.tool_turn import ToolUse
 from app.tools.consent import ConsentBook
+from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import REFUSED, CallAsked, CallDone, Decision
 from app.tools.toolbox import BUILT_IN, tools_box
 from backends.base import Finished, GenerationParams
@@ -76,3 +79,67 @@ def test_always_allowed_is_asked_once(chat: Services, isolated_home: Path) -> No
     events = list(chat.chat.send(None, "What is 2 plus 2?", _params(chat), "", tools=_use(chat, "deny", again)))
     assert again == []  # allowed for good: not asked, run
     assert next(e.allowed for e in events if isinstance(e, CallDone)) is True
+
+
+LIGHTHOUSES = {
+    "keeper.md": "# The keeper\n\nThe last keeper of Skerry Light was Agnes Moll, who left in 1961.",
+    "lamp.md": "# The lamp\n\nThe lamp burned paraffin until 1927, then ran on electricity from a cable.",
+    "fog.md": "# The fog signal\n\nThe fog horn sounded two blasts every thirty seconds in thick weather.",
+    "birds.md": "# Birds\n\nPuffins nest on the north cliff of the island from April to August.",
+    "boat.md": "# The supply boat\n\nA supply boat came from Lerwick every second Tuesday, weather allowing.",
+}
+
+
+@pytest.fixture
+def chat_with_notes(isolated_home: Path, embedded_model: Path, tmp_path: Path) -> Iterator[Services]:
+    """The services with a collection of five short notes, one passage given to each answer (top_k 1), and the
+    calculator off, so that search_documents is the only tool (the call forced first is then a search)."""
+    from app.services.container import build_services
+    from app.settings import load_settings
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in LIGHTHOUSES.items():
+        (folder / name).write_text(text)
+    settings = load_settings(model={"context_length": 2048}, rag={"top_k": 1}, tools={"calculator": False})
+    services = build_services(settings)
+    documents = services.documents.get()
+    list(documents.ingestor.ingest([folder], "Lighthouse"))
+    list(services.runtime.load(services.model_choice()))
+    yield services
+    services.close()
+
+
+def test_with_a_collection_the_model_may_search_it_and_what_it_finds_is_numbered_on_and_kept(
+    chat_with_notes: Services,
+) -> None:
+    chat = chat_with_notes
+    documents = chat.documents.get()
+    search = DocumentSearch("Lighthouse", documents.retriever.search, top_k=5)
+    box = tools_box([], 30.0, [search.offered()], calculator=False)
+    asked: list[CallAsked] = []
+
+    def ask(call: CallAsked) -> Decision:
+        asked.append(call)
+        return "once"
+
+    use = ToolUse(box, ask, ConsentBook(chat.paths.tool_consent_file), max_calls=1, first="call", search=search)
+    events = list(chat.chat.send(None, "Who was the last keeper?", _params(chat), "", "Lighthouse", tools=use))
+    assert [a.tool for a in asked] == ["search_documents"]
+    (given,) = next(e for e in events if isinstance(e, TurnStarted)).sources  # top_k 1: one passage in the prompt
+    assert given.number == 1
+    done = next(e for e in events if isinstance(e, CallDone))
+    shown = [int(n) for n in re.findall(r"^\[(\d+)\] ", done.result, re.MULTILINE)]
+    assert len(shown) == 5  # five notes, five passages: four of them new to this answer
+    saved = events[-1]
+    assert isinstance(saved, TurnSaved)
+    kept = saved.message.sources
+    assert [s.number for s in kept] == list(range(1, 6)) and kept[0] == given  # numbered on from the one given
+    assert sorted(shown) == [1, 2, 3, 4, 5]  # the passage given keeps its number when the search finds it again
+    assert {Path(s.path).name for s in kept} == set(LIGHTHOUSES)
+    store = ConversationStore(chat.paths.conversations_db)
+    try:
+        (summary,) = store.list()
+        assert store.get(summary.id).messages[-1].sources == kept  # and kept with the answer across a restart
+    finally:
+        store.close()
