@@ -67,7 +67,7 @@ def _show(event: object) -> None:
     if isinstance(event, TextDelta):
         sys.stdout.write(for_terminal_lines(event.text))
         sys.stdout.flush()
-    elif isinstance(event, CallAsked):
+    elif isinstance(event, CallAsked) and not event.decided:
         _err(f"\n[tool call] {_described(event)}")
     elif isinstance(event, CallDone):
         state = "refused" if not event.allowed else ("failed" if event.is_error else "result")

@@ -36,6 +36,7 @@ class CallAsked:
     server: str
     tool: str
     asking: bool = True
+    decided: bool = False  # the user allowed it just now, and it runs (after the one that asked)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ def _run(call: ToolCall, box: ToolBox, ask: Ask, consent: ConsentBook) -> Genera
         return REFUSED
     if decision == "always":
         consent.allow(tool.server, tool.tool)
+    if not allowed:  # it runs now: the page stops asking about it
+        yield CallAsked(call, tool.server, tool.tool, asking=False, decided=True)
     result, failed = box.run(call)
     yield CallDone(call, True, result, failed)
     return result

@@ -1,5 +1,6 @@
-"""Talking to one MCP server with the official SDK (``mcp``): list its tools, call one. Each use starts the server
-(stdio) or opens a session (Streamable HTTP), does its one thing within a time limit, and closes it again.
+"""Talking to one MCP server with the official SDK (``mcp``): list its tools, call one. The server is started
+(stdio) or its session opened (Streamable HTTP) at the first use and kept for the next ones
+(:mod:`app.tools.server_pool`); each use has a time limit, and a use that fails ends the session.
 
 What can go wrong is reported as :class:`ToolServerError`, with the last line a stdio server printed on its error
 stream (captured in an unnamed, owner-only temporary file) and never the server's token. A stdio server is
@@ -10,15 +11,16 @@ it: none of Hearth's own settings or secrets (HEARTH_*, the API key) reach it.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from app.errors import HearthError
 from app.tools.http_cap import capped_transport
+from app.tools.server_pool import SessionEnded, SessionFailed, UseCancelled, UseTimedOut, shared_pool
 from app.tools.servers import ServerEntry
 from app.tools.stdio_pipe import MAX_MESSAGE_BYTES, ServerMisbehaved, stdio_pipe
+from backends.base import CancelToken
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -31,6 +33,10 @@ class ToolServerError(HearthError):
     """An MCP server could not be started, reached or used; ``reason`` says why without naming the server."""
 
     reason: str = ""
+
+
+class ToolCallCancelled(HearthError):
+    """Stop came while a call waited for its server: the call was given up (and the server's session ended)."""
 
 
 @dataclass(frozen=True)
@@ -58,24 +64,30 @@ def list_tools(entry: ServerEntry, timeout_s: float) -> ListedTools:
     return _with_server(entry, timeout_s, listing)
 
 
-def _with_server(entry: ServerEntry, timeout_s: float, use: Callable[[Any], Awaitable[T]]) -> T:
-    import anyio
+def _with_server(
+    entry: ServerEntry, timeout_s: float, use: Callable[[Any], Awaitable[T]], cancel: CancelToken | None = None
+) -> T:
+    """``use(client)`` on the server's running session (:mod:`app.tools.server_pool`: started at its first use,
+    kept for the next ones, started again after a failure)."""
+    try:
+        result: T = shared_pool(_client).use(entry, timeout_s, use, cancel)
+        return result
+    except UseCancelled:
+        raise ToolCallCancelled("The call was stopped before the server answered.", "") from None
+    except SessionFailed as failed:
+        cause = failed.cause
+        if isinstance(cause, HearthError):
+            raise cause from None
+        if isinstance(cause, UseTimedOut):
+            raise _failed(entry, f"it did not answer within {timeout_s:g} s", failed.printed) from None
+        # the SDK raises many kinds (and groups of them) for a server that fails
+        raise _failed(entry, _reason(cause), failed.printed) from None
 
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:
 
-        async def run() -> T:
-            with anyio.fail_after(timeout_s):
-                async with _client(entry, timeout_s, errors) as client:
-                    return await use(client)
-
-        try:
-            return anyio.run(run)
-        except TimeoutError:
-            raise _failed(entry, f"it did not answer within {timeout_s:g} s", errors) from None
-        except HearthError:
-            raise
-        except Exception as exc:  # the SDK raises many kinds (and groups of them) for a server that fails
-            raise _failed(entry, _reason(exc), errors) from None
+def keep_running_only(entries: list[ServerEntry]) -> None:
+    """The servers kept running are those of ``entries`` that are on: any other one (removed, switched off, or
+    changed since it started) is ended now."""
+    shared_pool(_client).keep_only(entries)
 
 
 def _client(entry: ServerEntry, timeout_s: float, errors: IO[str]) -> Any:
@@ -102,6 +114,8 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, FileNotFoundError):
         return f"its command was not found ({exc.filename or exc})"
+    if isinstance(exc, SessionEnded):
+        return str(exc)
     text = " ".join(str(exc).split()) or type(exc).__name__
     if type(exc).__name__ == "ConnectError":
         return "nothing answers at that address (is the server running?)"
@@ -125,10 +139,8 @@ def _found(exc: BaseException, kind: type[E], depth: int = 0) -> E | None:
     return None
 
 
-def _failed(entry: ServerEntry, reason: str, errors: IO[str]) -> ToolServerError:
-    errors.flush()
-    errors.seek(0)
-    lines = [line.strip() for line in errors.read()[-20_000:].splitlines() if line.strip()]
+def _failed(entry: ServerEntry, reason: str, printed: str) -> ToolServerError:
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
     said = f" It printed: {_without_token(lines[-1][:300], entry)}" if lines else ""
     why = f"{_without_token(reason, entry)}.{said}"
     message = f"The MCP server {entry.name!r} ({entry.where}) could not be used: {why}"
@@ -151,8 +163,11 @@ class CallResult:
     is_error: bool
 
 
-def call_tool(entry: ServerEntry, name: str, arguments: dict[str, Any], timeout_s: float) -> CallResult:
-    """Run one tool of the server; its text content joined (other content named, not read)."""
+def call_tool(
+    entry: ServerEntry, name: str, arguments: dict[str, Any], timeout_s: float, cancel: CancelToken | None = None
+) -> CallResult:
+    """Run one tool of the server; its text content joined (other content named, not read). ``cancel`` gives the
+    call up (:class:`ToolCallCancelled`)."""
 
     async def calling(client: Any) -> CallResult:
         result = await client.call_tool(name, arguments)
@@ -164,4 +179,4 @@ def call_tool(entry: ServerEntry, name: str, arguments: dict[str, Any], timeout_
             parts.append(json.dumps(result.structured_content, ensure_ascii=False))
         return CallResult("\n".join(parts), bool(result.is_error))
 
-    return _with_server(entry, timeout_s, calling)
+    return _with_server(entry, timeout_s, calling, cancel)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from app.tools.calculator import SPEC as CALCULATOR
 from app.tools.calculator import CalculationError, calculate
-from app.tools.mcp_link import ToolServerError, call_tool, list_tools
+from app.tools.mcp_link import ToolCallCancelled, ToolServerError, call_tool, keep_running_only, list_tools
 from app.tools.servers import ServerEntry
-from backends.base import ToolCall, ToolSpec
+from backends.base import CancelToken, ToolCall, ToolSpec
 
 BUILT_IN = "built-in"
 MAX_RESULT_BYTES = 32 * 1024
@@ -77,19 +77,27 @@ def built_in_tools() -> list[Offered]:
 
 
 def tools_box(
-    entries: Sequence[ServerEntry], timeout_s: float, extra: Sequence[Offered] = (), calculator: bool = True
+    entries: Sequence[ServerEntry],
+    timeout_s: float,
+    extra: Sequence[Offered] = (),
+    calculator: bool = True,
+    cancel: CancelToken | None = None,
 ) -> ToolBox:
     """The built-in tools (the calculator unless switched off), ``extra`` ones, and those of the servers that are
-    on; a server that cannot be listed is left out and named in ``problems``."""
-    offered, problems = server_tools(entries, timeout_s)
+    on; a server that cannot be listed is left out and named in ``problems``. ``cancel`` (the answer's Stop) gives
+    up a server's call that is under way."""
+    offered, problems = server_tools(entries, timeout_s, cancel)
     built_in = built_in_tools() if calculator else []
     return ToolBox(tuple([*built_in, *extra, *offered]), tuple(problems))
 
 
-def server_tools(entries: Sequence[ServerEntry], timeout_s: float) -> tuple[list[Offered], list[str]]:
+def server_tools(
+    entries: Sequence[ServerEntry], timeout_s: float, cancel: CancelToken | None = None
+) -> tuple[list[Offered], list[str]]:
     """The tools of the servers that are on (each server started once to list them), and the ones that failed."""
     offered: list[Offered] = []
     problems: list[str] = []
+    keep_running_only(list(entries))
     for entry in entries:
         if not entry.enabled:
             continue
@@ -101,7 +109,7 @@ def server_tools(entries: Sequence[ServerEntry], timeout_s: float) -> tuple[list
         for info in listed.tools:
             name = offered_name(entry.name, info.name)
             spec = ToolSpec(name, info.description[:2_000], info.parameters)
-            offered.append(Offered(spec, entry.name, info.name, _runner(entry, info.name, timeout_s)))
+            offered.append(Offered(spec, entry.name, info.name, _runner(entry, info.name, timeout_s, cancel)))
     return offered, problems
 
 
@@ -110,10 +118,14 @@ def offered_name(server: str, tool: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")[:64]
 
 
-def _runner(entry: ServerEntry, tool: str, timeout_s: float) -> Callable[[dict[str, object]], tuple[str, bool]]:
+def _runner(
+    entry: ServerEntry, tool: str, timeout_s: float, cancel: CancelToken | None = None
+) -> Callable[[dict[str, object]], tuple[str, bool]]:
     def run(arguments: dict[str, object]) -> tuple[str, bool]:
         try:
-            result = call_tool(entry, tool, dict(arguments), timeout_s)
+            result = call_tool(entry, tool, dict(arguments), timeout_s, cancel)
+        except ToolCallCancelled as exc:
+            return exc.message, True
         except ToolServerError as exc:
             return exc.message, True
         return result.text, result.is_error

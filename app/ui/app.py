@@ -373,9 +373,9 @@ def build_ui(services: Services) -> gr.Blocks:
         message.change(None, [message], [pending_files], js=PENDING_FILES_JS, queue=False)
         stop_button.click(page.stop, queue=False)
         # Not queued: the answer waits on these, and holds its place in the queue while it does.
-        allow_once.click(page.allow_once, outputs=[call_row], queue=False)
-        allow_always.click(page.allow_always, outputs=[call_row], queue=False)
-        deny_call.click(page.deny, outputs=[call_row], queue=False)
+        allow_once.click(page.allow_once, [call_text], queue=False)
+        allow_always.click(page.allow_always, [call_text], queue=False)
+        deny_call.click(page.deny, [call_text], queue=False)
         # Opening another conversation, or a new chat, stops this tab's answer first (it is kept as written).
         conversations.input(
             page.open_conversation,

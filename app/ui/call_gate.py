@@ -33,12 +33,13 @@ class CallGate:
             finally:
                 del self._waiting[key]
 
-    def decide(self, key: str, decision: Decision) -> CallAsked | None:
-        """The tab's decision on the call it shows; None when no call of that tab is waiting (the answer was
-        stopped, or the button was pressed twice)."""
+    def decide(self, key: str, decision: Decision, call_id: str | None = None) -> CallAsked | None:
+        """The tab's decision on the call it shows (``call_id``, when given, must be the one waiting); None when
+        no such call of that tab is waiting (the answer was stopped, the button was pressed twice, or the press
+        was meant for a call already answered)."""
         with self._changed:
             asked = self._waiting.get(key)
-            if asked is None or key in self._decided:
+            if asked is None or key in self._decided or (call_id is not None and asked.call.id != call_id):
                 return None
             self._decided[key] = decision
             self._changed.notify_all()

@@ -41,6 +41,7 @@ from app.ui.render import (
     call_question,
     chat_history,
     conversation_choices,
+    shown_call_id,
     status_markdown,
     user_text,
 )
@@ -125,20 +126,21 @@ class ChatPage:
             slot.cancel()
 
     # --- tool calls -------------------------------------------------------------------------------------------
-    def allow_once(self, request: gr.Request) -> Any:
-        return self._decide("once", request)
+    def allow_once(self, question: str, request: gr.Request) -> None:
+        self._decide("once", question, request)
 
-    def allow_always(self, request: gr.Request) -> Any:
-        return self._decide("always", request)
+    def allow_always(self, question: str, request: gr.Request) -> None:
+        self._decide("always", question, request)
 
-    def deny(self, request: gr.Request) -> Any:
-        return self._decide("deny", request)
+    def deny(self, question: str, request: gr.Request) -> None:
+        self._decide("deny", question, request)
 
-    def _decide(self, decision: Decision, request: gr.Request) -> Any:
-        """The user's word on the call this tab shows; the row is hidden at once."""
-        if self._calls.decide(_session(request), decision) is None:
+    def _decide(self, decision: Decision, question: str, request: gr.Request) -> None:
+        """The user's word on the call shown beside the buttons (``question`` names it). The row is left to the
+        answer's stream, which hides it as the call runs or is refused: this reply travels apart from the stream,
+        and a late "hide" would hide the next call's question while it waits."""
+        if self._calls.decide(_session(request), decision, shown_call_id(question)) is None:
             gr.Warning(NOTHING_WAITING)
-        return gr.update(visible=False)
 
     def _tool_use(
         self, mode: str | None, key: str, cancel: CancelToken, collection: str | None = None
@@ -158,6 +160,7 @@ class ChatPage:
             settings.call_timeout_s,
             [search.offered()] if search is not None else [],
             calculator=settings.calculator,
+            cancel=cancel,
         )
         if not box.offered:
             gr.Warning(NO_TOOLS, title="No tool is on")

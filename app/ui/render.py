@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -60,7 +61,8 @@ def tool_calls_markdown(records: Sequence[ToolRecord], now: CallAsked | None = N
         if now.asking:
             items.append(f"**Tool call waiting for you:** {called} with {arguments}. Allow it or deny it below.")
         else:
-            items.append(f"*Running {called} with {arguments} (allowed for good)…*")
+            allowed = "allowed" if now.decided else "allowed for good"
+            items.append(f"*Running {called} with {arguments} ({allowed})…*")
     return "\n\n".join(items)
 
 
@@ -68,12 +70,23 @@ def _called(tool: str, server: str) -> str:
     return f"{tool} ({server})" if server else tool
 
 
+CALL_MARKER = "call:"
+
+
 def call_question(asked: CallAsked | None) -> str:
     """Beside the buttons that answer it: the call waiting for the user, with its arguments."""
     if asked is None:
         return ""
     arguments = literal(shorten(asked.call.arguments, CALL_ARGUMENTS_CHARS))
-    return f"Run **{literal(asked.tool)}** from **{literal(asked.server)}** with {arguments}?"
+    # The call's id rides along unseen: a press answers the call it was shown beside, never a later one.
+    marker = f"<!-- {CALL_MARKER}{html.escape(asked.call.id)} -->"
+    return f"Run **{literal(asked.tool)}** from **{literal(asked.server)}** with {arguments}?{marker}"
+
+
+def shown_call_id(question: str | None) -> str | None:
+    """The id of the call ``question`` (as :func:`call_question` wrote it) asks about."""
+    found = re.search(rf"<!-- {CALL_MARKER}([^ <>]*) -->", question or "")
+    return html.unescape(found.group(1)) if found else None
 
 
 def upload_limit_note(max_file_mb: int) -> str:

@@ -19,7 +19,7 @@ import gradio as gr
 from app.api.policy import is_loopback
 from app.errors import HearthError
 from app.tools.consent import ConsentBook
-from app.tools.mcp_link import ToolServerError, list_tools
+from app.tools.mcp_link import ToolServerError, keep_running_only, list_tools
 from app.tools.servers import ServerBook
 from app.ui.tools_view import ServerRow, allowed_choices, allowed_pair, entry_from_form, servers_html
 
@@ -91,6 +91,7 @@ class ToolsPanel:
             entries = self._book.entries()
         except HearthError as exc:
             return f"<p class='tools-broken'>{exc.message} {exc.remedy}</p>", gr.update(choices=[]), self._allowed()
+        keep_running_only(entries)  # one removed or switched off is ended now
         rows = []
         for entry in entries:
             if not entry.enabled:

@@ -84,6 +84,7 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     send(page, QUESTION)
     expect(question).to_contain_text("Run calculator", timeout=120_000)
     page.click("#deny-call")
+    expect(page.locator("#call-approval")).to_be_hidden()
     text = answered(page, "#deny-call")
     assert "Tool call: calculator (built-in) · refused" in text, text
     assert kept_calls(app)[1][0]["allowed"] is False
@@ -91,6 +92,7 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     send(page, QUESTION)
     expect(question).to_contain_text("Run calculator", timeout=120_000)
     page.click("#allow-always")
+    expect(page.locator("#call-approval")).to_be_hidden()
     answered(page)
     consent = json.loads((app.home / "tool-consent.json").read_text())
     assert ["built-in", "calculator"] in consent["always"]
@@ -163,6 +165,7 @@ def test_with_a_collection_the_model_searches_it_and_what_it_found_is_listed_wit
     send(page, "Who was the last keeper?")
     expect(page.locator("#call-question")).to_contain_text("Run search_documents from built-in", timeout=120_000)
     page.click("#allow-once")
+    expect(page.locator("#call-approval")).to_be_hidden()  # the answer's stream hides it as the call runs
     text = answered(page, "#deny-call")  # one search is enough here
     assert "Tool call: search_documents (built-in) · " in text, text
     page.locator("#chat [data-testid='bot'] summary", has_text="Tool call: search_documents").first.click()

@@ -40,7 +40,7 @@ def gone(pidfile: Path) -> bool:
 
 def test_ten_thousand_tools_are_read_and_only_the_first_ones_offered() -> None:
     listed = list_tools(hostile("many"), 120)
-    assert listed.total == 10_005 and len(listed.tools) == MAX_LISTED_TOOLS
+    assert listed.total == 10_006 and len(listed.tools) == MAX_LISTED_TOOLS
     assert listed.tools[0].name == "tool_00000"
 
 
@@ -65,7 +65,7 @@ def test_answers_that_are_not_mcp_end_the_use_at_once_and_banner_lines_are_passe
         list_tools(hostile("garbage"), 60)
     assert "not an MCP result" in caught.value.message
     listed = list_tools(hostile("banner"), 60)
-    assert {t.name for t in listed.tools} == {"huge", "big", "environment", "crash", "hang"}
+    assert {t.name for t in listed.tools} == {"huge", "big", "environment", "crash", "hang", "count"}
 
 
 def test_a_large_result_reaches_the_model_cut_with_a_note_and_a_failure_as_text() -> None:

@@ -1,11 +1,12 @@
 """MCP servers that misbehave, for the tests: ``python -m tests.mcp.hostile_server MODE [PIDFILE]``.
 
-``many`` lists 10,000 tools more; ``banner`` prints lines of plain text on its output before it serves (a common
-mistake, passed over); ``garbage`` answers every request with JSON that is not an MCP message; ``http-sse-PORT``
-and ``http-json-PORT`` serve over Streamable HTTP on loopback (answers as server-sent events, or as JSON bodies).
-Every other mode has the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment`` (the names of
-the variables it was started with), ``crash`` (the process ends mid-call) and ``hang`` (never answers). With
-PIDFILE, the server writes its process id there first."""
+``many`` lists 10,000 tools more (besides its six); ``banner`` prints lines of plain text on its output before it
+serves (a common mistake, passed over); ``garbage`` answers every request with JSON that is not an MCP message;
+``http-sse-PORT`` and ``http-json-PORT`` serve over Streamable HTTP on loopback (answers as server-sent events, or
+as JSON bodies). Every other mode has the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment``
+(the names of the variables it was started with), ``crash`` (the process ends mid-call), ``hang`` (never answers)
+and ``count`` (how many times it was called in this process, and the process's id: state a kept session keeps).
+With PIDFILE, the server writes its process id there first."""
 
 from __future__ import annotations
 
@@ -69,6 +70,14 @@ def main() -> None:
         """Never answers."""
         time.sleep(3600)
         return "late"
+
+    calls = [0]
+
+    @server.tool()
+    def count() -> str:
+        """How many times this tool was called in this process, and the process's id."""
+        calls[0] += 1
+        return f"{calls[0]} {os.getpid()}"
 
     if mode == "banner":
         for n in range(3):

@@ -39,3 +39,18 @@ def test_a_stopped_answer_refuses_its_call() -> None:
     thread.join(5)
     assert decided == ["deny"]
     assert gate.decide("tab-a", "once") is None  # too late: nothing waits
+
+
+def test_a_press_answers_the_call_it_was_shown_beside_and_never_a_later_one() -> None:
+    from app.ui.render import call_question, shown_call_id
+
+    question = call_question(ASKED)
+    assert "call_1" not in question.split("<!--")[0]  # the id rides along unseen
+    assert shown_call_id(question) == "call_1" and shown_call_id("") is None
+    gate = CallGate(poll_s=0.01)
+    thread, decided = _asking(gate, "tab-a", CancelToken())
+    assert gate.decide("tab-a", "deny", "call_0") is None  # meant for the call before: this one stays waiting
+    assert gate.waiting("tab-a") == ASKED
+    assert gate.decide("tab-a", "once", shown_call_id(question)) == ASKED
+    thread.join(5)
+    assert decided == ["once"]

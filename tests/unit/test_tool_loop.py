@@ -58,12 +58,17 @@ def test_an_allowed_call_is_run_and_its_result_answered_from(tmp_path: Path) -> 
     *events, asked = run(model, "once", tmp_path)
     assert [type(e).__name__ for e in events] == [
         "CallAsked",
+        "CallAsked",  # allowed: it runs now (the page stops asking about it)
         "CallDone",
         "TextDelta",
         "TextDelta",
         "TextDelta",
         "Finished",
     ]
+    first, running = events[0], events[1]
+    assert isinstance(first, CallAsked) and first.asking and not first.decided
+    assert isinstance(running, CallAsked) and not running.asking and running.decided
+    assert running.call == first.call
     done = next(e for e in events if isinstance(e, CallDone))
     assert done.allowed and done.result == "83810205" and not done.is_error
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "It is 83810205."
