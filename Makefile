@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test run desktop install-desktop uninstall-desktop package test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench bench-lan clean
+.PHONY: setup setup-test run desktop install-desktop uninstall-desktop package package-record test test-unit test-integration test-e2e test-hardware lint fmt typecheck check bench bench-lan clean
 
 setup:
 	@bash packaging/bootstrap.sh
@@ -35,6 +35,11 @@ uninstall-desktop:
 package: setup
 	@bash packaging/build-bundle.sh
 	@bash packaging/smoke-bundle.sh dist/hearth
+
+# `make package`, its output kept in bench/data/bundle-smoke.txt with the machine it ran on: once per release (CI
+# leaves the bundle out: building it takes longer than the rest of the suite).
+package-record: setup
+	@bash packaging/record-bundle.sh bench/data/bundle-smoke.txt
 
 # The whole suite runs as two interpreters: the browser tests' long sessions do not share a process with the native
 # libraries (Chroma, torch, llama.cpp) the unit and integration tests load in-process (CI once saw the one process

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -13,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError
+from app.reading_pace import ReadingPace
 from app.services.container import Services, build_services, enforce_offline, model_choice
 from app.services.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
-from backends.base import Finished, TextDelta, Usage
+from backends.base import Finished, Reading, TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
 from backends.memory import format_bytes
 from rag.prompt import Source
@@ -203,6 +205,7 @@ def print_answer(events: Iterable[object]) -> PrintedAnswer:
     from rag.attachments import AttachProgress
 
     progress = ProgressLine(sys.stderr.isatty())
+    pace, read_words = ReadingPace(), "your question"
     conversation_id: str | None = None
     sources: tuple[Source, ...] = ()
     usage: Usage | None = None
@@ -215,8 +218,11 @@ def print_answer(events: Iterable[object]) -> PrintedAnswer:
             conversation_id, sources = event.conversation_id, event.sources
             for use in event.attachments:
                 _err(f"[{use.words}]")
+            read_words = event.read_words
             if event.reading:
                 progress.show(event.reading)  # until the first word
+        elif isinstance(event, Reading):  # the engine's own progress through a long prompt
+            progress.show(pace.line(read_words, event.done, event.total))
         elif isinstance(event, TextDelta):
             progress.clear()
             sys.stdout.write(for_terminal_lines(event.text))
@@ -238,7 +244,8 @@ def run_chat(
 ) -> int:
     services = build_services(settings)
     try:
-        params = services.generation_params(adapter, adapter_scale)
+        # how far the model has read a long prompt, on the terminal until the first word
+        params = dataclasses.replace(services.generation_params(adapter, adapter_scale), report_reading=True)
         load_model(services)
         events = services.chat.send(None, question, params, settings.generation.system_prompt, attach=attach)
         answer = print_answer(events)

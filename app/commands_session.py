@@ -6,6 +6,7 @@ Ctrl+D, leaves. The line editor (arrows, history of this session) is Python's re
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ def run_chat_session(settings: Settings) -> int:
         import readline  # noqa: F401  (line editing and this session's history for input())
     services = build_services(settings)
     try:
-        params = services.generation_params()
+        params = dataclasses.replace(services.generation_params(), report_reading=True)  # a long prompt's progress
         load_model(services)
         _err(WELCOME.format(model=for_terminal(services.runtime.status.model_name)))
         conversation_id: str | None = None

@@ -163,6 +163,8 @@ class GenerationParams:
     prompt_lookup: bool = False
     grammar: Grammar | None = None  # only for backends whose capabilities say grammar
     tools: tuple[ToolSpec, ...] = ()  # functions the prompt offers (the grammar then holds calls to them)
+    # send :class:`Reading` events while the prompt is read (backends that read it in pieces; others send none)
+    report_reading: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,16 @@ class Finished:
     reason: FinishReason
 
 
-ChatEvent = TextDelta | Usage | Finished
+@dataclass(frozen=True)
+class Reading:
+    """How far the model has read the prompt before its first word: ``done`` of ``total`` tokens (those found in
+    its cache count as read). Sent only when :attr:`GenerationParams.report_reading` asks for it."""
+
+    done: int
+    total: int
+
+
+ChatEvent = TextDelta | Usage | Finished | Reading
 
 
 class CancelToken:

@@ -38,6 +38,7 @@ from backends.base import (
     Finished,
     FinishReason,
     GenerationParams,
+    Reading,
     TextDelta,
     Usage,
 )
@@ -351,6 +352,9 @@ class BatchScheduler:
                 answer.next_token = None
             else:
                 del answer.pending[: len(tokens)]
+                if answer.pending and answer.request.params.report_reading:  # more of it to read: say how far
+                    total = len(answer.request.prompt)
+                    answer.request.events.put(Reading(total - len(answer.pending), total))
             if row is not None:
                 self._take(slot, answer, answer.sampler.sample(self._engine.ctx, row))
 

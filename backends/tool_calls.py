@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.errors import InvalidChoice
-from backends.base import ChatEvent, ChatMessage, Finished, Grammar, TextDelta, ToolCall, ToolSpec, Usage
+from backends.base import ChatEvent, ChatMessage, Finished, Grammar, Reading, TextDelta, ToolCall, ToolSpec, Usage
 from backends.grammar import MAX_GRAMMAR_CHARS, strict_strings
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -219,7 +219,7 @@ def calls_in(events: Iterable[ChatEvent]) -> Iterator[ChatEvent | ToolCall]:
     scanner = CallScanner()
     made = False
     for event in events:
-        if isinstance(event, Usage):
+        if isinstance(event, Usage | Reading):
             yield event
             continue
         ending = isinstance(event, Finished)

@@ -70,6 +70,11 @@ class TurnStarted:
         show ("" otherwise): on a laptop CPU a model reads a few hundred tokens a second."""
         if self.prompt_tokens < READING_SAID_FROM_TOKENS:
             return ""
+        return f"Reading {self.read_words} ({self.prompt_tokens:,} tokens) before answering…"
+
+    @property
+    def read_words(self) -> str:
+        """What the prompt holds, in words: "your question, your file and 3 passages"."""
         parts = ["your question"]
         if self.attachments:
             parts.append("your files" if len(self.attachments) > 1 else "your file")
@@ -78,8 +83,7 @@ class TurnStarted:
             parts.append(f"{count} passage{'s' if count != 1 else ''}")
         if self.dropped_messages or len(parts) == 1:
             parts.append("the conversation")
-        listed = ", ".join(parts[:-1]) + f" and {parts[-1]}"
-        return f"Reading {listed} ({self.prompt_tokens:,} tokens) before answering…"
+        return ", ".join(parts[:-1]) + f" and {parts[-1]}"
 
 
 class AttachmentRefused(HearthError):

@@ -18,7 +18,7 @@ from typing import Literal
 
 from app.tools.consent import ConsentBook
 from app.tools.toolbox import ToolBox
-from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall, Usage
+from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, Reading, TextDelta, ToolCall, Usage
 from backends.tool_calls import calls_grammar, calls_in
 
 Decision = Literal["once", "always", "deny"]
@@ -52,7 +52,7 @@ class LoopNote:
     text: str
 
 
-LoopEvent = TextDelta | CallAsked | CallDone | LoopNote | Usage | Finished
+LoopEvent = TextDelta | CallAsked | CallDone | LoopNote | Usage | Finished | Reading
 Stream = Callable[[Sequence[ChatMessage], GenerationParams], Iterator[ChatEvent]]
 Ask = Callable[[CallAsked], Decision]
 

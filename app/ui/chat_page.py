@@ -185,7 +185,10 @@ class ChatPage:
         """The configured defaults with the page's two sliders applied, and the adapter attached for this
         conversation or collection (or every answer), if any."""
         chosen = self.services.generation_params(conversation_id=conversation_id, collection=collection)
-        return dataclasses.replace(chosen, temperature=float(temperature), max_new_tokens=int(max_new_tokens))
+        # The engine says how far it has read a long prompt; the answer shows it until the first word.
+        return dataclasses.replace(
+            chosen, temperature=float(temperature), max_new_tokens=int(max_new_tokens), report_reading=True
+        )
 
     def sidebar(self, selected: str | None) -> Any:
         try:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.reading_pace import ReadingPace
 from app.services.attachment_plan import AttachmentUse
 from app.services.attachment_store import AttachmentSummary
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
@@ -18,7 +19,7 @@ from app.tools.loop import CallAsked, CallDone, LoopNote
 from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown
 from app.wording import shorten
-from backends.base import Finished, TextDelta
+from backends.base import Finished, Reading, TextDelta
 from rag.attachments import AttachProgress
 from rag.prompt import Source
 
@@ -233,6 +234,8 @@ class AnswerView:
     loop_notes: list[str] = field(default_factory=list)  # why the model stopped calling tools
     corrections: tuple[str, ...] = ()  # what the kept answer changed from the streamed one ("Citation corrected")
     reading: str = ""  # what the model reads before its first word, said while it does when that takes a while
+    read_words: str = "your question"  # what the prompt holds, for the progress the engine reports
+    pace: ReadingPace = field(default_factory=ReadingPace)
     # Redrawn many times a second: the answer is read again only where it grew, the sources once.
     _body: StreamedMarkdown = field(default_factory=StreamedMarkdown, repr=False)
     _sources_block: tuple[tuple[Source, ...], str] = ((), "")
@@ -246,6 +249,7 @@ class AnswerView:
         elif isinstance(event, TurnStarted):
             self.attaching = None
             self.reading = event.reading
+            self.read_words = event.read_words
             self.conversation_id = event.conversation_id
             self.dropped = event.dropped_messages
             self.sources = event.sources
@@ -256,6 +260,8 @@ class AnswerView:
                 )
         elif isinstance(event, TextDelta):
             self.text += event.text
+        elif isinstance(event, Reading):
+            self.reading = self.pace.line(self.read_words, event.done, event.total)
         elif isinstance(event, CallAsked | CallDone):
             self.calls.take(event)
             self.now = event if isinstance(event, CallAsked) else None

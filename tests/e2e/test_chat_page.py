@@ -27,12 +27,10 @@ def answer_text(page: Any) -> str:
     if bubbles.count() == 0:
         return ""
     text = str(bubbles.last.inner_text())
-    # The placeholder shown until the first token ("…", or for a long prompt what the model is reading).
-    return (
-        ""
-        if text.strip() == "…" or (text.startswith("Reading ") and text.strip().endswith("before answering…"))
-        else text
-    )
+    # The placeholder shown until the first token ("…", or for a long prompt what the model is reading, and how
+    # far it has got).
+    reading = text.startswith("Reading ") and " tokens" in text and text.strip().endswith("…")
+    return "" if text.strip() == "…" or reading else text
 
 
 def assistant_rows(app: RunningApp) -> list[int]:
