@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, TypeVar
 
@@ -132,16 +133,15 @@ class ServerPool:
         key = dataclasses.replace(entry, enabled=True)
         holder: list[_Session] = []
         answer = asyncio.run_coroutine_threadsafe(self._call(key, timeout_s, work, holder), loop)
-        waited = 0.0
+        deadline = time.monotonic() + timeout_s
         try:
             while True:
                 try:
                     return answer.result(timeout=POLL_S)
                 except concurrent.futures.TimeoutError:
-                    waited += POLL_S
                     if cancel is not None and cancel.cancelled:
                         raise UseCancelled() from None
-                    if waited >= timeout_s:
+                    if time.monotonic() >= deadline:
                         raise UseTimedOut() from None
         except BaseException as exc:  # the server's state is unknown (or it failed): this session goes
             answer.cancel()
@@ -209,6 +209,9 @@ class ServerPool:
             for session in sessions:
                 session.task.cancel()
             await asyncio.gather(*(s.task for s in sessions), return_exceptions=True)
+            for session in sessions:
+                with contextlib.suppress(OSError):
+                    session.errors.close()
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(ending(), loop).result(timeout=CLOSE_WAIT_S)
