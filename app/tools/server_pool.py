@@ -21,12 +21,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 from app.tools.servers import ServerEntry
 from backends.base import CancelToken
 
-T = TypeVar("T")
 Work = Callable[[Any], Awaitable[Any]]
 Opener = Callable[[ServerEntry, float, IO[str]], Any]
 

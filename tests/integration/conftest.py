@@ -1,6 +1,7 @@
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,3 +81,27 @@ def other_account() -> Iterator[tuple[int, int]]:
     yield uid, gid
     if created:
         subprocess.run(["userdel", OTHER_ACCOUNT], check=False)
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder under /tmp that other accounts may enter (0755), removed afterwards: pytest's own folders are
+    closed to them, so a refusal met there would be for the wrong reason."""
+    folder = Path(tempfile.mkdtemp(prefix="hearth-open-", dir="/tmp"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def as_other(account: tuple[int, int], *command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` run as ``account`` (``other_account``'s uid and gid) with no groups, from /, with a bare PATH."""
+    return subprocess.run(
+        ["setpriv", f"--reuid={account[0]}", f"--regid={account[1]}", "--clear-groups", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )

@@ -4,14 +4,12 @@ can neither bring the window forward nor learn it runs."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from app.desktop.single import SingleInstance, socket_path
+from tests.integration.conftest import as_other
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +26,10 @@ except OSError as exc:
 
 
 @pytest.mark.parametrize("deep", [False, True], ids=["in-data-folder", "private-folder"])
-def test_another_account_cannot_reach_the_windows_socket(other_account: tuple[int, int], deep: bool) -> None:
-    # Under /tmp, open to others: pytest's own folders are closed to other accounts, which would refuse the
-    # connection for the wrong reason.
-    shared = Path(tempfile.mkdtemp(prefix="hearth-socket-", dir="/tmp"))
-    shared.chmod(0o755)
-    root = shared / ("d" * 120) if deep else shared
+def test_another_account_cannot_reach_the_windows_socket(
+    other_account: tuple[int, int], open_folder: Path, deep: bool
+) -> None:
+    root = open_folder / ("d" * 120) if deep else open_folder
     root.mkdir(exist_ok=True)
     root.chmod(0o755)  # even with the data folder open to others (it is 0700 in use), the socket is not theirs
     first = SingleInstance(root)
@@ -43,20 +39,9 @@ def test_another_account_cannot_reach_the_windows_socket(other_account: tuple[in
         first.serve(lambda: shown.append(True))
         path = socket_path(root)
         assert path is not None
-        tried = subprocess.run(
-            [
-                *("setpriv", f"--reuid={other_account[0]}", f"--regid={other_account[1]}", "--clear-groups"),
-                *("/usr/bin/python3", "-c", CONNECT, str(path)),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-        )
+        tried = as_other(other_account, "/usr/bin/python3", "-c", CONNECT, str(path))
         assert tried.stdout.startswith("REFUSED 13"), tried.stdout + tried.stderr  # EACCES
         assert not shown
         assert SingleInstance(root).ask_to_show(wait_s=5)  # the owner's second launch still gets through
     finally:
         first.release()
-        shutil.rmtree(shared, ignore_errors=True)

@@ -5,15 +5,14 @@ earlier file is kept once it grows past its size."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from app.desktop.toolkit_log import LOG_NAME, rotate
+from tests.integration.conftest import as_other
 
 pytestmark = pytest.mark.integration
 
@@ -81,31 +80,15 @@ def test_one_earlier_file_is_kept_once_it_grows(tmp_path: Path) -> None:
     rotate(log, max_bytes=50)  # nothing to rotate: no error
 
 
-def test_another_account_cannot_read_the_log(other_account: tuple[int, int]) -> None:
+def test_another_account_cannot_read_the_log(other_account: tuple[int, int], open_folder: Path) -> None:
     """Even inside folders others may enter (the data folder is 0700 in use), the file is the owner's alone: the
     other account reaches the folder and is refused the file."""
-    shared = Path(tempfile.mkdtemp(prefix="hearth-desktop-log-", dir="/tmp"))  # pytest's folders are closed to others
-    try:
-        shared.chmod(0o755)
-        logs = shared / "logs"
-        logs.mkdir()
-        logs.chmod(0o755)
-        assert run_window_like(logs).returncode == 0
-        listed = as_other(other_account, "/bin/ls", str(logs))
-        assert listed.returncode == 0 and LOG_NAME in listed.stdout, listed.stderr
-        tried = as_other(other_account, "/bin/cat", str(logs / LOG_NAME))
-        assert tried.returncode != 0 and "Permission denied" in tried.stderr, tried.stdout + tried.stderr
-        assert "vulkan" not in tried.stdout
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-
-
-def as_other(account: tuple[int, int], *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["setpriv", f"--reuid={account[0]}", f"--regid={account[1]}", "--clear-groups", *command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    logs = open_folder / "logs"
+    logs.mkdir()
+    logs.chmod(0o755)
+    assert run_window_like(logs).returncode == 0
+    listed = as_other(other_account, "/bin/ls", str(logs))
+    assert listed.returncode == 0 and LOG_NAME in listed.stdout, listed.stderr
+    tried = as_other(other_account, "/bin/cat", str(logs / LOG_NAME))
+    assert tried.returncode != 0 and "Permission denied" in tried.stderr, tried.stdout + tried.stderr
+    assert "vulkan" not in tried.stdout

@@ -4,15 +4,13 @@ logs/llama.cpp.log; with -v they are on the terminal as before."""
 
 from __future__ import annotations
 
-import shutil
 import stat
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import write_tiny_gguf
+from tests.integration.conftest import as_other
 from tests.integration.test_cli import hearth
 
 pytestmark = pytest.mark.integration
@@ -36,33 +34,17 @@ def test_llamacpp_lines_go_to_the_log_file_unless_verbose(
 
 
 def test_another_account_cannot_read_what_llamacpp_said(
-    tmp_path: Path, llama_cpp_installed: None, other_account: tuple[int, int]
+    tmp_path: Path, llama_cpp_installed: None, other_account: tuple[int, int], open_folder: Path
 ) -> None:
     """The log may quote paths and a model's metadata: another account (``setpriv``) cannot read it, even where the
     data folder itself was left open to others (it reaches the folder, and is refused the file)."""
-    shared = Path(tempfile.mkdtemp(prefix="hearth-log-", dir="/tmp"))  # pytest's own folders are closed to others
-    try:
-        shared.chmod(0o755)
-        home = shared / "home"
-        broken = write_tiny_gguf(tmp_path / "tiny.gguf")
-        assert hearth("chat", "hi", "--model", str(broken), home=home).returncode == 1
-        home.chmod(0o755)
-        (home / "logs").chmod(0o755)
-        listed = as_other(other_account, "/bin/ls", str(home / "logs"))
-        assert listed.returncode == 0 and "llama.cpp.log" in listed.stdout, listed.stderr
-        tried = as_other(other_account, "/bin/cat", str(home / "logs" / "llama.cpp.log"))
-        assert tried.returncode != 0 and "Permission denied" in tried.stderr, tried.stdout + tried.stderr
-        assert "llama_model_load" not in tried.stdout
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-
-
-def as_other(account: tuple[int, int], *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["setpriv", f"--reuid={account[0]}", f"--regid={account[1]}", "--clear-groups", *command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    home = open_folder / "home"
+    broken = write_tiny_gguf(tmp_path / "tiny.gguf")
+    assert hearth("chat", "hi", "--model", str(broken), home=home).returncode == 1
+    home.chmod(0o755)
+    (home / "logs").chmod(0o755)
+    listed = as_other(other_account, "/bin/ls", str(home / "logs"))
+    assert listed.returncode == 0 and "llama.cpp.log" in listed.stdout, listed.stderr
+    tried = as_other(other_account, "/bin/cat", str(home / "logs" / "llama.cpp.log"))
+    assert tried.returncode != 0 and "Permission denied" in tried.stderr, tried.stdout + tried.stderr
+    assert "llama_model_load" not in tried.stdout
