@@ -108,8 +108,15 @@ class WorkersStopped(EngineStopped):
     ``workers`` names them (their control addresses), so the model can be planned again without them. ``held_up``:
     they answered pings but not llama.cpp (their server was held by another connection)."""
 
-    def __init__(self, message: str, remedy: str, workers: tuple[str, ...], held_up: bool = False) -> None:
-        super().__init__(message, remedy)
+    def __init__(
+        self,
+        message: str,
+        remedy: str,
+        workers: tuple[str, ...],
+        held_up: bool = False,
+        page_remedy: str | None = None,
+    ) -> None:
+        super().__init__(message, remedy, page_remedy)
         self.workers = workers
         self.held_up = held_up
 

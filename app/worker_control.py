@@ -225,6 +225,7 @@ def ask(
         raise WorkerUnavailable(
             f"The worker at {where} does not answer ({exc.strerror or exc}).",
             "Check that `hearth worker` runs there and that the address is right.",
+            page_remedy="Check that Hearth's worker runs on that computer and that the address is the one it printed.",
         ) from None
     try:
         parsed = json.loads(reply)
@@ -232,7 +233,9 @@ def ask(
         parsed = None
     if not isinstance(parsed, dict):
         raise WorkerUnavailable(
-            f"{where} did not answer as a Hearth worker does.", "Give the address `hearth worker` printed there."
+            f"{where} did not answer as a Hearth worker does.",
+            "Give the address `hearth worker` printed there.",
+            page_remedy="Give the address Hearth's worker printed on that computer.",
         )
     return parsed, seen
 

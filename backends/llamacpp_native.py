@@ -154,6 +154,7 @@ class NativeModel:
             raise ModelLoadError(
                 f"llama.cpp could not create a context of {slots} x {options.context_length} tokens for {path.name}.",
                 "Lower the context (--context) or the number of parallel answers (--slots).",
+                page_remedy="Close other programs and load it again, or pick a smaller model in the Models tab.",
             )
         self.memory: Any = llama_cpp.llama_get_memory(self.ctx)
         self.shape = ContextShape(
@@ -257,6 +258,7 @@ class NativeModel:
                 raise AdapterError(
                     f"llama.cpp could not load the adapter {Path(key[0]).name}.",
                     "It may be damaged or made for another model; train it again with hearth tune.",
+                    page_remedy="It may be damaged or made for another model; train it again in the Tuning tab.",
                 )
         self._adapters[key] = handle
         while len(self._adapters) > ADAPTERS_KEPT:

@@ -142,6 +142,7 @@ class OpenVinoBackend(Backend):
             raise ModelLoadError(
                 f"OpenVINO could not load {model.path.name} on {device}: {_first_line(exc)}.",
                 "Update the device driver, or choose another backend with --backend llamacpp.",
+                page_remedy="Update the device driver, or pick llama.cpp under Backend in the Hardware tab.",
             ) from exc
         formatter.probe()
         self._pipe = pipe

@@ -256,4 +256,5 @@ def _check_answers(endpoint: Endpoint, timeout_s: float = WORKER_CONNECT_S) -> N
         raise WorkerUnreachable(
             f"The worker at {endpoint} does not answer ({exc.strerror or exc}).",
             "Start `hearth worker` there (or check the address), or leave that worker out.",
+            page_remedy="Start Hearth's worker there (or check the address), or remove it under Workers.",
         ) from None

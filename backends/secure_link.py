@@ -122,6 +122,7 @@ def connect(host: str, port: int, pin: str | None, timeout_s: float = LINK_TIMEO
         raise LinkRefused(
             f"{where} does not speak Hearth's encrypted link ({exc.reason or exc}).",
             "Give the address `hearth worker` printed there, and run the same Hearth version on both machines.",
+            page_remedy="Give the address Hearth's worker printed there, and run the same Hearth version on both.",
         ) from None
     except TimeoutError:
         raw.close()
@@ -137,6 +138,8 @@ def connect(host: str, port: int, pin: str | None, timeout_s: float = LINK_TIMEO
             f"The worker at {where} showed another certificate than the one pinned when this Hearth paired with it.",
             f"If that worker was set up again, pair again: hearth workers remove {where}; hearth workers add {where} "
             "--code CODE. Otherwise something else answers at that address.",
+            page_remedy="If that worker was set up again, remove it under Workers and pair again with the code it "
+            "prints. Otherwise something else answers at that address.",
         )
     return link, seen
 

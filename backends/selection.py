@@ -256,6 +256,8 @@ def _pipeline(
             "The pipeline backend splits a model across workers, and none was given.",
             "Start `hearth worker` where the layers should run, then pair with it: "
             "hearth workers add HOST:PORT --code CODE (the code it printed).",
+            page_remedy="Start Hearth's worker where the layers should run, then pair with it under Workers "
+            "(Hardware tab).",
         )
     build = inventory.llama_cpp
     if build is None or not build.rpc:

@@ -49,6 +49,7 @@ def open_rpc(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> socket.sock
         raise WorkerUnreachable(
             f"The worker at {where} does not answer ({exc.strerror or exc}).",
             "Start `hearth worker` there (or check the address), or leave that worker out.",
+            page_remedy="Start Hearth's worker there (or check the address), or remove it under Workers.",
         ) from None
     try:
         tls.sendall((json.dumps({"op": "rpc", "token": link.token}) + "\n").encode())
@@ -61,6 +62,7 @@ def open_rpc(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> socket.sock
         raise LinkRefused(
             f"The worker at {where} refused: {reply.get('error', 'no reason given')}",
             str(reply.get("remedy", "Pair with it again: hearth workers add HOST:PORT --code CODE.")),
+            page_remedy="Pair with it again under Workers (Hardware tab), with the code it prints.",
         )
     return tls
 
@@ -234,6 +236,7 @@ def local_endpoints(workers: tuple[str, ...], links: tuple[WorkerLink, ...]) -> 
                 f"The worker at {where} is not paired: Hearth reaches llama.cpp's RPC only through a paired "
                 "worker's encrypted link, never at a bare address.",
                 f"Start `hearth worker` there and pair with it: hearth workers add {where} --code CODE.",
+                page_remedy="Start Hearth's worker there and pair with it under Workers (Hardware tab).",
             )
         with _relays_lock:
             relay = _relays.get(link)

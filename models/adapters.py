@@ -131,6 +131,7 @@ class AdapterStore:
             raise AdapterError(
                 f"There is no adapter named {name!r} (adapters: {known}).",
                 "Train one in the Tuning tab (or with hearth tune).",
+                page_remedy="Train one in the Tuning tab.",
             )
         return record
 

@@ -109,10 +109,12 @@ class ModelStore:
             raise ModelNotKnown(
                 f"No model matches {shown(reference)}.",
                 "Run `hearth models list` and use an id from the first column.",
+                page_remedy="Pick one in the Model list of the Models tab (it may have been removed).",
             )
         raise ModelNotKnown(
             f"{shown(reference)} matches {len(matches)} models.",
             "Use more characters of the id from `hearth models list`.",
+            page_remedy="Pick one in the Model list of the Models tab.",
         )
 
     def default(self) -> StoredModel | None:

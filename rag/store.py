@@ -84,6 +84,8 @@ class VectorStore:
             raise StorageError(
                 f"The {WHAT} {self.directory} refused a request ({exc}).",
                 "If this happens again, stop Hearth and run `hearth repair`.",
+                page_remedy="If this happens again, close Hearth and start it again: it checks its stores as it "
+                "starts and repairs a damaged one.",
             ) from exc
         except BaseException as exc:
             if isinstance(exc, OSError) and is_disk_full(exc):

@@ -91,6 +91,7 @@ def assemble(
             f"This message needs {alone} tokens with the system prompt and its passages, but only {budget_tokens} "
             "fit in the model's context window after room for the answer.",
             "Shorten the message (or the system prompt), or raise the context length with --context.",
+            page_remedy="Shorten the message or the System prompt (under Answer settings), or ask without documents.",
         )
     # The fewest turns left out that bring the prompt under the refit target (or, failing that, under the budget).
     # Tokens only fall as more turns are left out, so a binary search finds it.

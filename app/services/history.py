@@ -67,6 +67,7 @@ def fit_history(messages: Sequence[ChatMessage], budget_tokens: int, count: Toke
             f"This message needs {tokens} tokens with the system prompt, but only {budget_tokens} fit in the "
             "model's context window after room for the answer.",
             "Shorten the message (or the system prompt), or raise the context length with --context.",
+            page_remedy="Shorten the message, or the System prompt under Answer settings.",
         )
     kept, tokens = best
     return FittedHistory(kept, len(messages) - len(kept), tokens)

@@ -261,7 +261,11 @@ def resume_run(paths: DataPaths, run_id: str) -> RunFolder:
     if view.state in ("running", "starting"):
         raise TuningError(f"The run {run.id} is still training.", "Watch it, or cancel it first.")
     if view.state == "finished":
-        raise TuningError(f"The run {run.id} has finished.", "Its adapter is listed under `hearth adapters`.")
+        raise TuningError(
+            f"The run {run.id} has finished.",
+            "Its adapter is listed under `hearth adapters`.",
+            page_remedy="Its adapter is listed under Adapters.",
+        )
     if adapter_store(paths).exists(run.job().adapter_name):
         raise AdapterError(
             f"An adapter named {run.job().adapter_name!r} exists now.", "Remove it first, or start a new run."
@@ -305,6 +309,8 @@ def adapter_for(paths: DataPaths, name: str, model_sha256: str, scale: float = 1
         raise AdapterError(
             f"The adapter {name!r} was trained for {record.base_name}, not for the model in use.",
             f"Switch to {record.base_name} (the Models tab, or hearth use), or tune an adapter for this model.",
+            page_remedy=f"Pick {record.base_name} in the Models tab and press Use for chat, or tune an adapter for "
+            "this model.",
         )
     try:
         version = record.path.stat().st_mtime_ns

@@ -105,6 +105,8 @@ class WorkerBook:
             raise WorkerUnavailable(
                 f"The worker at {where} does not answer ({exc.strerror or exc}).",
                 "Check that `hearth worker` runs there and that the address is right.",
+                page_remedy="Check that Hearth's worker runs on that computer and that the address is the one it "
+                "printed.",
             ) from None
         request = pair_request(code, seen, *local_versions())
         reply, _ = ask((where.host, where.port), request, pin=seen)
@@ -126,7 +128,11 @@ class WorkerBook:
         known = self.paired()
         gone = next((w for w in known if w.address == key), None)
         if gone is None:
-            raise WorkerRefused(f"No worker at {key} is paired with this Hearth.", "`hearth workers list` shows them.")
+            raise WorkerRefused(
+                f"No worker at {key} is paired with this Hearth.",
+                "`hearth workers list` shows them.",
+                page_remedy="The Paired worker list shows them.",
+            )
         self._save([w for w in known if w.address != key])
         return gone
 
@@ -183,6 +189,7 @@ class WorkerBook:
                 raise WorkerRefused(
                     f"The worker at {key} is not paired with this Hearth.",
                     f"Pair it first: hearth workers add {key} --code CODE (the code it printed).",
+                    page_remedy="Pair it first under Workers: its address and the code it printed.",
                 )
             found.append(by_address[key])
         return tuple(found)

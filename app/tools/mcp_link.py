@@ -146,9 +146,11 @@ def _failed(entry: ServerEntry, reason: str, printed: str) -> ToolServerError:
     message = f"The MCP server {entry.name!r} ({entry.where}) could not be used: {why}"
     if entry.kind == "http":
         remedy = f"Check the address and the token; to change them, hearth mcp remove {entry.name} and add it again."
+        page_remedy = "Check the address and the token; to change them, remove it in the Tools tab and add it again."
     else:
         remedy = "Check that the command starts the server when run on its own, then see hearth mcp list."
-    failure = ToolServerError(message, remedy)
+        page_remedy = "Check that the command starts the server when run on its own in a terminal."
+    failure = ToolServerError(message, remedy, page_remedy)
     failure.reason = why[0].upper() + why[1:]
     return failure
 

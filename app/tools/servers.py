@@ -59,7 +59,9 @@ def stdio_entry(name: str, command: list[str], env: Mapping[str, str] | None = N
     _check_name(name)
     if not command or not command[0].strip():
         raise InvalidChoice(
-            "An MCP server needs the command that starts it.", f"hearth mcp add {name} -- COMMAND [ARG...]"
+            "An MCP server needs the command that starts it.",
+            f"hearth mcp add {name} -- COMMAND [ARG...]",
+            page_remedy="Type it in the box beside the name (Command that starts it, or its address).",
         )
     return ServerEntry(name, "stdio", command[0], tuple(command[1:]), tuple(sorted((env or {}).items())))
 
@@ -158,6 +160,7 @@ class ServerBook:
             raise StorageError(
                 f"{self._path} is damaged ({exc}); Hearth left it as it is.",
                 f"Fix or remove {self._path.name}, then add the servers again (hearth mcp add or import).",
+                page_remedy=f"Fix or remove {self._path.name}, then add the servers again in the Tools tab.",
             ) from None
 
     def get(self, name: str) -> ServerEntry:
@@ -181,6 +184,7 @@ class ServerBook:
                 raise InvalidChoice(
                     f"An MCP server called {entry.name!r} is already added; nothing was added.",
                     f"Remove it first (hearth mcp remove {entry.name}), or pick another name.",
+                    page_remedy="Remove it first (pick it under Server, press Remove), or pick another name.",
                 )
         kept = [e for e in entries if e.name.casefold() not in names]
         if len(kept) + len(added) > MAX_SERVERS:
@@ -216,4 +220,8 @@ def _named(entries: Sequence[ServerEntry], name: str) -> ServerEntry:
         if entry.name.casefold() == name.casefold():
             return entry
     known = ", ".join(e.name for e in entries) or "none yet"
-    raise InvalidChoice(f"There is no MCP server called {name!r} (added: {known}).", "See hearth mcp list.")
+    raise InvalidChoice(
+        f"There is no MCP server called {name!r} (added: {known}).",
+        "See hearth mcp list.",
+        page_remedy="Pick one of those under Server.",
+    )

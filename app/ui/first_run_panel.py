@@ -113,7 +113,7 @@ class FirstRunPanel:
         try:
             state = self.installs.start(self.recommended.key)
         except HearthError as exc:
-            return literal(exc.message) + " " + literal(exc.remedy), gr.update(), gr.update(), gr.update()
+            return literal(exc.for_page), gr.update(), gr.update(), gr.update()
         hide_install = gr.update(visible=False)
         return install_line(state, then=""), gr.update(active=True), hide_install, cancel_button.ready("Cancel")
 
@@ -144,7 +144,7 @@ class FirstRunPanel:
             yield literal(exc.message), *self.view()
             return
         except HearthError as exc:
-            yield f"It could not be loaded: {literal(exc.message)} {literal(exc.remedy)}", *self.view()
+            yield f"It could not be loaded: {literal(exc.for_page)}", *self.view()
             return
         yield f"Chat now uses {literal(self.recommended.title)}.", *self.view()
 

@@ -9,6 +9,7 @@ switch and remove servers but not add them.
 
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +91,7 @@ class ToolsPanel:
         try:
             entries = self._book.entries()
         except HearthError as exc:
-            return f"<p class='tools-broken'>{exc.message} {exc.remedy}</p>", gr.update(choices=[]), self._allowed()
+            return f"<p class='tools-broken'>{html.escape(exc.for_page)}</p>", gr.update(choices=[]), self._allowed()
         keep_running_only(entries)  # one removed or switched off is ended now
         rows = []
         for entry in entries:
@@ -114,7 +115,7 @@ class ToolsPanel:
         try:
             entry = self._book.add(entry_from_form(name, target, token))
         except HearthError as exc:
-            return f"Not added: {exc.message} {exc.remedy}", *self.listing(), gr.update(), gr.update(), ""
+            return f"Not added: {exc.for_page}", *self.listing(), gr.update(), gr.update(), ""
         note = f"Added **{entry.name}**. Its tools are offered when tools are on in the chat, each call asked about."
         return note, *self.listing(), "", "", ""
 

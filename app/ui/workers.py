@@ -62,7 +62,7 @@ class WorkersPanel:
             worker = self._book.add(address, code)
         except HearthError as exc:
             gr.Warning(exc.for_page, title="Not paired")
-            return f"Not paired: {exc.message} {exc.remedy}", *self.listing(), gr.update(value="")
+            return f"Not paired: {exc.for_page}", *self.listing(), gr.update(value="")
         facts = worker.facts
         note = pair_note(
             worker.address, facts.device, facts.free_bytes, worker.round_trip_ms, worker.bandwidth_bytes_per_s

@@ -44,6 +44,8 @@ from backends.engine.protocol import (
 from backends.worker_link import HELD_UP_LOG, stopped_workers
 from models.gguf import ModelInfo
 
+_WORKERS_PAGE_REMEDY = "Start Hearth's worker on that computer again, or remove it under Workers (Hardware tab)."
+
 log = logging.getLogger(__name__)
 
 # How often a waiting caller looks at its cancel token, so Stop reaches the engine even before the next token.
@@ -166,6 +168,7 @@ class EngineProcess:
                         "was loading.",
                         "Start it again (`hearth worker`) or remove it (`hearth workers remove ADDRESS`).",
                         message.exit.stopped_workers,
+                        page_remedy=_WORKERS_PAGE_REMEDY,
                     )
                 if message.exit.held_up_workers:
                     held = ", ".join(message.exit.held_up_workers)
@@ -174,6 +177,7 @@ class EngineProcess:
                         "server is held by another connection.",
                         f"Restart that worker (`hearth worker`), or remove it (`hearth workers remove {held}`).",
                         message.exit.held_up_workers,
+                        page_remedy=_WORKERS_PAGE_REMEDY,
                         held_up=True,
                     )
                 raise EngineStopped(

@@ -75,16 +75,20 @@ class ErrorInfo:
     kind: str
     message: str
     remedy: str
+    page_remedy: str | None = None  # the remedy in the page's terms, when it has its own
 
     @classmethod
     def of(cls, exc: HearthError) -> ErrorInfo:
-        return cls(type(exc).__name__, exc.message, exc.remedy)
+        return cls(type(exc).__name__, exc.message, exc.remedy, exc.page_remedy)
 
     def to_exception(self) -> HearthError:
         error_class = getattr(app.errors, self.kind, None)
         if not (isinstance(error_class, type) and issubclass(error_class, HearthError)):
             error_class = GenerationError
-        return error_class(self.message, self.remedy)
+        error = error_class(self.message, self.remedy)
+        if self.page_remedy is not None:
+            error.page_remedy = self.page_remedy
+        return error
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ def test_servers_are_added_listed_switched_removed_and_allowed_tools_asked_about
 
     refused = add_server(page, "demo", "true")
     assert "Not added: An MCP server called 'demo' is already added" in refused, refused
+    assert "pick it under Server, press Remove" in refused and "hearth mcp" not in refused  # the page's words
 
     page.click("#tool-server-chosen input")
     page.get_by_role("option", name="broken").click()

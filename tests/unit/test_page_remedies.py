@@ -1,7 +1,13 @@
-"""Errors speak of the page's controls on the page and of commands on the command line."""
+"""Errors speak of the page's controls on the page and of commands on the command line: an error whose remedy
+names a command, a flag or an environment variable also says what to do in the page (``page_remedy``), unless it
+can only be met outside the page (listed below, each with its reason). A scan of the product's source holds a new
+message to it the day it is written."""
 
 from __future__ import annotations
 
+import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,3 +42,135 @@ def test_an_unknown_collection_points_at_the_documents_tab(tmp_path: Path) -> No
         manifest.close()
     assert "hearth ingest" in missing.value.remedy
     assert "Documents tab" in missing.value.for_page and "hearth" not in missing.value.for_page
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("app", "backends", "rag", "models")
+# A command (`hearth ui`), a flag (--context) or a setting's environment variable (HEARTH_HOME).
+COMMAND_WORDS = re.compile(r"`?hearth [a-z]|(^|[\s(`])--[a-z]|HEARTH_[A-Z]")
+
+# Modules only the terminal, the API or a worker reaches: their remedies rightly name commands and flags.
+OUTSIDE_THE_PAGE = {
+    "app/cli.py": "the command line's own parser",
+    "app/api/": "answers to API clients, who work with settings and commands",
+    "app/paths.py": "the data folder is checked before any page exists",
+    "app/database.py": "a store from a newer Hearth is refused at start, on the terminal",
+    "app/desktop/toolkit.py": "no window could open: said on the terminal that started it",
+    "app/services/repair.py": "`hearth repair`'s own refusal",
+    "backends/worker_device.py": "`hearth worker --device` on the worker's own terminal",
+    "rag/rerank.py": "the reranker is on only through that setting: the remedy names where it was set",
+    "models/catalog.py": "the installation itself is damaged; no control in the page can mend it",
+    "models/embedded.py": "the installation itself is damaged; no control in the page can mend it",
+}
+OUTSIDE_PREFIXES = ("app/commands",)
+
+
+def _text(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+    if isinstance(node, ast.BinOp):
+        left, right = _text(node.left), _text(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def _trees() -> Iterator[tuple[str, ast.Module]]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _error_classes(trees: list[tuple[str, ast.Module]]) -> tuple[set[str], set[str]]:
+    """Every class that derives from HearthError, and those of them that set a ``page_remedy`` of their own."""
+    bases: dict[str, list[str]] = {}
+    own_page_remedy: set[str] = set()
+    for _, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+                for item in node.body:
+                    targets = item.targets if isinstance(item, ast.Assign) else []
+                    if (
+                        any(isinstance(t, ast.Name) and t.id == "page_remedy" for t in targets)
+                        and isinstance(item, ast.Assign)
+                        and _text(item.value)
+                    ):
+                        own_page_remedy.add(node.name)
+    errors = {"HearthError"}
+    changed = True
+    while changed:
+        changed = False
+        for name, parents in bases.items():
+            if name not in errors and any(parent in errors for parent in parents):
+                errors.add(name)
+                changed = True
+    return errors, own_page_remedy
+
+
+def _outside_the_page(module: str) -> bool:
+    return module.startswith(OUTSIDE_PREFIXES) or any(
+        module == key or (key.endswith("/") and module.startswith(key)) for key in OUTSIDE_THE_PAGE
+    )
+
+
+def command_remedies_without_page_words() -> list[str]:
+    trees = list(_trees())
+    errors, own_page_remedy = _error_classes(trees)
+    found = []
+    for module, tree in trees:
+        if _outside_the_page(module):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in errors):
+                continue
+            remedy = _text(node.args[1]) if len(node.args) > 1 else None
+            if remedy is None or not COMMAND_WORDS.search(remedy):
+                continue
+            if node.func.id in own_page_remedy or any(k.arg == "page_remedy" for k in node.keywords):
+                continue
+            found.append(f"{module}:{node.lineno} {node.func.id}: {remedy}")
+    return found
+
+
+def test_every_remedy_that_names_a_command_says_it_in_the_pages_words_too() -> None:
+    assert command_remedies_without_page_words() == []
+
+
+def test_the_scan_finds_such_a_remedy() -> None:
+    # The scan itself is checked on the CLI's refusals, which rightly name commands: it must see them.
+    trees = [(m, t) for m, t in _trees() if m.startswith("app/commands")]
+    errors, _ = _error_classes(list(_trees()))
+    calls = [
+        node
+        for _, tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in errors
+        and len(node.args) > 1
+        and (remedy := _text(node.args[1]))
+        and COMMAND_WORDS.search(remedy)
+    ]
+    assert len(calls) >= 5
+
+
+def test_outside_the_page_entries_still_exist() -> None:
+    for module in OUTSIDE_THE_PAGE:
+        assert (ROOT / module).exists(), f"{module} is gone: take it off the list"
+
+
+def test_an_error_from_the_engine_process_keeps_its_page_words() -> None:
+    import pickle
+
+    from app.errors import ModelLoadError
+    from backends.engine.protocol import ErrorInfo
+
+    sent = ModelLoadError("llama.cpp could not create a context.", "Lower --context.", page_remedy="Pick a smaller.")
+    back = pickle.loads(pickle.dumps(ErrorInfo.of(sent))).to_exception()
+    assert type(back) is ModelLoadError
+    assert back.for_page == "llama.cpp could not create a context. Pick a smaller."
+    assert str(back) == "llama.cpp could not create a context. Lower --context."
+    plain = pickle.loads(pickle.dumps(ErrorInfo.of(ModelLoadError("No.", "Lower --context.")))).to_exception()
+    assert plain.page_remedy is None and plain.for_page == "No. Lower --context."
