@@ -25,11 +25,13 @@ from app.services import tuning
 from app.services.compare import compare_answers
 from app.services.container import Services
 from app.services.tuning_data import from_conversations, from_passages
+from app.services.tuning_estimate import estimate_run
 from app.ui import tuning_view as view
 from app.ui.page_uploads import PageUploads
 from backends import registry
 from models.adapters import MODEL_SCOPE
 from models.tuning.options import ALL_TARGETS, PRESETS, TuneOptions
+from models.tuning.prepare import shape_of
 from models.tuning.runs import RunFolder
 
 log = logging.getLogger(__name__)
@@ -66,8 +68,10 @@ class TuningTab:
     preset: Any
     fields: list[Any]  # rank, alpha, targets, learning rate, epochs, steps, max length, batch, checkpointing
     check: Any
+    measure: Any
     start: Any
     check_view: Any
+    measure_view: Any
     run_pick: Any
     cancel: Any
     resume: Any
@@ -169,6 +173,8 @@ def build_tuning_tab() -> TuningTab:
                 [("Quick (a first look)", "quick"), ("Standard", "standard")],
                 value="quick",
                 label="Preset",
+                info="Quick teaches a style (a sign-off, a format, a greeting) from a dozen examples; Standard is "
+                "a larger adapter that learns more slowly, for many examples",
                 elem_id="tune-preset",
             )
         with gr.Accordion("Advanced settings", open=False, elem_id="tune-advanced"):
@@ -229,8 +235,10 @@ def build_tuning_tab() -> TuningTab:
             )
         with gr.Row():
             check = gr.Button("Check the data and estimate", elem_id="tune-check")
+            measure = gr.Button("Time a few real steps", elem_id="tune-measure")
             start = gr.Button("Start training", variant="primary", elem_id="tune-start")
         check_view = gr.Markdown("", elem_id="tune-check-result")
+        measure_view = gr.Markdown("", elem_id="tune-measure-result")
         gr.Markdown("### Runs")
         with gr.Row(equal_height=True):
             run_pick = gr.Dropdown(choices=[], label="Run", scale=4, elem_id="tune-run")
@@ -280,13 +288,13 @@ def build_tuning_tab() -> TuningTab:
         adapter_message,
     )  # fmt: skip
     return TuningTab(
-        tab, base_line, source, data_file, conversations, collection, name, preset, fields, check, start,
-        check_view, run_pick, cancel, resume, progress, chart, timer, controls, compare,
+        tab, base_line, source, data_file, conversations, collection, name, preset, fields, check, measure, start,
+        check_view, measure_view, run_pick, cancel, resume, progress, chart, timer, controls, compare,
     )  # fmt: skip
 
 
 def _problem(exc: HearthError) -> str:
-    return f"**{exc.message}** {exc.remedy}"
+    return f"**{exc.message}** {exc.page_remedy or exc.remedy}"
 
 
 class TuningPanel:
@@ -369,14 +377,14 @@ class TuningPanel:
         return path, path.name
 
     def check(self, source: str, data_file: str | None, chosen: list[str], collection: str | None,
-              preset_name: str, *fields: Any) -> Iterator[str]:  # fmt: skip
-        """Validate the data, plan the memory, then time a few real steps: each part shows as it is known."""
-        self._probe_stop.clear()
+              preset_name: str, *fields: Any) -> Iterator[tuple[str, str]]:  # fmt: skip
+        """(check, measurement): validate the data, plan the memory and estimate the time, in seconds; an earlier
+        measurement no longer applies and is cleared."""
         data: Path | None = None
         try:
             options = view.options_from_fields(preset_name, *fields)
             base = self._base()
-            yield "Reading and tokenizing the examples…"
+            yield "Reading and tokenizing the examples…", ""
             data, label = self._data(source, data_file, chosen, collection)
             checked = tuning.check_data(base, data, options, tuning.gpu_room(self.services.inventory, options))
             shown = (
@@ -390,21 +398,43 @@ class TuningPanel:
                 )
             )  # fmt: skip
             if checked.does_not_fit:
-                yield shown
+                yield shown, ""
                 return
-            yield shown + "\n\n**Time**: measuring a few real steps…"
+            if checked.on_gpu:
+                yield shown + "\n\n" + view.estimate_summary(None, on_gpu=True), ""
+                return
+            yield shown + "\n\n**Time**: estimating…", ""
+            parameters = shape_of(base.path).parameters
+            threads = self._threads()
+            estimate = estimate_run(self.paths, base.sha256, parameters, checked.stats, options, threads)
+            yield shown + "\n\n" + view.estimate_summary(estimate), ""
+        except HearthError as exc:
+            yield _problem(exc), ""
+        finally:
+            self._discard_source(data)
+
+    def measure(self, source: str, data_file: str | None, chosen: list[str], collection: str | None,
+                preset_name: str, *fields: Any) -> Iterator[str]:  # fmt: skip
+        """Time a few real steps of the run in a trainer of its own (the model loads as for the run)."""
+        self._probe_stop.clear()
+        data: Path | None = None
+        try:
+            options = view.options_from_fields(preset_name, *fields)
+            base = self._base()
+            yield "**Measured time**: reading the examples…"
+            data, _ = self._data(source, data_file, chosen, collection)
+            checked = tuning.check_data(base, data, options, tuning.gpu_room(self.services.inventory, options))
+            if checked.does_not_fit:
+                yield _problem(checked.does_not_fit)
+                return
             for step in tuning.probe_run(self.paths, base, data, options, self._threads(), self._probe_stop.is_set):
                 if isinstance(step, tuning.Probe):
-                    yield (
-                        shown
-                        + "\n\n"
-                        + view.time_summary(step.load_s, step.step_s, step.tokens_per_s, step.total_steps)
-                    )
+                    yield view.time_summary(step.load_s, step.step_s, step.tokens_per_s, step.total_steps)
                 else:
-                    yield shown + f"\n\n**Time**: measuring a few real steps… ({step})"
+                    yield f"**Measured time**: timing a few real steps… ({step})"
         except HearthError as exc:
             # Start training ends a measurement under way (the run needs the machine): not a problem to report.
-            yield "Training started, so the estimate stopped." if self._probe_stop.is_set() else _problem(exc)
+            yield "Training started, so the measurement stopped." if self._probe_stop.is_set() else _problem(exc)
         finally:
             self._discard_source(data)
 
@@ -557,7 +587,7 @@ class TuningPanel:
             if side is not None:
                 yield side.without, side.with_adapter, view.compare_note(side.without, side.with_adapter, float(scale))
         except HearthError as exc:
-            yield f"{exc.message} {exc.remedy}", "", ""
+            yield exc.for_page, "", ""
 
     def detach(self, target: str | None) -> tuple[Any, ...]:
         tuning.adapter_store(self.paths).detach(target or MODEL_SCOPE)
@@ -595,7 +625,10 @@ def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     ui.source.change(panel.source_changed, [ui.source], [ui.data_file, ui.conversations, ui.collection], queue=False)
     ui.preset.change(panel.preset_changed, [ui.preset], ui.fields, queue=False)
     data_inputs = [ui.source, ui.data_file, ui.conversations, ui.collection]
-    ui.check.click(panel.check, [*data_inputs, ui.preset, *ui.fields], [ui.check_view], concurrency_id="tuning")
+    ui.check.click(
+        panel.check, [*data_inputs, ui.preset, *ui.fields], [ui.check_view, ui.measure_view], concurrency_id="tuning"
+    )
+    ui.measure.click(panel.measure, [*data_inputs, ui.preset, *ui.fields], [ui.measure_view], concurrency_id="tuning")
     # Not in the "tuning" queue: starting a run ends a measurement that is still under way.
     ui.start.click(
         panel.start, [*data_inputs, ui.name, ui.preset, *ui.fields], [ui.check_view, ui.run_pick, *run_outputs]

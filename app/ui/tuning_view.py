@@ -18,6 +18,7 @@ from models.adapters import (
     conversation_scope,
     describe_scope,
 )
+from models.tuning.estimate import TimeEstimate
 from models.tuning.options import PRESETS, TuneOptions, preset
 from models.tuning.runs import RunView
 
@@ -126,8 +127,26 @@ def memory_summary(total_bytes: int, available_bytes: int, described: str, refus
 
 def time_summary(load_s: float, step_s: float, tokens_per_s: float, total_steps: int) -> str:
     return (
-        f"**Time**: about {duration(load_s + step_s * total_steps)} ({total_steps} steps of {step_s:.1f} s, "
-        f"{tokens_per_s:,.0f} tokens/s, measured on a few real steps just now), plus the check at the end."
+        f"**Measured time**: about {duration(load_s + step_s * total_steps)} (loading the model {duration(load_s)}, "
+        f"then {total_steps} steps of {step_s:.1f} s, {tokens_per_s:,.0f} tokens/s, measured on a few real steps "
+        "just now), plus the check at the end."
+    )
+
+
+def estimate_summary(estimate: TimeEstimate | None, on_gpu: bool = False) -> str:
+    """The run's time as estimated before anything loads, and where the figure comes from."""
+    if on_gpu:
+        return "**Time**: it trains on the GPU, which this estimate does not cover: **Time a few real steps** says."
+    if estimate is None:
+        return "**Time**: this computer's speed could not be measured: **Time a few real steps** says."
+    if estimate.source == "earlier run":
+        basis = f"at the pace of your last run of this model here, {estimate.tokens_per_s:,.0f} tokens/s"
+    else:
+        basis = "from this computer's speed; **Time a few real steps** measures it"
+    step = f"{estimate.step_s:.1f} s" if estimate.step_s < 10 else duration(estimate.step_s)
+    return (
+        f"**Time**: about {duration(estimate.total_s)} (loading the model about {duration(estimate.load_s)}, then "
+        f"{estimate.steps} steps of about {step}; {basis}), plus the check at the end."
     )
 
 

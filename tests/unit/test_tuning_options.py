@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from app.errors import TuningError
-from models.tuning.options import ATTENTION, PRESETS, TuneOptions, check_options, preset, total_steps
+from models.tuning.options import ALL_TARGETS, ATTENTION, PRESETS, TuneOptions, check_options, preset, total_steps
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -15,11 +15,13 @@ def test_presets_are_valid(name: str) -> None:
     assert check_options(PRESETS[name]) is PRESETS[name]  # type: ignore[index]
 
 
-def test_quick_is_smaller_than_standard() -> None:
+def test_quick_is_a_smaller_adapter_on_every_layer_that_learns_faster() -> None:
+    # One pass on the attention layers alone taught no style from a dozen examples (bench/tuning_presets.py).
     quick, standard = PRESETS["quick"], PRESETS["standard"]
     assert quick.rank < standard.rank
-    assert quick.targets == ATTENTION
-    assert quick.epochs < standard.epochs
+    assert quick.targets == ALL_TARGETS != ATTENTION
+    assert quick.learning_rate > standard.learning_rate
+    assert quick.epochs >= 3
 
 
 def test_preset_changes_ignore_none() -> None:

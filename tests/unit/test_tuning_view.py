@@ -74,11 +74,12 @@ def test_compare_says_why_when_both_answers_are_the_same_and_what_to_try() -> No
 
 def test_every_layer_an_adapter_can_change_has_words_and_the_settings_name_the_usual_groups() -> None:
     from app.ui.tuning_view import TARGET_WORDS
-    from models.tuning.options import ALL_TARGETS, ATTENTION, MLP, PRESETS, TuneOptions, layers_in_words
+    from models.tuning.options import ALL_TARGETS, ATTENTION, MLP, TuneOptions, layers_in_words
 
     assert set(TARGET_WORDS) == set(ALL_TARGETS)
     assert all(name in TARGET_WORDS[name] for name in ALL_TARGETS)  # the code's name after the words
     assert layers_in_words(ATTENTION) == "attention layers" and layers_in_words(MLP) == "feed-forward layers"
     assert layers_in_words(ALL_TARGETS) == "every layer" and layers_in_words(("q_proj", "v_proj")) == "q_proj, v_proj"
-    assert "attention layers" in PRESETS["quick"].describe() and "q_proj" not in PRESETS["quick"].describe()
+    attention_only = TuneOptions(targets=ATTENTION).describe()
+    assert "attention layers" in attention_only and "q_proj" not in attention_only
     assert "every layer" in TuneOptions().describe()
