@@ -24,6 +24,7 @@ from app.ui.page_files import use_private_page_files
 from app.ui.page_key import page_key
 from app.ui.page_uploads import PageUploads
 from app.ui.render import answering_from, upload_limit_note
+from app.ui.theme import THEME_CSS, hearth_theme
 from app.ui.tools_tab import ToolsPanel, build_tools_tab, wire_tools_tab
 from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
 from app.ui.workers import WorkersPanel, build_workers_section, wire_workers_section
@@ -487,7 +488,8 @@ def launch(services: Services) -> RunningServer:
     demo.queue(default_concurrency_limit=1)
     # run_history off: the page would keep every question in the browser, and offers to copy it to a cloud bucket.
     page_options = {
-        "css": CSS + MODELS_CSS + TUNING_CSS,
+        "css": THEME_CSS + CSS + MODELS_CSS + TUNING_CSS,
+        "theme": hearth_theme(),
         "js": PAGE_JS,
         "head": HEAD_STYLE,
         "footer_links": [],

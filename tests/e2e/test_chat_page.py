@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from app.ui.theme import EMBER
 from tests.e2e.conftest import RunningApp
 
 pytestmark = pytest.mark.e2e
@@ -91,6 +93,14 @@ def test_a_question_streams_an_answer_that_survives_a_reload(
     assert len(final.split("to first token")[0].strip()) > 20
     assert page.input_value("#message textarea") == ""
     page.screenshot(path=str(artifacts_dir / "chat.png"))
+    # Hearth's own look (app/ui/theme.py): Send in the ember accent, Stop waiting in outline, not filled red.
+    # The pointer leaves Send first: it rests where send() clicked, and a hovered button is a shade darker.
+    page.mouse.move(0, 0)
+    ember = "rgb" + str(tuple(int(EMBER.c600[i : i + 2], 16) for i in (1, 3, 5)))
+    colour = "(selector) => getComputedStyle(document.querySelector(selector)).backgroundColor"
+    page.wait_for_function(f"() => ({colour})('#send') === '{ember}'", timeout=5_000)
+    stop = [int(part) for part in re.findall(r"\d+", page.evaluate(colour, "#stop"))[:3]]
+    assert min(stop) >= 240, stop  # near white: an outline, not a filled red button
     if target := os.environ.get("DOCS_SCREENSHOT"):
         shutil.copy(artifacts_dir / "chat.png", target)
 
@@ -206,7 +216,9 @@ def test_a_message_longer_than_the_context_is_refused_and_kept_in_the_box(
     page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
     too_long = "lighthouse " * 1200
     send(page, too_long, accepted=False)
-    page.get_by_text("Shorten the message").first.wait_for(timeout=15_000)
+    refusal = page.get_by_text("Shorten the message").first
+    refusal.wait_for(timeout=15_000)
+    assert "Answer settings" in refusal.inner_text() and "--context" not in refusal.inner_text()
     assert page.input_value("#message textarea") == too_long
     with sqlite3.connect(app.home / "conversations.db") as db:  # the refused question created nothing
         assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
