@@ -68,6 +68,7 @@ test-hardware: setup-test
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 fmt: setup
 	$(VENV)/bin/ruff format .
