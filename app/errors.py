@@ -43,6 +43,22 @@ class HearthError(Exception):
         return f"{self.message} {self.remedy}"
 
 
+
+def error_class(name: str) -> type[HearthError] | None:
+    """The loaded :class:`HearthError` subclass called ``name`` (any layer's, not only this module's), for an error
+    that crossed a process boundary by name. A class whose constructor needs more than a message and a remedy
+    (``WorkersStopped``'s workers) gives its nearest ancestor that does not, so it can be built again; None for a
+    name no loaded class has."""
+    pending: list[type[HearthError]] = [HearthError]
+    while pending:
+        current = pending.pop()
+        if current.__name__ == name:
+            while current.__init__ is not HearthError.__init__ and current is not HearthError:
+                current = next(base for base in current.__mro__[1:] if issubclass(base, HearthError))
+            return current
+        pending.extend(current.__subclasses__())
+    return None
+
 class ModelFileError(HearthError):
     """The model file is missing, unreadable, truncated or not a GGUF file."""
 

@@ -70,7 +70,8 @@ Request = ChatRequest | CompletionRequest | CountRequest | CancelRequest | Threa
 
 @dataclass(frozen=True)
 class ErrorInfo:
-    """A typed error, by the name of its class in ``app.errors``: exceptions themselves do not pickle well."""
+    """A typed error, by the name of its class (any loaded :class:`HearthError` subclass, from any layer):
+    exceptions themselves do not pickle well."""
 
     kind: str
     message: str
@@ -82,10 +83,8 @@ class ErrorInfo:
         return cls(type(exc).__name__, exc.message, exc.remedy, exc.page_remedy)
 
     def to_exception(self) -> HearthError:
-        error_class = getattr(app.errors, self.kind, None)
-        if not (isinstance(error_class, type) and issubclass(error_class, HearthError)):
-            error_class = GenerationError
-        error = error_class(self.message, self.remedy)
+        found = app.errors.error_class(self.kind) or GenerationError
+        error = found(self.message, self.remedy)
         if self.page_remedy is not None:
             error.page_remedy = self.page_remedy
         return error

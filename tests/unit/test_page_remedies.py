@@ -174,3 +174,21 @@ def test_an_error_from_the_engine_process_keeps_its_page_words() -> None:
     assert str(back) == "llama.cpp could not create a context. Lower --context."
     plain = pickle.loads(pickle.dumps(ErrorInfo.of(ModelLoadError("No.", "Lower --context.")))).to_exception()
     assert plain.page_remedy is None and plain.for_page == "No. Lower --context."
+
+
+def test_an_error_class_from_any_layer_crosses_the_engine_pipe() -> None:
+    import pickle
+
+    from app.errors import EngineStopped, GenerationError, WorkersStopped, error_class
+    from backends.engine.protocol import ErrorInfo
+    from backends.rpc import WorkerUnreachable
+
+    sent = WorkerUnreachable("The worker at 10.0.0.2:50052 does not answer.", "Start it.", page_remedy="Start it.")
+    back = pickle.loads(pickle.dumps(ErrorInfo.of(sent))).to_exception()
+    assert type(back) is WorkerUnreachable and back.message == sent.message  # was GenerationError: not in app.errors
+    # A class that needs more than a message and a remedy comes back as its nearest ancestor that does not.
+    stopped = WorkersStopped("Worker w stopped.", "Start it again.", ("w:1",))
+    assert type(ErrorInfo.of(stopped).to_exception()) is EngineStopped
+    assert error_class("WorkersStopped") is EngineStopped and error_class("EngineStopped") is EngineStopped
+    assert error_class("NoSuchError") is None
+    assert type(ErrorInfo("NoSuchError", "Odd.", "Retry.").to_exception()) is GenerationError
