@@ -43,7 +43,6 @@ class HearthError(Exception):
         return f"{self.message} {self.remedy}"
 
 
-
 def error_class(name: str) -> type[HearthError] | None:
     """The loaded :class:`HearthError` subclass called ``name`` (any layer's, not only this module's), for an error
     that crossed a process boundary by name. A class whose constructor needs more than a message and a remedy
@@ -58,6 +57,7 @@ def error_class(name: str) -> type[HearthError] | None:
             return current
         pending.extend(current.__subclasses__())
     return None
+
 
 class ModelFileError(HearthError):
     """The model file is missing, unreadable, truncated or not a GGUF file."""

@@ -77,12 +77,15 @@ THEME_CSS = """
 /* The tabs: the chosen one in the accent, all of them a little heavier than body text. */
 .tab-wrapper button[role='tab'] { font-weight: 500; }
 /* The conversation list: plain rows, the open one a soft rounded band (as Jan's thread list). */
-#conversation-list, #conversation-list .wrap { border: none; background: transparent !important; }
+.form:has(> #conversation-list) { background: transparent; border: none; }
+#conversation-list { background: transparent; }
 #conversation-list label { border: none !important; background: transparent !important; border-radius: 8px;
   padding: 6px 10px; box-shadow: none !important; }
 #conversation-list label:hover { background: var(--neutral-100) !important; }
 #conversation-list label.selected { background: var(--neutral-200) !important; font-weight: 500; }
 #conversation-list input[type='radio'] { display: none; }
+/* Tables (files, models, adapters) in the page's own type, not a typewriter's. */
+.table-wrap table, .table-wrap .cell-wrap { font-family: var(--font); }
 /* The chat: an empty one greets; an answer's sources and tool calls read as quiet notes under it. */
 #chat .placeholder { font-size: 1.1em; color: var(--neutral-500); }
 #chat details { border-top: 1px solid var(--neutral-200); padding: 4px 0; font-size: 0.92em; }
