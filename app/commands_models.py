@@ -12,6 +12,7 @@ from app.services.container import enforce_offline, preferences
 from app.services.models import (
     HELDOUT_TEXT,
     Made,
+    MakeStep,
     ModelRow,
     ModelsChanged,
     make_full_precision,
@@ -28,6 +29,7 @@ from backends.memory import format_bytes
 from backends.tool_calls import template_family
 from models.catalog import rough_fit
 from models.gguf import read_model_info
+from models.quantize import QuantizeWarning
 from models.store import ModelStore
 
 EXIT_OK = 0
@@ -177,17 +179,17 @@ def _report(made: Made | None) -> int:
     return EXIT_OK
 
 
-def _follow(steps: Iterator[str | Made], cancel: CancelToken) -> Made | None:
+def _follow(steps: Iterator[MakeStep], cancel: CancelToken) -> Made | None:
     """Show a long job's progress on one terminal line; Ctrl+C cancels it (nothing is saved)."""
     try:
         for step in steps:
             if isinstance(step, Made):
                 print(file=sys.stderr)
                 return step
-            if step.startswith("warning: "):
-                print(for_terminal(step), file=sys.stderr)
+            if isinstance(step, QuantizeWarning):
+                print(for_terminal(f"warning: {step.message}"), file=sys.stderr)
             else:
-                _progress(step)
+                _progress(step.message)
     except KeyboardInterrupt:
         cancel.cancel()
         print("\nStopped; nothing was saved.", file=sys.stderr)

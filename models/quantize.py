@@ -58,6 +58,13 @@ class QuantizeProgress:
     message: str
 
 
+@dataclass(frozen=True)
+class QuantizeWarning:
+    """What works but costs quality (re-quantizing, a type below 4 bits), said before the work starts."""
+
+    message: str
+
+
 def check_request(model: ModelInfo, qtype: str, allow_requantize: bool) -> list[str]:
     """Refuse what cannot work; return warnings for what works but costs quality. Pure."""
     if qtype not in TYPES:

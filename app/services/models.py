@@ -20,6 +20,7 @@ from models.fit import FitVerdict, cannot_run, fit_verdict
 from models.gguf import ModelInfo, read_model_info
 from models.gguf_reader import ModelFileUnreadable, NotAModelFile
 from models.ladder import Rung
+from models.quantize import QuantizeProgress, QuantizeWarning
 from models.store import ModelNotKnown, ModelStore, Source, StoredModel
 
 # The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.
@@ -170,32 +171,34 @@ class Made:
     info: ModelInfo
 
 
+MakeStep = QuantizeProgress | QuantizeWarning | Made
+
+
 def make_quantized(
     store: ModelStore, reference: str, qtype: str, threads: int, cancel: CancelToken, allow_requantize: bool = False
-) -> Iterator[str | Made]:
-    """Quantize a known model to ``qtype`` into Hearth's models folder and register it; yields progress lines,
-    warnings (prefixed "warning: ") and finally :class:`Made`."""
+) -> Iterator[MakeStep]:
+    """Quantize a known model to ``qtype`` into Hearth's models folder and register it; yields the warnings first,
+    then progress, and finally :class:`Made`."""
     from models.quantize import check_request, output_name, quantize
 
     source = store.find(reference)
     info = read_model_info(source.path)
     for warning in check_request(info, qtype, allow_requantize):
-        yield f"warning: {warning}"
+        yield QuantizeWarning(warning)
     target = store.models_dir / output_name(info, qtype)
-    for progress in quantize(info, target, qtype, threads, cancel, allow_requantize):
-        yield progress.message
+    yield from quantize(info, target, qtype, threads, cancel, allow_requantize)
     stored, made = store.add(target, source="quantized", parent=source.sha256)
     yield Made(stored, made)
 
 
-def make_full_precision(store: ModelStore, reference: str, to: str, cancel: CancelToken) -> Iterator[str | Made]:
+def make_full_precision(store: ModelStore, reference: str, to: str, cancel: CancelToken) -> Iterator[MakeStep]:
     from models.convert import dequantize
     from models.quantize import output_name
 
     source = store.find(reference)
     target = store.models_dir / output_name(read_model_info(source.path), to)
-    for _fraction, message in dequantize(source.path, target, to, cancel):
-        yield message
+    for fraction, message in dequantize(source.path, target, to, cancel):
+        yield QuantizeProgress(fraction, message)
     stored, made = store.add(target, source="converted", parent=source.sha256)
     yield Made(stored, made)
 

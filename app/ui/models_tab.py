@@ -40,6 +40,7 @@ from models.catalog import CATALOG, RECOMMENDED_CHAT
 from models.gguf import read_model_info
 from models.ladder import DEFAULT_RUNS, Rung, chart, noise_warning
 from models.quantize import TYPES as QUANT_TYPES
+from models.quantize import QuantizeWarning
 from models.store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -432,11 +433,11 @@ class ModelsPanel:
                         f"Made {step.info.display_name} ({step.stored.id}), {format_bytes(step.info.file_size_bytes)}."
                     )
                     yield " ".join([made, *warnings]), *self.view(step.stored.id)
-                elif step.startswith("warning: "):
-                    warnings.append(step.removeprefix("warning: "))
+                elif isinstance(step, QuantizeWarning):
+                    warnings.append(step.message)
                     yield " ".join(warnings), *self._unchanged()
                 else:
-                    yield " ".join([step, *warnings]), *self._unchanged()
+                    yield " ".join([step.message, *warnings]), *self._unchanged()
         except HearthError as exc:
             yield view.page_message(exc), *self._unchanged()
         finally:
