@@ -68,7 +68,11 @@ class ModelLoadError(HearthError):
 
 
 class DoesNotFit(HearthError):
-    """The model and its KV cache need more memory than the machine has available."""
+    """The model and its KV cache need more memory than the machine has available. What would fit, when known, is
+    data as well as words: ``context_that_fits`` (tokens, on the CPU) and ``gpu_layers_that_fit``."""
+
+    context_that_fits: int | None = None
+    gpu_layers_that_fit: int | None = None
 
 
 class ContextTooLong(HearthError):

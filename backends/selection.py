@@ -557,6 +557,7 @@ def _forced_layers(ctx: _Context, gpus: Sequence[GpuDevice], requested: int) -> 
             f"{format_bytes(gpu.free_bytes)} free.",
             f"Ask for at most {most} GPU layers, or leave the layer count to Hearth.",
         )
+        failure.gpu_layers_that_fit = most
         ctx.memory_failures.append(failure)
         ctx.rejections.append(f"llama.cpp (CUDA): {failure.message}")
         return []
@@ -628,7 +629,9 @@ def _cpu_option(ctx: _Context, cls: type[Backend], rank: int, route: str) -> lis
             "smaller or lower-bit model."
             if fits_at
             else "Close other programs, or choose a smaller or lower-bit model.",
+            page_remedy="Close other programs, or pick a smaller or lower-bit model in the Models tab.",
         )
+        failure.context_that_fits = fits_at or None
         ctx.memory_failures.append(failure)
         ctx.rejections.append(f"{label}: {failure.message}")
         ctx.note(route, failure.message)

@@ -96,7 +96,8 @@ def test_cpu_only_8gb_laptop_runs_a_small_model_and_says_how_to_fit_a_7b() -> No
     with pytest.raises(DoesNotFit) as caught:
         plan_for(LLAMA_7B, laptop)  # 3.8 GiB of weights plus 2 GiB of context cache at 4096 tokens
     assert "Lower the context to" in caught.value.remedy
-    allowed = int(caught.value.remedy.split("Lower the context to ")[1].split()[0])
+    allowed = caught.value.context_that_fits  # what would fit, as data (the remedy says it in words)
+    assert allowed is not None and f"Lower the context to {allowed} tokens" in caught.value.remedy
     assert 1024 <= allowed < 4096
     assert plan_for(LLAMA_7B, laptop, context_length=allowed).context_length == allowed
 
@@ -198,6 +199,10 @@ def test_forced_choices_are_obeyed_or_explained() -> None:
     with pytest.raises(DoesNotFit) as caught:
         plan_for(MIXTRAL, gpu, gpu_layers=32)
     assert "Ask for at most" in caught.value.remedy
+    most = caught.value.gpu_layers_that_fit
+    assert most is not None and 0 <= most < 32 and f"at most {most} GPU layers" in caught.value.remedy
+    if most:
+        assert plan_for(MIXTRAL, gpu, gpu_layers=most).placements[0].layers == most
     with pytest.raises(BackendUnavailable) as missing:
         plan_for(LLAMA_7B, make_inventory(), backend="cuda")
     assert "no NVIDIA GPU" in missing.value.message
