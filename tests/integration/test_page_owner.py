@@ -204,7 +204,9 @@ def test_each_upload_taking_handler_refuses_a_path_that_was_never_uploaded(heart
     tuning = TuningPanel(hearth.services, nothing_uploaded)
     fields = [8, 16, ["q_proj"], 0.001, 1, 0, 512, 1, False]
     checked = list(tuning.check(FROM_FILE, str(secret), [], None, "quick", *fields))
-    assert "did not come from this page's upload box" in checked[-1]
+    assert "did not come from this page's upload box" in checked[-1][0]  # (check, measurement)
+    measured = list(tuning.measure(FROM_FILE, str(secret), [], None, "quick", *fields))
+    assert "did not come from this page's upload box" in measured[-1]
     started, *_ = tuning.start(FROM_FILE, str(secret), [], None, "secret-adapter", "quick", *fields)
     assert "did not come from this page's upload box" in started
     assert not hearth.services.paths.tuning_dir.exists() or not any(hearth.services.paths.tuning_dir.iterdir())
