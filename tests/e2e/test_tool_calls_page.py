@@ -65,7 +65,9 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     question = page.locator("#call-question")
     expect(question).to_contain_text("Run calculator from built-in with", timeout=120_000)
     expect(page.locator("#chat [data-testid='bot']").last).to_contain_text("Tool call waiting for you")
-    assert kept_calls(app) == []  # nothing has run yet
+    # Nothing has run yet: no call is kept (an assistant row may already be saved, empty, as seen once in the
+    # suite; what matters is that no call is recorded before it is allowed).
+    assert all(calls == [] for calls in kept_calls(app)), kept_calls(app)
     page.click("#allow-once")
     expect(page.locator("#call-approval")).to_be_hidden()
     text = answered(page, "#allow-once")
