@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import HearthError
 from app.reading_pace import ReadingPace
@@ -23,6 +23,10 @@ from backends.base import Finished, Reading, TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
 from backends.memory import format_bytes
 from rag.prompt import Source
+
+if TYPE_CHECKING:
+    from backends.selection import Preferences
+    from models.gguf import ModelInfo
 
 EXIT_OK = 0
 
@@ -264,8 +268,6 @@ def run_chat(
 def doctor_report(settings: Settings, inventory: HardwareInventory) -> dict[str, Any]:
     """Everything a bug report needs; failures are reported inside, never raised."""
     from app.paths import resolve_data_paths
-    from backends import registry
-    from backends.selection import select_backend
     from models.gguf import read_model_info, sha256_of
 
     report: dict[str, Any] = {
@@ -286,11 +288,22 @@ def doctor_report(settings: Settings, inventory: HardwareInventory) -> dict[str,
             "has_chat_template": bool(model.chat_template),
             "sha256": sha256_of(model.path),
         }
-        plan = select_backend(inventory, model, choice.prefs, registry.AUTOMATIC, registry.ALL)
-        report["plan"] = asdict(plan) | {"memory_total_bytes": plan.memory.total_bytes}
     except HearthError as exc:
         report["error"] = {"message": exc.message, "remedy": exc.remedy, "type": type(exc).__name__}
-    return report
+        return report
+    return report | plan_report(inventory, model, choice.prefs)
+
+
+def plan_report(inventory: HardwareInventory, model: ModelInfo, prefs: Preferences) -> dict[str, Any]:
+    """The plan part of the doctor's report: the plan Hearth would use for this model here, or why there is none."""
+    from backends import registry
+    from backends.selection import select_backend
+
+    try:
+        plan = select_backend(inventory, model, prefs, registry.AUTOMATIC, registry.ALL)
+    except HearthError as exc:
+        return {"error": {"message": exc.message, "remedy": exc.remedy, "type": type(exc).__name__}}
+    return {"plan": asdict(plan) | {"memory_total_bytes": plan.memory.total_bytes}}
 
 
 def memory_bar(placement: dict[str, Any], width: int = 30) -> str:
@@ -329,15 +342,22 @@ def run_doctor(settings: Settings, as_json: bool) -> int:
         )
         print(f"  {for_terminal(model['path'])} ({format_bytes(model['file_size_bytes'])})")
         print(f"  trained context {model['trained_context_length']} tokens; sha256 {model['sha256']}")
+    for line in plan_lines(report):
+        print(line)
+    return 1 if report.get("error") else EXIT_OK
+
+
+def plan_lines(report: dict[str, Any]) -> list[str]:
+    """The doctor's Plan section (or Problem, when there is no plan), as printed."""
+    lines: list[str] = []
     if plan := report.get("plan"):
-        print("Plan")
-        print(f"  backend: {plan['label']} on {', '.join(plan['devices'])}")
-        print(f"  memory: about {format_bytes(plan['memory_total_bytes'])}")
-        for placement in plan["placements"]:
-            print(f"  {memory_bar(placement)}")
-        for reason in plan["reasons"]:
-            print(f"  - {for_terminal(reason)}")
+        lines += [
+            "Plan",
+            f"  backend: {plan['label']} on {', '.join(plan['devices'])}",
+            f"  memory: about {format_bytes(plan['memory_total_bytes'])}",
+        ]
+        lines += [f"  {memory_bar(placement)}" for placement in plan["placements"]]
+        lines += [f"  - {for_terminal(reason)}" for reason in plan["reasons"]]
     if error := report.get("error"):
-        print(f"Problem\n  {for_terminal(error['message'])}\n  what to do: {for_terminal(error['remedy'])}")
-        return 1
-    return EXIT_OK
+        lines.append(f"Problem\n  {for_terminal(error['message'])}\n  what to do: {for_terminal(error['remedy'])}")
+    return lines
