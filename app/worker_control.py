@@ -1,7 +1,7 @@
-"""The worker's control port and the main's client for it: TLS (``backends/secure_link.py``), then one JSON object
-per line each way (``backends/pairing.py`` has the messages); a paired main's ``rpc`` request turns its connection
-into llama.cpp's RPC stream to the worker's server on its private Unix socket. The worker keeps the tokens of the
-mains paired with it in its data folder (owner-only).
+"""The worker's control port and the main's client for it: TLS (``backends/workers/secure_link.py``), then one JSON
+object per line each way (``backends/workers/pairing.py`` has the messages); a paired main's ``rpc`` request turns its
+connection into llama.cpp's RPC stream to the worker's server on its private Unix socket. The worker keeps the tokens
+of the mains paired with it in its data folder (owner-only).
 
 Before a connection shows a paired main's token it is a stranger's: at most :data:`MAX_STRANGERS` at once (more are
 closed on arrival), each cut :data:`STRANGER_S` after it arrived, however slowly it trickles (one watchdog thread for
@@ -26,8 +26,8 @@ from app.paths import write_private_text
 from app.peer_account import source_of
 from backends.local_socket import connect as connect_local
 from backends.local_socket import parse_local
-from backends.pairing import WorkerState, parse_request
-from backends.secure_link import Identity, LinkRefused, carry, connect, server_context
+from backends.workers.pairing import WorkerState, parse_request
+from backends.workers.secure_link import Identity, LinkRefused, carry, connect, server_context
 
 MAX_LINE_BYTES = 4096
 CONTROL_TIMEOUT_S = 5.0

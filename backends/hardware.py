@@ -317,7 +317,7 @@ def _llama_cpp_build(notes: list[str]) -> LlamaCppBuild | None:
 
 def describe(inventory: HardwareInventory) -> list[str]:
     """One line per device, the way users paste them into bug reports."""
-    from backends.llamacpp_buffers import extra_buffers_safe
+    from backends.llamacpp.buffers import extra_buffers_safe
     from backends.memory import format_bytes
 
     flags = " ".join(sorted(inventory.isa_flags)) or "none detected"

@@ -35,7 +35,6 @@ from backends.memory import (
     usable_bytes,
 )
 from backends.openvino import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_TOKENS
-from backends.pipeline_cost import LinkFacts
 from backends.plan_reasons import (
     INTEL_GPU,
     LLAMACPP_CPU,
@@ -49,6 +48,7 @@ from backends.plan_reasons import (
     openvino_cpu_reason,
     rank_why,
 )
+from backends.workers.cost import LinkFacts
 from models.gguf import ModelInfo
 
 # CUDA's own context and cuBLAS workspaces take this much of a GPU before any model byte.
@@ -248,8 +248,8 @@ def _pipeline(
     automatic: Sequence[type[Backend]],
     named: Mapping[str, type[Backend]],
 ) -> BackendPlan:
-    """llama.cpp with the layers on the workers, and on this CPU what they cannot hold (``backends.pipeline_plan``)."""
-    from backends.pipeline_plan import pipeline_plan
+    """llama.cpp with the layers on the workers, and on this CPU what they cannot hold (``backends.workers.plan``)."""
+    from backends.workers.plan import pipeline_plan
 
     if not prefs.workers:
         raise BackendUnavailable(

@@ -23,10 +23,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     args = parser.parse_args()
 
-    from app.bench import QUESTIONS, SYSTEM
+    from app.bench.chat import QUESTIONS, SYSTEM
     from backends.base import Backend, CancelToken, ChatMessage, GenerationParams, LoadOptions, Usage
     from backends.hardware import probe
-    from backends.llamacpp import LlamaCppBackend
+    from backends.llamacpp.backend import LlamaCppBackend
     from backends.openvino import OpenVinoBackend
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info

@@ -58,7 +58,7 @@ def main() -> int:
 
 
 def load_set(documents: Any, questions_file: str, docs: str) -> QuestionSet:
-    from app.commands_eval import split_part
+    from app.cli.eval import split_part
     from rag.evaluation import read_questions
 
     questions_path = Path(questions_file)

@@ -29,7 +29,7 @@ QUESTION = "In bash, which builtin runs a command in the current shell without l
 
 
 def _open(path: Path, kind: str, context: int, threads: int, logits_all: bool = False) -> Any:
-    from backends.llamacpp_buffers import open_llama
+    from backends.llamacpp.buffers import open_llama
 
     return open_llama(
         model_path=str(path),
@@ -102,7 +102,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from backends.llamacpp import route_llama_logs
+    from backends.llamacpp.backend import route_llama_logs
     from models.embedded import embedded_chat_model
 
     route_llama_logs()

@@ -203,7 +203,7 @@ def worker(home: Path, threads: int) -> Iterator[str]:
 
 def decode_rates(settings: object, rounds: int, max_tokens: int) -> tuple[list[float], str]:
     """Decode tokens/s of one user's greedy answer over ``rounds``, and the answer's text."""
-    from app.bench_pipeline import SPLIT, _hearth_round
+    from app.bench.pipeline import SPLIT, _hearth_round
     from app.services.container import build_services
     from backends.base import GenerationParams
 
@@ -223,7 +223,7 @@ def decode_rates(settings: object, rounds: int, max_tokens: int) -> tuple[list[f
 
 
 def greedy_text(runtime: object, params: object) -> str:
-    from app.bench import QUESTIONS, SYSTEM
+    from app.bench.chat import QUESTIONS, SYSTEM
     from backends.base import CancelToken, ChatMessage, TextDelta
 
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", QUESTIONS[0])]
@@ -281,7 +281,7 @@ def main() -> int:
 
     from app.services.workers import WorkerBook
     from app.settings import load_settings
-    from backends.pipeline_cost import LinkFacts, network_ms_per_token, output_here
+    from backends.workers.cost import LinkFacts, network_ms_per_token, output_here
     from models.gguf import read_model_info
 
     no_netem = netem_available()

@@ -85,7 +85,7 @@ def raw_round(llm: Any, prompts: list[list[int]], max_tokens: int) -> tuple[int,
 
 def bare_round(engine: Any, prompts: list[list[int]], width: int, steps: int) -> tuple[int, float]:
     """``steps`` llama_decode calls of one token for each of ``width`` sequences, after their prompts."""
-    from backends.llamacpp_native import TokenBatch
+    from backends.llamacpp.native import TokenBatch
 
     batch = TokenBatch(512)
     try:
@@ -117,12 +117,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
     args = parser.parse_args()
 
-    from app.bench import QUESTIONS, SYSTEM, open_raw_llama
+    from app.bench.chat import QUESTIONS, SYSTEM, open_raw_llama
     from backends.base import CancelToken, ChatMessage, GenerationParams, LoadOptions
     from backends.chat_template import build_formatter
     from backends.hardware import probe
-    from backends.llamacpp import LlamaCppBackend
-    from backends.llamacpp_native import NativeModel
+    from backends.llamacpp.backend import LlamaCppBackend
+    from backends.llamacpp.native import NativeModel
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
 

@@ -50,7 +50,7 @@ def main() -> int:
     parser.add_argument("--no-excerpts", action="store_true", help="measure whole passages only (quicker)")
     parser.add_argument("--ingest", type=Path, default=None, help="index this folder into the collection first")
     args = parser.parse_args()
-    from app.commands_eval import split_part
+    from app.cli.eval import split_part
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.container import enforce_offline
     from app.services.documents import build_documents

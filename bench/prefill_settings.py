@@ -33,7 +33,7 @@ def prompt_text() -> str:
 
 def measure(model: Path, batch: int, flash: bool, threads: int, tokens: list[int]) -> tuple[float, float]:
     """Prefill and decode tokens/s for one setting, on a freshly loaded model."""
-    from backends.llamacpp_buffers import open_llama  # weights kept off llama.cpp's AMX path, as Hearth loads them
+    from backends.llamacpp.buffers import open_llama  # weights kept off llama.cpp's AMX path, as Hearth loads them
 
     llm = open_llama(
         model_path=str(model),
@@ -70,7 +70,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from backends.llamacpp_buffers import open_llama
+    from backends.llamacpp.buffers import open_llama
 
     probe = open_llama(model_path=str(args.model), n_ctx=512, verbose=False)
     tokens = probe.tokenize(prompt_text().encode("utf-8"))[: args.prompt_tokens]

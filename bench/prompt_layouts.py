@@ -65,7 +65,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"usage: prompt_layouts.py {{{'|'.join(LAYOUTS)}}} -- EVAL_ANSWERS_ARGS...", file=sys.stderr)
         return 2
     use_layout(argv[0])
-    from app.cli import main as hearth
+    from app.cli.main import main as hearth
 
     return hearth(["eval", "answers", *argv[2:]])
 

@@ -125,8 +125,8 @@ def plain_loop(model_path: Path, data: Path, steps: int, threads: int) -> float:
 
 def adapter_figures(model: Path, adapter: Path, answers: int) -> dict[str, float]:
     from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, Usage
-    from backends.llamacpp import LlamaCppBackend
-    from backends.llamacpp_native import NativeModel
+    from backends.llamacpp.backend import LlamaCppBackend
+    from backends.llamacpp.native import NativeModel
     from models.gguf import read_model_info
 
     use = AdapterUse(str(adapter), 1.0, adapter.stat().st_mtime_ns)

@@ -213,7 +213,7 @@ def answers(model: Path, adapter: Path, questions: list[str], threads: int) -> t
     prompt, a short answer)."""
     from app.settings import DEFAULT_SYSTEM_PROMPT
     from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta
-    from backends.llamacpp import LlamaCppBackend
+    from backends.llamacpp.backend import LlamaCppBackend
     from models.gguf import read_model_info
 
     use = AdapterUse(str(adapter), 1.0, adapter.stat().st_mtime_ns)

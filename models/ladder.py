@@ -178,7 +178,7 @@ def _measure_in_child(sender: Any, path: str, text: str, threads: int, context: 
 def _measure(path: str, text: str, threads: int, context: int, windows: int, runs: int) -> dict[str, Any]:
     import psutil
 
-    from backends.llamacpp_buffers import open_llama
+    from backends.llamacpp.buffers import open_llama
 
     process = psutil.Process()
     before = process.memory_info().rss

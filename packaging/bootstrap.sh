@@ -115,7 +115,7 @@ import llama_cpp
 flavor = sys.argv[1]
 if not llama_cpp.llama_supports_rpc():
     sys.exit("llama-cpp-python was built without RPC; delete the wheel folder and run make again")
-from backends.rpc import unix_sockets_patched
+from backends.workers.rpc import unix_sockets_patched
 
 if not unix_sockets_patched():
     sys.exit("llama-cpp-python was built without Hearth's RPC patch; delete the wheel folder and run make again")

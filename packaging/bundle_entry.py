@@ -29,7 +29,7 @@ def main() -> int:
         sys.argv = ["-c", *argv[3:]]
         exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})  # Hearth's own probes only
         return 0
-    from app.cli import main as hearth
+    from app.cli.main import main as hearth
 
     return hearth()
 

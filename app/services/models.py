@@ -72,7 +72,7 @@ def model_rows(store: ModelStore, inventory: HardwareInventory, prefs: Preferenc
 
 def _fitted_rows(store: ModelStore, inventory: HardwareInventory, prefs: Preferences) -> list[ModelRow]:
     from backends import registry
-    from backends.llamacpp_architectures import llamacpp_architectures
+    from backends.llamacpp.architectures import llamacpp_architectures
 
     architectures = llamacpp_architectures() if inventory.llama_cpp is not None else None
     rows = []

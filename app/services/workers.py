@@ -13,9 +13,9 @@ from pathlib import Path
 from app.errors import HearthError
 from app.paths import write_private_text
 from backends.base import WorkerLink
-from backends.pairing import WorkerFacts, facts_from, pair_request, worker_proved
-from backends.pipeline_cost import LinkFacts
-from backends.rpc import parse_endpoint
+from backends.workers.cost import LinkFacts
+from backends.workers.pairing import WorkerFacts, facts_from, pair_request, worker_proved
+from backends.workers.rpc import parse_endpoint
 
 
 def local_versions() -> tuple[str, str]:
@@ -96,7 +96,7 @@ class WorkerBook:
     def add(self, address: str, code: str) -> PairedWorker:
 
         from app.worker_control import WorkerUnavailable, ask, bandwidth_bytes_per_s, round_trip_ms
-        from backends.secure_link import connect
+        from backends.workers.secure_link import connect
 
         where = parse_endpoint(address)
         try:

@@ -10,7 +10,7 @@ A question set is JSONL, one question a line::
 ``expected`` is null when no call is right. Each listed argument must be one of its values (text compared without
 case, outer spaces or end punctuation; numbers by value; ``null`` in the list lets it be left out); arguments not
 listed may be anything the schema allows. Pure: reading, checking and counting; running the model is the
-command's (``app/commands_eval_tools.py``).
+command's (``app/cli/eval_tools.py``).
 """
 
 from __future__ import annotations

@@ -311,7 +311,7 @@ class TuningPanel:
         return tuning.base_for(self.paths, self.services.control.choice.path)
 
     def _threads(self) -> int:
-        from app.commands_tune import physical_cores
+        from app.cli.tune import physical_cores
 
         return self.services.settings.backend.threads or physical_cores()
 

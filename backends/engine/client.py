@@ -41,7 +41,7 @@ from backends.engine.protocol import (
     Start,
     ThreadsRequest,
 )
-from backends.worker_link import HELD_UP_LOG, stopped_workers
+from backends.workers.link import HELD_UP_LOG, stopped_workers
 from models.gguf import ModelInfo
 
 _WORKERS_PAGE_REMEDY = "Start Hearth's worker on that computer again, or remove it under Workers (Hardware tab)."

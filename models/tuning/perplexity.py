@@ -31,7 +31,7 @@ def perplexity(model: Path, adapter: Path | None, items: Sequence[Encoded], thre
     """exp(mean negative log-likelihood) of the labelled tokens of ``items``."""
     import numpy as np
 
-    from backends.llamacpp_buffers import open_llama
+    from backends.llamacpp.buffers import open_llama
 
     chosen = checked_items(items)
     longest = max(len(item.input_ids) for item in chosen)

@@ -69,7 +69,7 @@ def encode_for(
 ) -> tuple[EncodedSet, EncodedSet]:
     """Both sets as token ids, with the model's vocabulary (loaded alone, no weights) and chat template."""
     from backends.chat_template import ChatFormatter
-    from backends.llamacpp_native import Vocabulary
+    from backends.llamacpp.native import Vocabulary
     from models.gguf import read_model_info
 
     check_base(base_path, options)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from backends.pairing import WRONG_BLOCK_S
+from backends.workers.pairing import WRONG_BLOCK_S
 from tests.e2e.conftest import RunningApp, free_port
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
 from tests.e2e.test_hardware_page import choose

@@ -57,7 +57,7 @@ def test_the_embedded_model_runs_entirely_on_the_gpu(cuda_machine: None, isolate
 
 
 def test_the_pipeline_bench_reads_the_gpus_energy(cuda_machine: None) -> None:
-    from app.bench_pipeline import _energy_j, _energy_source
+    from app.bench.pipeline import _energy_j, _energy_source
 
     assert "NVML (" in _energy_source()
     first = _energy_j()

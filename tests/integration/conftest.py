@@ -12,7 +12,7 @@ from app.services.container import Services, build_services
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import LoadOptions
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo, read_model_info
 from rag.embeddings import SentenceTransformerEmbedder, default_embedder
 from tests.helpers import require

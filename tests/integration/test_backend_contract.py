@@ -20,7 +20,7 @@ from backends.base import (
     ToolCall,
     Usage,
 )
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from backends.openvino import OpenVinoBackend
 from models.gguf import ModelInfo
 from tests.helpers import require

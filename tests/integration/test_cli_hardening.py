@@ -209,7 +209,7 @@ def test_an_architecture_llamacpp_does_not_know_is_listed_as_cannot_run_here(
 
 
 def test_llamacpp_names_the_architectures_it_loads(llama_cpp_installed: None, embedded_model: Path) -> None:
-    from backends.llamacpp_architectures import llamacpp_architectures
+    from backends.llamacpp.architectures import llamacpp_architectures
     from models.gguf import read_model_info
 
     known = llamacpp_architectures()

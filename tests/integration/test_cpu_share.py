@@ -14,7 +14,7 @@ import pytest
 from app.services.container import Services
 from app.services.uploads import add_uploads
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.commands_eval_tools import offered_request
+from app.cli.eval_tools import offered_request
 from app.tools.call_eval import read_tool_questions
 from backends.base import GenerationParams
 from tests.integration.test_cli import hearth

@@ -26,7 +26,7 @@ from backends.base import (
 )
 from backends.engine.client import EngineProcess
 from backends.grammar import json_object_grammar, json_schema_grammar
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import read_model_info
 from tests.helpers import write_tiny_gguf
 

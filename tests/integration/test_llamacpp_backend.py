@@ -7,8 +7,8 @@ import pytest
 
 from app.errors import ContextTooLong, ModelNotReady
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
-from backends.llamacpp import LlamaCppBackend
-from backends.llamacpp_buffers import open_llama
+from backends.llamacpp.backend import LlamaCppBackend
+from backends.llamacpp.buffers import open_llama
 from models.gguf import ModelInfo
 
 pytestmark = pytest.mark.integration

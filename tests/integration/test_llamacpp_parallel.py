@@ -3,7 +3,7 @@
 "The same as alone" is asserted exactly, token for token, and it holds because the scheduler keeps batching from
 changing a token's arithmetic: answer tokens are evaluated one per sequence, and a prompt is never read in a
 one-token piece (llama.cpp's CPU kernels sum a lone token's attention in another order; see
-``backends.batch_policy``). Without that rule, cached and cold prompts gave different greedy answers here, and
+``backends.llamacpp.batch_policy``). Without that rule, cached and cold prompts gave different greedy answers here, and
 so did prompts read in the same llama_decode as other slots' answer tokens. One thing still varies with the
 neighbours: a step's output projection has as many rows as slots writing. On this project's AVX2 machines its
 logits were bit-identical for 1, 2 and 4 rows; other weight types or instruction sets may route several rows
@@ -33,9 +33,9 @@ from backends.base import (
     TextDelta,
     Usage,
 )
-from backends.llamacpp import LlamaCppBackend
-from backends.llamacpp_buffers import open_llama
-from backends.llamacpp_native import BATCH_TOKENS
+from backends.llamacpp.backend import LlamaCppBackend
+from backends.llamacpp.buffers import open_llama
+from backends.llamacpp.native import BATCH_TOKENS
 from backends.memory import MIB, estimate_llamacpp
 from models.gguf import ModelInfo
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.base import LoadOptions
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from backends.memory import MIB, estimate_llamacpp
 from models.gguf import read_model_info
 from tests.helpers import GEMMA3_270M, QWEN25_CODER_05B, assembled_model

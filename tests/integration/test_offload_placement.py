@@ -21,10 +21,10 @@ pytestmark = pytest.mark.integration
 LOAD = """
 import json, logging, sys
 from backends.base import LoadOptions
-from backends.llamacpp import route_llama_logs
-from backends.llamacpp_native import NativeModel
+from backends.llamacpp.backend import route_llama_logs
+from backends.llamacpp.native import NativeModel
 from backends.local_socket import parse_local
-from backends.rpc import attach_workers
+from backends.workers.rpc import attach_workers
 
 lines = []
 handler = logging.Handler()
@@ -53,7 +53,7 @@ def rpc_server(tmp_path_factory: pytest.TempPathFactory) -> str:
     endpoint = str(where)
     cache = tmp_path_factory.mktemp("rpc-cache")
     server = subprocess.Popen(
-        [sys.executable, "-m", "backends.rpc_worker", endpoint, str(cache), "1", str(os.getpid())],
+        [sys.executable, "-m", "backends.workers.rpc_server", endpoint, str(cache), "1", str(os.getpid())],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

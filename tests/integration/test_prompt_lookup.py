@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.base import CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from models.convert import dequantize
 from models.gguf import ModelInfo, read_model_info
 from models.quantize import QuantizeError, quantize

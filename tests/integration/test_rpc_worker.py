@@ -26,9 +26,9 @@ pytestmark = pytest.mark.integration
 
 GENERATE = """
 import sys
-from backends import llamacpp_buffers
+from backends.llamacpp import buffers as llamacpp_buffers
 from backends.local_socket import parse_local
-from backends.rpc import attach_workers
+from backends.workers.rpc import attach_workers
 import llama_cpp
 
 workers = tuple(parse_local(e) for e in sys.argv[2:])
@@ -192,8 +192,8 @@ def test_the_worker_port_speaks_only_tls_and_serves_rpc_only_to_a_paired_main(
 ) -> None:
     from app.services.workers import WorkerBook
     from backends.base import WorkerLink
-    from backends.secure_link import LinkRefused
-    from backends.worker_link import open_rpc
+    from backends.workers.link import open_rpc
+    from backends.workers.secure_link import LinkRefused
 
     host, port = workers[0].address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as plain:
@@ -237,7 +237,7 @@ def test_a_worker_refuses_a_port_in_use(isolated_home: Path) -> None:
 
 
 def test_a_worker_asked_for_a_device_it_lacks_says_what_it_has_before_serving(isolated_home: Path) -> None:
-    from backends.rpc import servable_devices
+    from backends.workers.rpc import servable_devices
 
     names = ", ".join(d.name for d in servable_devices(memory=False))
     if any(d.gpu for d in servable_devices(memory=False)):
@@ -357,8 +357,8 @@ def test_two_mains_pair_with_one_worker_and_the_second_is_told_while_the_first_u
     isolated_home: Path, tmp_path: Path
 ) -> None:
     from app.services.workers import WorkerBook
-    from backends.secure_link import LinkRefused
-    from backends.worker_link import open_rpc
+    from backends.workers.link import open_rpc
+    from backends.workers.secure_link import LinkRefused
 
     port = free_port()
     address = f"127.0.0.1:{port}"
@@ -424,7 +424,7 @@ def test_the_list_reads_each_workers_free_memory_now_and_measures_bandwidth_only
 ) -> None:
     import json
 
-    from backends.worker_link import open_rpc
+    from backends.workers.link import open_rpc
 
     book = isolated_home / "workers.json"
     stale, slow = 1 << 20, 1000.0  # what a worker with 1 MiB free reported at pairing, and a 8 kbit/s link

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.secure_link import LinkRefused, carry, connect, load_or_create_identity, server_context
+from backends.workers.secure_link import LinkRefused, carry, connect, load_or_create_identity, server_context
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import json
 
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall, ToolSpec
 from backends.chat_template import build_formatter
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from backends.tool_calls import calls_grammar, split_calls
 
 WEATHER = ToolSpec(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.paths import resolve_data_paths
 
 pytestmark = pytest.mark.integration

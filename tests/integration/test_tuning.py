@@ -19,7 +19,7 @@ from app.paths import resolve_data_paths
 from app.services import tuning
 from app.services.runtime import start_engine
 from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta
-from backends.llamacpp import LlamaCppBackend
+from backends.llamacpp.backend import LlamaCppBackend
 from models.adapters import AdapterRecord
 from models.gguf import read_model_info, sha256_of
 from models.tuning.lora_gguf import check_adapter
@@ -277,7 +277,7 @@ def test_an_adapter_attached_to_a_conversation_or_a_collection_answers_there_and
     engine."""
     from dataclasses import replace
 
-    from app.cli import main
+    from app.cli.main import main
     from app.services.chat import TurnSaved
     from app.services.container import build_services
     from app.settings import load_settings

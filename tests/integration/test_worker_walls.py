@@ -305,7 +305,7 @@ def test_the_control_port_answers_malformed_requests_in_one_line_and_cuts_trickl
 def test_a_worker_held_by_another_connection_is_named_and_the_load_goes_on_without_it(
     paired: PairedWorker, embedded_model: Path
 ) -> None:
-    from backends.worker_link import open_rpc
+    from backends.workers.link import open_rpc
 
     holding = open_rpc(paired.link)  # a stale connection of this same main: the server serves it, and waits
     services = _split_services(embedded_model)

@@ -61,7 +61,7 @@ def test_a_hand_written_key_is_used_and_a_damaged_file_says_how_to_recover(tmp_p
 def test_hearth_api_key_prints_the_key_and_rotate_replaces_it(
     isolated_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     assert main(["api-key"]) == 0
     first = capsys.readouterr().out.strip()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench_contention import Phase, report_lines, summarise
+from app.bench.contention import Phase, report_lines, summarise
 
 
 def test_together_phases_are_compared_with_each_side_alone() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bench_documents import (
+from app.bench.documents import (
     DocumentsSample,
     follow_up_figures,
     follow_up_lines,

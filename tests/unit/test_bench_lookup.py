@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench_lookup import LookupSample, report_lines, summarise
+from app.bench.lookup import LookupSample, report_lines, summarise
 
 
 def _sample(

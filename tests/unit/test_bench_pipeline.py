@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench_pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise, tcp_bytes
+from app.bench.pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise, tcp_bytes
 
 SS = (
     "0      0      127.0.0.1:50052 127.0.0.1:39680\n"

@@ -69,7 +69,7 @@ def test_the_answer_split_divides_the_set_into_tuning_and_held_out() -> None:
 def test_a_part_is_read_from_the_split_file(tmp_path: Path) -> None:
     import pytest
 
-    from app.commands_eval import split_part
+    from app.cli.eval import split_part
     from app.errors import HearthError
 
     questions_path = BENCH / "data" / "debian-docs-answers.jsonl"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench import Sample, summarise
-from app.bench_stats import format_spread, noise_warning, paired_ratios, spread, spread_lines
+from app.bench.chat import Sample, summarise
+from app.bench.stats import format_spread, noise_warning, paired_ratios, spread, spread_lines
 
 
 def test_each_round_is_divided_by_the_raw_value_of_the_same_round() -> None:

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from app.commands import plan_lines, plan_report
+from app.cli.commands import plan_lines, plan_report
 from backends import registry
 from backends.hardware import HardwareInventory
-from backends.pipeline_cost import LinkFacts
 from backends.selection import Preferences, select_backend
+from backends.workers.cost import LinkFacts
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory
 from tests.unit.test_selection_fixtures import CORE_ULTRA, GEMMA, LLAMA_7B, LLAMA_7B_K, MIXTRAL, SMALL

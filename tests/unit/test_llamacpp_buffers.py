@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backends import llamacpp_buffers
-from backends.llamacpp_buffers import extra_buffers_safe
+from backends.llamacpp import buffers as llamacpp_buffers
+from backends.llamacpp.buffers import extra_buffers_safe
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def test_an_import_adds_every_server_or_none(tmp_path: Path) -> None:
 
 
 def test_only_the_separator_before_the_command_is_taken_off() -> None:
-    from app.commands_mcp import _asked_entry
+    from app.cli.mcp import _asked_entry
 
     entry = _asked_entry("runner", ["--", "npx", "-y", "tool", "--", "--verbose"], None, None, [])
     assert (entry.command, entry.args) == ("npx", ("-y", "tool", "--", "--verbose"))

@@ -51,18 +51,17 @@ COMMAND_WORDS = re.compile(r"`?hearth [a-z]|(^|[\s(`])--[a-z]|HEARTH_[A-Z]")
 
 # Modules only the terminal, the API or a worker reaches: their remedies rightly name commands and flags.
 OUTSIDE_THE_PAGE = {
-    "app/cli.py": "the command line's own parser",
+    "app/cli/": "the command line: its parser and its commands",
     "app/api/": "answers to API clients, who work with settings and commands",
     "app/paths.py": "the data folder is checked before any page exists",
     "app/database.py": "a store from a newer Hearth is refused at start, on the terminal",
     "app/desktop/toolkit.py": "no window could open: said on the terminal that started it",
     "app/services/repair.py": "`hearth repair`'s own refusal",
-    "backends/worker_device.py": "`hearth worker --device` on the worker's own terminal",
+    "backends/workers/device.py": "`hearth worker --device` on the worker's own terminal",
     "rag/rerank.py": "the reranker is on only through that setting: the remedy names where it was set",
     "models/catalog.py": "the installation itself is damaged; no control in the page can mend it",
     "models/embedded.py": "the installation itself is damaged; no control in the page can mend it",
 }
-OUTSIDE_PREFIXES = ("app/commands",)
 
 
 def _text(node: ast.expr) -> str | None:
@@ -110,9 +109,7 @@ def _error_classes(trees: list[tuple[str, ast.Module]]) -> tuple[set[str], set[s
 
 
 def _outside_the_page(module: str) -> bool:
-    return module.startswith(OUTSIDE_PREFIXES) or any(
-        module == key or (key.endswith("/") and module.startswith(key)) for key in OUTSIDE_THE_PAGE
-    )
+    return any(module == key or (key.endswith("/") and module.startswith(key)) for key in OUTSIDE_THE_PAGE)
 
 
 def command_remedies_without_page_words() -> list[str]:
@@ -140,7 +137,7 @@ def test_every_remedy_that_names_a_command_says_it_in_the_pages_words_too() -> N
 
 def test_the_scan_finds_such_a_remedy() -> None:
     # The scan itself is checked on the CLI's refusals, which rightly name commands: it must see them.
-    trees = [(m, t) for m, t in _trees() if m.startswith("app/commands")]
+    trees = [(m, t) for m, t in _trees() if m.startswith("app/cli/")]
     errors, _ = _error_classes(list(_trees()))
     calls = [
         node
@@ -181,7 +178,7 @@ def test_an_error_class_from_any_layer_crosses_the_engine_pipe() -> None:
 
     from app.errors import EngineStopped, GenerationError, WorkersStopped, error_class
     from backends.engine.protocol import ErrorInfo
-    from backends.rpc import WorkerUnreachable
+    from backends.workers.rpc import WorkerUnreachable
 
     sent = WorkerUnreachable("The worker at 10.0.0.2:50052 does not answer.", "Start it.", page_remedy="Start it.")
     back = pickle.loads(pickle.dumps(ErrorInfo.of(sent))).to_exception()

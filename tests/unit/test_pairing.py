@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from backends.pairing import (
+from backends.workers.pairing import (
     PAUSE_AFTER_WRONG,
     WorkerFacts,
     WorkerState,

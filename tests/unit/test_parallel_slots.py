@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli import build_parser, settings_overrides
+from app.cli.main import build_parser, settings_overrides
 from app.errors import HearthError
 from app.services.container import preferences
 from app.settings import load_settings
 from backends.base import GenerationParams
-from backends.batch_policy import FreeSlot, SlotChoice, choose_slot, common_prefix, gap_moves, prefill_shares
+from backends.llamacpp.batch_policy import FreeSlot, SlotChoice, choose_slot, common_prefix, gap_moves, prefill_shares
+from backends.llamacpp.sampling import SamplerStep, sampler_steps
 from backends.memory import GIB, HEADROOM_BYTES, estimate_llamacpp, estimate_offload, layers_that_fit
-from backends.sampling import SamplerStep, sampler_steps
 from backends.selection import GPU_HEADROOM_BYTES, slot_counts
 from tests.helpers import make_inventory
 from tests.unit.test_selection_fixtures import CORE_ULTRA, LLAMA_7B, SMALL, plan_for, said

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.pipeline_cost import LinkFacts, bytes_per_token, network_ms_per_token, output_here, slower_than_alone
+from backends.workers.cost import LinkFacts, bytes_per_token, network_ms_per_token, output_here, slower_than_alone
 
 SMOLLM2 = (49_152, 576)  # vocabulary, embedding length
 

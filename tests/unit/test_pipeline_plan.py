@@ -8,8 +8,8 @@ import pytest
 
 from app.errors import BackendUnavailable
 from backends import registry
-from backends.pipeline_plan import layer_ranges
 from backends.selection import BackendPlan, Preferences, select_backend
+from backends.workers.plan import layer_ranges
 from models.gguf import ModelInfo, read_model_info
 from tests.helpers import make_inventory, write_tiny_gguf
 
@@ -57,7 +57,7 @@ def test_the_plan_puts_every_layer_on_the_workers_and_says_which(model: ModelInf
 
 
 def test_the_plan_counts_the_measured_links_and_a_gpu_worker_is_not_called_slower(model: ModelInfo) -> None:
-    from backends.pipeline_cost import LinkFacts
+    from backends.workers.cost import LinkFacts
 
     workers = ("10.0.0.2:50052",)
     links = (LinkFacts(round_trip_ms=5.0, bytes_per_s=12.5e6, address=workers[0], device="CUDA0: RTX 4090"),)
@@ -92,7 +92,7 @@ def _big(model: ModelInfo, layers: int = 30, layer_bytes: int = GIB // 2) -> Mod
 
 
 def _links(*free_gib: float) -> tuple[tuple[str, ...], tuple[object, ...]]:
-    from backends.pipeline_cost import LinkFacts
+    from backends.workers.cost import LinkFacts
 
     workers = tuple(f"10.0.0.{index + 2}:50052" for index in range(len(free_gib)))
     free_bytes = [int(free * GIB) for free in free_gib]
@@ -186,7 +186,7 @@ def test_layers_follow_the_weights_within_each_capacity(
 
 
 def _speed_links(*speeds_gb: float, free_gib: float = 0) -> tuple[tuple[str, ...], tuple[object, ...]]:
-    from backends.pipeline_cost import LinkFacts
+    from backends.workers.cost import LinkFacts
 
     workers = tuple(f"10.0.0.{index + 2}:50052" for index in range(len(speeds_gb)))
     links = tuple(
@@ -206,7 +206,7 @@ def test_a_faster_worker_holds_more_layers_and_the_plan_says_why(model: ModelInf
 
 
 def test_a_worker_not_measured_counts_at_the_others_mean_and_free_memory_still_caps(model: ModelInfo) -> None:
-    from backends.pipeline_plan import worker_speeds
+    from backends.workers.plan import worker_speeds
 
     workers, links = _speed_links(6.0, 0.0, 2.0)
     assert worker_speeds(links) == (6e9, 4e9, 2e9)  # type: ignore[arg-type]

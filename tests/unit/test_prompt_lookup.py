@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from backends.prompt_lookup import (
+from backends.llamacpp.prompt_lookup import (
     EXPLORE_EVERY,
     LONGEST_DRAFT,
     DraftPolicy,

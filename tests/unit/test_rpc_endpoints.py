@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.rpc import DEFAULT_PORT, BadEndpoint, Endpoint, parse_endpoint
+from backends.workers.rpc import DEFAULT_PORT, BadEndpoint, Endpoint, parse_endpoint
 
 
 @pytest.mark.parametrize(

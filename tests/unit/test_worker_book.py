@@ -10,7 +10,7 @@ import pytest
 
 from app.services.workers import PairedWorker, WorkerBook, WorkerRefused
 from backends.base import WorkerLink
-from backends.pairing import WorkerFacts
+from backends.workers.pairing import WorkerFacts
 
 
 def _entry(address: str, rpc: str) -> dict[str, object]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.commands_worker import _speed_line
-from backends.worker_device import DEVICE_CPU, DEVICE_GPU, BadDevice, ServableDevice, pick_device
+from app.cli.worker import _speed_line
+from backends.workers.device import DEVICE_CPU, DEVICE_GPU, BadDevice, ServableDevice, pick_device
 
 CPU = ServableDevice("CPU", "Intel(R) Xeon(R) Platinum", DEVICE_CPU, 0, 0)
 H100 = ServableDevice("CUDA0", "NVIDIA H100 80GB HBM3", DEVICE_GPU, 80 << 30, 80 << 30)

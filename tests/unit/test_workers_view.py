@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.services.workers import PairedWorker, WorkerStatus
 from app.ui.workers_view import NONE_PAIRED, pair_note, workers_html
-from backends.pairing import WorkerFacts
+from backends.workers.pairing import WorkerFacts
 
 
 def _worker(address: str, device: str = "CPU: Test CPU", read_bytes_per_s: float = 0.0) -> PairedWorker:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from types import FrameType
 
-from app.commands import load_model, print_answer
+from app.cli.commands import load_model, print_answer
 from app.errors import HearthError
 from app.services.container import build_services
 from app.settings import Settings

@@ -5,7 +5,7 @@ machine (:class:`DraftPolicy`: from what guesses were kept and what a step of se
 An answer from documents copies phrases from its passages; when its last two or three tokens occurred earlier, the
 tokens that followed them there are a good guess at what comes next. The engine evaluates the guess in the same
 ``llama_decode`` as the answer's next token and keeps the longest prefix the model itself would have chosen
-(``backends/llamacpp_batch.py``), so one step can write several tokens. What that saves depends on the machine:
+(``backends/llamacpp/batch.py``), so one step can write several tokens. What that saves depends on the machine:
 where writing a token is bound by reading the weights, the extra positions come almost free; on a 2-core CPU
 each costs a good part of a step, and only a short guess that is usually right pays.
 

@@ -6,7 +6,7 @@ CPU a layer's time is the time to read its weights, so equal times per stage kee
 most what its free memory holds; without speeds, in proportion to their free memory (a worker whose memory is not
 known takes an even share); in the order they were given; this CPU holds the first layers when the workers
 cannot hold them all (llama.cpp keeps the layers it does not offload first, on the CPU), so a model too large for
-this machine alone runs. The plan says what the links cost per token (``backends/pipeline_cost.py``) and when the
+this machine alone runs. The plan says what the links cost per token (``backends/workers/cost.py``) and when the
 split will be slower than this machine alone.
 """
 
@@ -27,8 +27,8 @@ from backends.memory import (
     usable_bytes,
     weighted_split,
 )
-from backends.pipeline_cost import FLOAT_BYTES, LinkFacts, network_ms_per_token, output_here, slower_than_alone
 from backends.selection import BackendPlan, Placement, Preferences, kv_cache_reason
+from backends.workers.cost import FLOAT_BYTES, LinkFacts, network_ms_per_token, output_here, slower_than_alone
 from models.gguf import ModelInfo
 
 UNMEASURED = 0  # a worker's free memory, until pairing measures it

@@ -51,7 +51,7 @@ def run_eval_answers(
     max_tokens: int,
     part: str | None = None,
 ) -> int:
-    from app.commands import load_model
+    from app.cli.commands import load_model
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
 

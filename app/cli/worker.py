@@ -22,12 +22,12 @@ from app.errors import HearthError
 from app.terminal_text import for_terminal
 from app.wording import plural
 from backends.local_socket import LocalSocket
-from backends.rpc import Endpoint
+from backends.workers.rpc import Endpoint
 
 if TYPE_CHECKING:
     from app.worker_control import ControlServer
     from backends.hardware import GpuDevice
-    from backends.worker_device import ServableDevice
+    from backends.workers.device import ServableDevice
 
 EXIT_OK = 0
 LISTEN_WAIT_S = 30.0
@@ -36,14 +36,14 @@ LISTEN_WAIT_S = 30.0
 def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device: str = "cpu") -> int:
     """Serve ``device`` (cpu or cuda:N) on ``host:port`` (the control port mains pair with) and llama.cpp's RPC on a
     private Unix socket of its own, printing the pairing code on a line of its own."""
-    from app.commands import ensure_port_free, exit_on_terminate
+    from app.cli.commands import ensure_port_free, exit_on_terminate
     from app.services.workers import local_versions
     from app.worker_control import ControlServer, load_tokens
     from backends.local_socket import SOCKET_NAME, private_folder, remove_folder
-    from backends.pairing import WorkerFacts, WorkerState, new_code
-    from backends.rpc import servable_devices
-    from backends.secure_link import load_or_create_identity
-    from backends.worker_device import pick_device
+    from backends.workers.device import pick_device
+    from backends.workers.pairing import WorkerFacts, WorkerState, new_code
+    from backends.workers.rpc import servable_devices
+    from backends.workers.secure_link import load_or_create_identity
 
     endpoint = Endpoint(host, port)
     served = pick_device(device, servable_devices(memory=False))  # a device that is not here: said before anything
@@ -55,7 +55,7 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
     cache_dir = data_dir / "cache" / "worker-tensors"
     child = subprocess.Popen(
         [
-            *(sys.executable, "-m", "backends.rpc_worker"),
+            *(sys.executable, "-m", "backends.workers.rpc_server"),
             *(str(rpc), str(cache_dir), str(threads), str(os.getpid()), device),
         ],
         stdin=subprocess.DEVNULL,

@@ -24,7 +24,7 @@ from app.services.models import run_ladder as run_ladder_steps
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from backends.base import CancelToken
-from backends.llamacpp_architectures import llamacpp_architectures
+from backends.llamacpp.architectures import llamacpp_architectures
 from backends.memory import format_bytes
 from backends.tool_calls import template_family
 from models.catalog import rough_fit

@@ -1,5 +1,5 @@
 """Which slot a new request takes and how one decode step's tokens are shared: pure rules of the llama.cpp
-scheduler (``backends.llamacpp_batch``), kept apart so they can be tested without a model.
+scheduler (``backends.llamacpp.batch``), kept apart so they can be tested without a model.
 
 One rule shapes both: a prompt is never read in a piece of one token (unless it is one token long). llama.cpp's
 CPU kernels sum the attention of a lone query token in another order than that of several (ggml's dot product

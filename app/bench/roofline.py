@@ -10,7 +10,7 @@ import statistics
 import tempfile
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces, time_stream
+from app.bench.chat import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces, time_stream
 from backends.base import TextDelta
 from backends.memory import format_bytes
 from backends.read_speed import read_bandwidth

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import AdapterError, ModelLoadError
-from backends import llamacpp_buffers
 from backends.base import AdapterUse, LoadOptions
+from backends.llamacpp import buffers as llamacpp_buffers
 
 # What every context of Hearth's is created with, and what benchmarks give raw llama-cpp-python to match it.
 FLASH_ATTENTION = True
@@ -88,8 +88,8 @@ class NativeModel:
 
         _init_backend()
         if options.workers:  # their devices join llama.cpp's list before the model is placed on devices
-            from backends.rpc import attach_workers
-            from backends.worker_link import local_endpoints
+            from backends.workers.link import local_endpoints
+            from backends.workers.rpc import attach_workers
 
             attach_workers(local_endpoints(options.workers, options.worker_links))
         self._tensor_split: Any = None
@@ -114,7 +114,7 @@ class NativeModel:
             self._tensor_split = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*options.tensor_split)
             model_params.tensor_split = self._tensor_split
         if options.output_on_cpu:
-            from backends.rpc import output_on_cpu_overrides
+            from backends.workers.rpc import output_on_cpu_overrides
 
             self._overrides = output_on_cpu_overrides()  # read while loading, like the split
             model_params.tensor_buft_overrides = ctypes.cast(self._overrides, ctypes.c_void_p)

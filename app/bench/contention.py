@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, progress
+from app.bench.chat import QUESTIONS, SYSTEM, progress
 from app.errors import HearthError
 from backends.base import CancelToken, ChatMessage, GenerationParams, Usage
 
@@ -71,8 +71,8 @@ def report_lines(summary: dict[str, Any], model: str, file: str) -> list[str]:
 
 
 def run_contention_bench(settings: Any, args: argparse.Namespace) -> int:
-    from app.commands import load_model
-    from app.commands_eval import with_model
+    from app.cli.commands import load_model
+    from app.cli.eval import with_model
     from app.services.container import build_services
 
     if not args.file.is_file():

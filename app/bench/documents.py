@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.bench import open_raw_llama, progress, time_stream
-from app.bench_stats import Spread, format_spread, noise_warning, paired_ratios, spread
+from app.bench.chat import open_raw_llama, progress, time_stream
+from app.bench.stats import Spread, format_spread, noise_warning, paired_ratios, spread
 from app.errors import HearthError
 from backends.base import TextDelta, Usage
 
@@ -142,7 +142,7 @@ def read_questions(path: Path) -> list[str]:
 
 def chosen_questions(args: argparse.Namespace) -> list[str]:
     """The questions of ``args.questions``, only its ``--part`` and at most ``--limit`` of them."""
-    from app.commands_eval import split_part
+    from app.cli.eval import split_part
 
     questions = read_questions(args.questions)
     if args.part is not None:
@@ -163,8 +163,8 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
 
 
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
-    from app.commands import load_model
-    from app.commands_eval import with_model
+    from app.cli.commands import load_model
+    from app.cli.eval import with_model
     from app.services.chat import ChatService
     from app.services.container import build_services
     from app.services.conversations import ConversationStore

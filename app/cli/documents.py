@@ -146,7 +146,7 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
 def run_ask(
     settings: Settings, question: str, collection: str, top_k: int, adapter: str | None = None, scale: float = 1.0
 ) -> int:
-    from app.commands import load_model
+    from app.cli.commands import load_model
     from app.services.ask import AskFinished, AskStarted, ask
     from app.services.container import build_services
     from app.services.documents_turn import FinalAnswer
@@ -198,7 +198,7 @@ def run_ask(
 def run_eval_retrieval(
     settings: Settings, questions_path: Path, collection: str, top_k: int, part: str | None = None
 ) -> int:
-    from app.commands_eval import split_part
+    from app.cli.eval import split_part
     from rag.evaluation import Retrieved, evaluate, read_questions, unknown_gold_files
 
     questions = read_questions(questions_path)  # a bad file is refused before anything is loaded

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from app.commands_eval import EXIT_INTERRUPTED, EXIT_OK, chosen_questions, with_model, write_report
+from app.cli.eval import EXIT_INTERRUPTED, EXIT_OK, chosen_questions, with_model, write_report
 from app.services.runtime import Lease
 from app.settings import Settings
 from app.terminal_text import for_terminal
@@ -50,7 +50,7 @@ def run_eval_tools(
     output: Path | None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> int:
-    from app.commands import load_model
+    from app.cli.commands import load_model
     from app.services.container import build_services
 
     questions = chosen_questions(read_tool_questions, questions_path, part, limit, output)

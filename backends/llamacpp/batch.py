@@ -1,7 +1,7 @@
 """Continuous batching: one thread owns the llama.cpp context and writes every slot's answer together.
 
 Requests wait in arrival order. Between two steps each free slot takes the next request (the free slot whose
-sequence already holds the longest part of its prompt, see ``backends.batch_policy``). A step evaluates one
+sequence already holds the longest part of its prompt, see ``backends.llamacpp.batch_policy``). A step evaluates one
 token for every slot writing an answer, all in one ``llama_decode``, then the next piece of each prompt still
 being read, within a per-step token budget (a long prompt is read in chunks, so it delays the others' next
 token by one chunk, not by the whole prompt). Each slot with logits samples with its own chain, turns the token
@@ -42,14 +42,14 @@ from backends.base import (
     TextDelta,
     Usage,
 )
-from backends.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
-from backends.llamacpp_native import ABORTED
-from backends.prompt_lookup import DraftPolicy, PromptLookup
-from backends.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
+from backends.llamacpp.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
+from backends.llamacpp.native import ABORTED
+from backends.llamacpp.prompt_lookup import DraftPolicy, PromptLookup
+from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.stops import StopScanner
 
 if TYPE_CHECKING:
-    from backends.llamacpp_native import NativeModel, TokenBatch
+    from backends.llamacpp.native import NativeModel, TokenBatch
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ class BatchScheduler:
         The answer tokens of all writing slots share one call, in ascending sequence order (llama.cpp evaluates
         sequences together only when their ids follow each other). A prompt piece gets a call of its own: with
         a cache per sequence llama.cpp cuts a batch into equal-length runs per sequence, so a piece mixed with
-        answer tokens would be read one token at a time at first (see ``backends.batch_policy``)."""
+        answer tokens would be read one token at a time at first (see ``backends.llamacpp.batch_policy``)."""
         batch = self._batch
         batch.clear()
         rows: list[int | None] = []
@@ -374,7 +374,7 @@ class BatchScheduler:
         """The answer's next token and the guesses after it in one llama_decode, with logits at each position.
         Each position's token is drawn through the answer's own sampler chain; a guess is kept while it equals the
         draw (at temperature 0: the greedy choice; with sampling, the speculative rule for a single guessed token,
-        see ``backends.prompt_lookup``). The first draw that differs is the next token, and the cache drops the
+        see ``backends.llamacpp.prompt_lookup``). The first draw that differs is the next token, and the cache drops the
         guesses from there on."""
         answer = slot.answer
         assert answer is not None and answer.next_token is not None and answer.lookup is not None

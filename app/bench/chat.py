@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench_stats import paired_ratios, spread, spread_lines
+from app.bench.stats import paired_ratios, spread, spread_lines
 from backends.base import TextDelta
 
 QUESTIONS = (
@@ -70,9 +70,9 @@ def time_stream(side: str, pieces: Iterable[str]) -> Sample:
 def open_raw_llama(path: Path, context_length: int, threads: int) -> Any:
     """Bare llama-cpp-python on the same GGUF: the "raw" side of every benchmark. Loaded verbose with its logs
     routed to logging, as Hearth's own backend does (verbose=False redirects the process's stdout while loading)."""
-    from backends.llamacpp import route_llama_logs
-    from backends.llamacpp_buffers import open_llama
-    from backends.llamacpp_native import FLASH_ATTENTION
+    from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.buffers import open_llama
+    from backends.llamacpp.native import FLASH_ATTENTION
 
     route_llama_logs()
     llm = open_llama(

@@ -2,7 +2,7 @@
 sending it, and gets a token it shows on every later request. Pure: messages in, messages out (the time and where a
 request came from are given); ``app`` does the I/O.
 
-One JSON object per line, inside the TLS link of ``backends/secure_link.py``. The main sends ``{"op": "pair",
+One JSON object per line, inside the TLS link of ``backends/workers/secure_link.py``. The main sends ``{"op": "pair",
 "version": …, "nonce": …, "proof": HMAC-SHA256(code, "pair:" + nonce + ":" + fingerprint)}``, where fingerprint is
 that of the certificate the link showed it: a machine in the middle shows another one, and its proof fails. A worker
 of another Hearth or llama.cpp version refuses with the reason, a wrong proof is refused, and a right one gets

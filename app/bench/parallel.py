@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces
-from app.bench_stats import paired_ratios, spread, spread_lines
+from app.bench.chat import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces
+from app.bench.stats import paired_ratios, spread, spread_lines
 from backends.base import CancelToken, ChatMessage, GenerationParams, Usage
 
 

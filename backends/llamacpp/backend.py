@@ -1,7 +1,7 @@
 """llama.cpp through llama-cpp-python's C bindings: the CPU, NVIDIA GPUs, or layers split across several.
 
 The prompt is rendered by Hearth's sandboxed template (not llama-cpp-python's chat handlers) and tokenized by
-the model's own tokenizer. Answers are written by ``backends.llamacpp_batch``: ``slots`` of them at once in one
+the model's own tokenizer. Answers are written by ``backends.llamacpp.batch``: ``slots`` of them at once in one
 context, each slot keeping its conversation's prefix cached between turns. Each caller iterates its own
 generator; cancellation, token counts and timings are exact per answer.
 """
@@ -38,8 +38,8 @@ from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
-    from backends.llamacpp_batch import BatchScheduler
-    from backends.llamacpp_native import NativeModel
+    from backends.llamacpp.batch import BatchScheduler
+    from backends.llamacpp.native import NativeModel
     from models.gguf import ModelInfo
 
 log = logging.getLogger("llama.cpp")
@@ -58,7 +58,7 @@ def route_llama_logs() -> None:
     import llama_cpp
     import llama_cpp.llama
 
-    from backends.llamacpp_native import loading_adapter, unwinding_abort
+    from backends.llamacpp.native import loading_adapter, unwinding_abort
 
     def print_to_log(*values: object, **_ignored: object) -> None:
         log.debug("%s", " ".join(str(value) for value in values))
@@ -134,8 +134,8 @@ class LlamaCppBackend(Backend):
         self.close()
         yield LoadProgress(0.05, f"Opening {model.path.name}")
         try:
-            from backends.llamacpp_batch import BatchScheduler
-            from backends.llamacpp_native import BATCH_TOKENS, NativeModel, TokenBatch
+            from backends.llamacpp.batch import BatchScheduler
+            from backends.llamacpp.native import BATCH_TOKENS, NativeModel, TokenBatch
         except (ImportError, OSError) as exc:
             raise ModelLoadError(
                 f"llama-cpp-python cannot be loaded: {exc}.", "Run `make run` to (re)build it."

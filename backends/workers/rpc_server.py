@@ -1,7 +1,7 @@
-"""``python -m backends.rpc_worker unix:PATH CACHE_DIR THREADS PARENT_PID [DEVICE]``: the process ``hearth worker``
-starts to serve this machine's CPU (or the GPU DEVICE names, as ``cuda:N``) over llama.cpp's RPC on the Unix socket
-PATH, inside a folder only this account may enter (the call blocks in C for good, so it lives in a process of its own
-that ``hearth worker`` ends on Ctrl+C)."""
+"""``python -m backends.workers.rpc_server unix:PATH CACHE_DIR THREADS PARENT_PID [DEVICE]``: the process
+``hearth worker`` starts to serve this machine's CPU (or the GPU DEVICE names, as ``cuda:N``) over llama.cpp's RPC
+on the Unix socket PATH, inside a folder only this account may enter (the call blocks in C for good, so it lives in
+a process of its own that ``hearth worker`` ends on Ctrl+C)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from backends.local_socket import parse_local
 from backends.parent_death import end_with_parent
-from backends.rpc import serve
+from backends.workers.rpc import serve
 
 
 def main(argv: list[str]) -> int:

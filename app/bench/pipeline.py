@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, progress
-from app.bench_stats import paired_ratios, spread
+from app.bench.chat import QUESTIONS, SYSTEM, progress
+from app.bench.stats import paired_ratios, spread
 from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta
 
 RAPL = Path("/sys/class/powercap")
@@ -174,7 +174,7 @@ def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = No
     """``count`` workers started here on loopback (1 thread each, their caches in ``home``), paired into ``book``;
     yields each one's control address and its llama.cpp server's socket (``unix:PATH``, this account's alone).
     ``pids``, when given, receives each worker's process id by the address mains pair with."""
-    from app.commands_worker import free_port
+    from app.cli.worker import free_port
     from app.services.workers import WorkerBook
 
     started: list[subprocess.Popen[str]] = []
@@ -375,11 +375,11 @@ def _hearth_round(
 def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) -> Any:
     """llama-cpp-python's own ``Llama`` on llama.cpp's RPC client, placing the weights as ``plan`` does: the same
     layer split and offload count, and the output projection on this CPU when the plan keeps it here."""
-    from backends.llamacpp import route_llama_logs
-    from backends.llamacpp_buffers import open_llama
-    from backends.llamacpp_native import FLASH_ATTENTION
+    from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.buffers import open_llama
+    from backends.llamacpp.native import FLASH_ATTENTION
     from backends.local_socket import parse_local
-    from backends.rpc import attach_workers, output_on_cpu_overrides
+    from backends.workers.rpc import attach_workers, output_on_cpu_overrides
 
     attach_workers(tuple(where for e in endpoints if (where := parse_local(e)) is not None))
     route_llama_logs()

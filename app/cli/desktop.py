@@ -12,7 +12,7 @@ from app.settings import Settings
 from app.terminal_text import for_terminal
 
 EXIT_OK = 0
-ICON = Path(__file__).resolve().parent / "desktop" / "hearth.png"
+ICON = Path(__file__).resolve().parents[1] / "desktop" / "hearth.png"
 
 
 def run_desktop(
@@ -44,7 +44,7 @@ def run_desktop(
         if missing is not None:
             print(f"{for_terminal(missing.reason)} {for_terminal(missing.remedy)}", file=sys.stderr)
             print("Opening Hearth in your web browser instead.", file=sys.stderr, flush=True)
-            from app.commands import run_ui
+            from app.cli.commands import run_ui
 
             single.serve(lambda: _open_page_again(paths.root, paths.server_file))  # a later launch: the page again
             return int(run_ui(settings, open_browser=True))

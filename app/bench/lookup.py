@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.bench import QUESTIONS, SYSTEM, progress
-from app.bench_stats import Spread, format_spread, noise_warning, spread
+from app.bench.chat import QUESTIONS, SYSTEM, progress
+from app.bench.stats import Spread, format_spread, noise_warning, spread
 from app.errors import HearthError
 from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta, Usage
 
@@ -84,9 +84,9 @@ def report_lines(summary: dict[str, Any], model: str) -> list[str]:
 
 
 def run_lookup_bench(settings: Any, args: argparse.Namespace) -> int:
-    from app.bench_documents import chosen_questions
-    from app.commands import load_model
-    from app.commands_eval import with_model
+    from app.bench.documents import chosen_questions
+    from app.cli.commands import load_model
+    from app.cli.eval import with_model
     from app.services.chat import ChatService
     from app.services.container import build_services
     from app.services.conversations import ConversationStore
@@ -181,7 +181,7 @@ def add_lookup_parser(kinds: Any, at_least_one: Any) -> None:
     parser = kinds.add_parser(
         "lookup", help="decode tokens/s with prompt-lookup decoding vs without, on answers from documents"
     )
-    from app.bench_documents import add_question_set_arguments
+    from app.bench.documents import add_question_set_arguments
 
     add_question_set_arguments(parser, at_least_one)
     parser.add_argument(

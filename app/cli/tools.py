@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from app.commands import load_model
+from app.cli.commands import load_model
 from app.services.container import build_services
 from app.services.tool_turn import fitted_stream
 from app.settings import Settings

@@ -400,9 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
     bench_pipeline.add_argument("--json", type=Path, help="also write the results to this JSON file")
     bench_pipeline.add_argument("--chart", type=Path, help="also draw aggregate tokens/s per users to this PNG")
-    from app.bench_contention import add_contention_parser
-    from app.bench_documents import add_documents_parser
-    from app.bench_lookup import add_lookup_parser
+    from app.bench.contention import add_contention_parser
+    from app.bench.documents import add_documents_parser
+    from app.bench.lookup import add_lookup_parser
 
     add_documents_parser(bench_kinds, _at_least_one)
     add_lookup_parser(bench_kinds, _at_least_one)
@@ -496,35 +496,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from app import commands
+    from app.cli import commands
     from app.settings import load_settings
 
     if args.command == "bench":
         if args.bench_kind == "parallel":
-            from app.bench_parallel import run_parallel_bench
+            from app.bench.parallel import run_parallel_bench
 
             return run_parallel_bench(args)
         if args.bench_kind == "roofline":
-            from app.bench_roofline import run_roofline_bench
+            from app.bench.roofline import run_roofline_bench
 
             return run_roofline_bench(args)
         if args.bench_kind == "pipeline":
-            from app.bench_pipeline import run_pipeline_bench
+            from app.bench.pipeline import run_pipeline_bench
 
             return run_pipeline_bench(args)
         if args.bench_kind == "contention":
-            from app.bench_contention import run_contention_bench
+            from app.bench.contention import run_contention_bench
 
             return run_contention_bench(load_settings(**settings_overrides(args)), args)
         if args.bench_kind == "lookup":
-            from app.bench_lookup import run_lookup_bench
+            from app.bench.lookup import run_lookup_bench
 
             return run_lookup_bench(load_settings(**settings_overrides(args)), args)
         if args.bench_kind == "documents":
-            from app.bench_documents import run_documents_bench
+            from app.bench.documents import run_documents_bench
 
             return run_documents_bench(load_settings(**settings_overrides(args)), args)
-        from app import bench
+        from app.bench import chat as bench
 
         return bench.run_chat_bench(args)
     settings = load_settings(**settings_overrides(args))
@@ -534,14 +534,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         follow_parent()  # started by a desktop window: end with it
         return commands.run_ui(settings, open_browser=args.open)
     if args.command == "worker":
-        from app.commands_worker import run_worker
+        from app.cli.worker import run_worker
         from app.paths import ensure_data_dir, resolve_data_paths
 
         return run_worker(
             args.host, args.port, args.threads, ensure_data_dir(resolve_data_paths(settings.home)).root, args.device
         )
     if args.command == "mcp":
-        from app.commands_mcp import run_mcp
+        from app.cli.mcp import run_mcp
 
         return run_mcp(
             settings,
@@ -554,7 +554,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             file=getattr(args, "file", None),
         )
     if args.command == "workers":
-        from app.commands_workers import run_workers
+        from app.cli.workers import run_workers
 
         return run_workers(
             settings,
@@ -564,7 +564,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             measure=getattr(args, "measure", False),
         )
     if args.command == "desktop":
-        from app.commands_desktop import run_desktop
+        from app.cli.desktop import run_desktop
 
         return run_desktop(settings, ui_arguments(args), args.events, args.keep_running, args.verbose)
     if args.command == "open":
@@ -576,11 +576,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                     "A conversation in the terminal takes no --tools, --attach, --adapter or --collection yet.",
                     'Give a question to use them: hearth chat "question" --tools',
                 )
-            from app.commands_session import run_chat_session
+            from app.cli.session import run_chat_session
 
             return run_chat_session(settings)
         if args.tools or args.allow_tools:
-            from app.commands_tools import run_chat_with_tools
+            from app.cli.tools import run_chat_with_tools
 
             if args.attach or args.adapter:
                 raise InvalidChoice("--tools does not go with --attach or --adapter yet.", "Leave one of them out.")
@@ -594,7 +594,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         return commands.run_chat(settings, args.question, args.attach, args.adapter, args.adapter_scale)
     if args.command in ("tune", "adapters"):
-        from app import commands_tune
+        from app.cli import tune as commands_tune
 
         if args.command == "adapters":
             return commands_tune.run_adapters(
@@ -619,7 +619,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         return commands.run_doctor(settings, as_json=args.json)
     if args.command == "use":
-        from app.commands_use import run_cancel_load, run_use
+        from app.cli.use import run_cancel_load, run_use
 
         if args.cancel_load:
             return run_cancel_load(settings)
@@ -627,20 +627,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "api-key":
         return commands.run_api_key(settings, rotate=args.rotate)
     if args.command == "repair":
-        from app.commands_repair import run_repair
+        from app.cli.repair import run_repair
 
         return run_repair(settings, check_only=args.check)
     if args.command in ("ingest", "collections", "ask", "eval"):
-        from app import commands_documents
+        from app.cli import documents as commands_documents
 
         if args.command == "eval" and args.eval_kind == "tools":
-            from app.commands_eval_tools import run_eval_tools
+            from app.cli.eval_tools import run_eval_tools
 
             return run_eval_tools(
                 settings, args.questions, args.eval_model, args.form, args.limit, args.part, args.output
             )
         if args.command == "eval" and args.eval_kind == "answers":
-            from app.commands_eval import run_eval_answers
+            from app.cli.eval import run_eval_answers
 
             path, collection, model = args.questions, args.collection, args.eval_model
             return run_eval_answers(
@@ -651,7 +651,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 settings, args.questions, args.collection, args.top_k, args.part
             )
         if args.command == "ask" and (args.tools or args.allow_tools):
-            from app.commands_tools import run_chat_with_tools
+            from app.cli.tools import run_chat_with_tools
 
             if args.adapter:
                 raise InvalidChoice("--tools does not go with --adapter yet.", "Leave one of them out.")
@@ -671,7 +671,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise HearthError("Which collection?", "Name it: hearth collections NAME --delete")
         return commands_documents.run_collections(settings, args.name, args.delete, args.remove_file)
     if args.command == "models":
-        from app import commands_models
+        from app.cli import models as commands_models
 
         action = args.models_action
         if action == "list":

@@ -1,7 +1,7 @@
 """The engine's end of the links to paired workers: for each, a Unix socket in a folder only this account may enter
 (``backends/local_socket.py``) that llama.cpp's RPC client connects to as if it were the worker; the relay carries
 only connections from its own process (the kernel names the peer), each on through the encrypted link
-(``backends/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server. Another account can
+(``backends/workers/secure_link.py``) to the worker, which hands it to its own llama.cpp RPC server. Another account can
 neither reach the socket nor, through it, borrow this main's pairing token.
 
 llama.cpp's RPC server serves one client at a time and makes the others wait without end; a connection whose first
@@ -27,8 +27,8 @@ import time
 from app.errors import HearthError
 from backends.base import WorkerLink
 from backends.local_socket import SOCKET_NAME, LocalSocket, listen, peer_process, private_folder, remove_folder
-from backends.rpc import BadEndpoint, WorkerUnreachable, parse_endpoint
-from backends.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
+from backends.workers.rpc import BadEndpoint, WorkerUnreachable, parse_endpoint
+from backends.workers.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
 
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_TIMEOUT_S = 5.0
@@ -88,7 +88,7 @@ def stopped_workers(
     ``timeout_s``, so a cut-off worker delays naming it by that and no more."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from backends.rpc import reachable
+    from backends.workers.rpc import reachable
 
     by_address = {str(parse_endpoint(link.address)): link for link in links}
 

@@ -1,6 +1,6 @@
 """Which of this machine's devices a `hearth worker` serves: ``--device cpu`` (the default) or ``--device cuda:N``,
 the N-th NVIDIA GPU as llama.cpp numbers them (``CUDA0``, ``CUDA1``…). Pure: the devices llama.cpp lists are passed
-in (``backends.rpc.servable_devices`` reads them)."""
+in (``backends.workers.rpc.servable_devices`` reads them)."""
 
 from __future__ import annotations
 
