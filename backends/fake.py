@@ -23,11 +23,14 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
+    PlanContext,
+    PlanOption,
     Support,
     TextDelta,
     Usage,
 )
 from backends.memory import MemoryEstimate
+from backends.placement import RANK_CPU, cpu_option
 from backends.stops import StopScanner
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ class FakeBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False, parallel=True
     )
+    choices: ClassVar[tuple[str, ...]] = ("fake",)
 
     def __init__(self, token_delay_s: float = 0.0, reply_prefix: str = "You said:") -> None:
         self.token_delay_s = token_delay_s
@@ -60,6 +64,10 @@ class FakeBackend(Backend):
     @classmethod
     def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate:
         return MemoryEstimate(0, 0, 0)
+
+    @classmethod
+    def propose(cls, ctx: PlanContext) -> list[PlanOption]:
+        return cpu_option(ctx, cls, RANK_CPU, "")
 
     @property
     def context_length(self) -> int:

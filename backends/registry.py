@@ -5,7 +5,7 @@ from __future__ import annotations
 from backends.base import Backend
 from backends.fake import FakeBackend
 from backends.llamacpp.backend import LlamaCppBackend
-from backends.openvino import OpenVinoBackend
+from backends.openvino.backend import OpenVinoBackend
 
 # Automatic selection weighs the devices these can use (backends.selection has the policy); the fake backend is
 # only used when asked for by name.

@@ -27,7 +27,7 @@ def main() -> int:
     from backends.base import Backend, CancelToken, ChatMessage, GenerationParams, LoadOptions, Usage
     from backends.hardware import probe
     from backends.llamacpp.backend import LlamaCppBackend
-    from backends.openvino import OpenVinoBackend
+    from backends.openvino.backend import OpenVinoBackend
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
 

@@ -1,5 +1,5 @@
-"""Choose how Hearth fuses its rankings (``rag.fusion.FusionPolicy``) on the tuning half of every question set, and
-report the held-out half.
+"""Choose how Hearth fuses its rankings (``rag.retrieval.fusion.FusionPolicy``) on the tuning half of every question
+set, and report the held-out half.
 
 Each set is a question file with its split file beside it (``NAME.split.json``: line numbers of the tuning and the
 held-out questions) and the folder of documents it is about. The documents are indexed once into ``HEARTH_HOME``
@@ -90,8 +90,8 @@ def ranks(pairs: Sequence[Any], search: Callable[[Any], list[Any]]) -> list[int 
 
 
 def fused(policy: Any) -> Callable[[Any], list[Any]]:
-    from rag.fusion import drop_near_duplicates
-    from rag.retriever import Retriever
+    from rag.retrieval.fusion import drop_near_duplicates
+    from rag.retrieval.retriever import Retriever
 
     def search(candidates: Any) -> list[Any]:
         passages = drop_near_duplicates(Retriever.rank(candidates, policy), lambda p: p.chunk.text, limit=TOP_K)
@@ -129,8 +129,8 @@ def policies(default: Any) -> list[Any]:
 
 
 def report(sets: Sequence[QuestionSet]) -> None:
-    from rag.fusion import FusionPolicy
-    from rag.retriever import DEFAULT_POLICY
+    from rag.retrieval.fusion import FusionPolicy
+    from rag.retrieval.retriever import DEFAULT_POLICY
 
     plain = FusionPolicy()  # plain reciprocal rank fusion (k 60, equal weights), as before any tuning
 

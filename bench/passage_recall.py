@@ -67,7 +67,7 @@ def main() -> int:
     settings = load_settings()
     embedder = None
     if args.embedder is not None:
-        from rag.embeddings import SentenceTransformerEmbedder
+        from rag.retrieval.embeddings import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder(args.embedder, name=args.embedder.name)
     documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)), embedder)

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from rag.chunking import chunk_sections
-from rag.embeddings import default_embedder
-from rag.loaders import load_file
-from rag.pdf_words import _BROKEN, broken_word_count
+from rag.reading.loaders import load_file
+from rag.reading.pdf_words import _BROKEN, broken_word_count
+from rag.retrieval.embeddings import default_embedder
 
 
 def main() -> int:

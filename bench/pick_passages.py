@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag.chunking import chunk_sections  # noqa: E402
-from rag.embeddings import default_embedder  # noqa: E402
-from rag.loaders import load_file  # noqa: E402
+from rag.reading.loaders import load_file  # noqa: E402
+from rag.retrieval.embeddings import default_embedder  # noqa: E402
 
 
 def main() -> int:

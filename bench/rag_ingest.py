@@ -81,8 +81,8 @@ def main() -> int:
     from app.services.container import enforce_offline
     from app.services.documents import build_documents
     from app.settings import load_settings
-    from rag.embeddings import SentenceTransformerEmbedder
     from rag.ingest import FileOutcome
+    from rag.retrieval.embeddings import SentenceTransformerEmbedder
 
     enforce_offline()
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch:

@@ -69,7 +69,7 @@ def measure_quality(
     from app.services.documents import build_documents
     from app.settings import load_settings
     from rag.evaluation import Retrieved, evaluate, read_questions
-    from rag.retriever import Retriever
+    from rag.retrieval.retriever import Retriever
 
     enforce_offline()
     questions = read_questions(questions_path)
@@ -84,7 +84,7 @@ def measure_quality(
         configurations: list[tuple[str, Callable[[str], list[Retrieved]]]] = []
         models: list[tuple[str, Any]] = [("hybrid (no reranker)", None)]
         if reranker is not None:
-            from rag.rerank import CrossEncoderReranker
+            from rag.retrieval.rerank import CrossEncoderReranker
 
             models.append((f"hybrid + {reranker.name}", CrossEncoderReranker(reranker)))
         steps: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)

@@ -23,7 +23,7 @@ import numpy as np
 from rag.chunking import Chunk
 from rag.ingest import Ingestor
 from rag.manifest import FileRecord, Manifest
-from rag.retriever import Retriever
+from rag.retrieval.retriever import Retriever
 from rag.store import VectorStore
 
 CHUNKS_PER_FILE = 20

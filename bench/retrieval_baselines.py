@@ -27,8 +27,8 @@ def plain_dense(docs: Path, embedder: Any, top_k: int) -> Search:
     """Index ``docs`` the plain way (in memory) and return its search."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    from rag.loaders import SUPPORTED_SUFFIXES, load_file
-    from rag.sections import Skipped
+    from rag.reading.loaders import SUPPORTED_SUFFIXES, load_file
+    from rag.reading.sections import Skipped
 
     splitter = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
         embedder.tokenizer(), chunk_size=PLAIN_CHUNK_TOKENS, chunk_overlap=PLAIN_OVERLAP_TOKENS

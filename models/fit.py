@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Literal
 from app.errors import DoesNotFit, HearthError
 
 if TYPE_CHECKING:
-    from backends.base import Backend
+    from backends.base import Backend, Preferences
     from backends.hardware import HardwareInventory
-    from backends.selection import Preferences
     from models.gguf import ModelInfo
 
 Level = Literal["green", "amber", "red"]

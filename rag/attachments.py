@@ -4,8 +4,8 @@ limits), split into passages and embedded, then either given to the model whole 
 Reading and searching live here; where an attachment is kept (with its conversation) and whether it goes whole or
 searched for a given question (:func:`plan_attachments`) are decided by the caller. Attachments are few and small
 next to a collection (a 50-page PDF makes about 150 passages), so searching them is a brute-force cosine over their
-vectors beside an in-memory keyword index, fused the way :class:`rag.retriever.Retriever` fuses a collection's.
-"""
+vectors beside an in-memory keyword index, fused the way :class:`rag.retrieval.retriever.Retriever` fuses a
+collection's."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag.sections import Section, Skipped
+from rag.reading.sections import Section, Skipped
 
 if TYPE_CHECKING:  # what reads, embeds and searches is imported when used: chat imports this module
     import numpy as np
 
     from backends.base import CancelToken
-    from rag.embeddings import Embedder
-    from rag.reader import DocumentReader
+    from rag.reading.reader import DocumentReader
+    from rag.retrieval.embeddings import Embedder
 
 # Candidates taken from each ranking before fusion (as many as a collection's search takes).
 CANDIDATES_PER_RANKING = 40
@@ -94,13 +94,13 @@ def read_attachment(
 ) -> Generator[AttachProgress, None, ReadAttachment]:
     """Read, split and embed ``path`` (shown as ``name``, by default the file's own name). Raises :class:`Skipped`
     with the reason a person can act on (too large, unreadable, not a supported kind, encrypted, empty), or
-    :class:`rag.reader.ReadCancelled`."""
+    :class:`rag.reading.reader.ReadCancelled`."""
     import numpy as np
 
     from models.gguf import sha256_of
     from rag.chunking import chunk_sections, searchable_text
     from rag.discovery import special_kind, unreadable_reason
-    from rag.reader import ReadCancelled, relay
+    from rag.reading.reader import ReadCancelled, relay
 
     shown = name or path.name
     try:
@@ -165,9 +165,9 @@ def search_attachments(
     ranking (as for a collection), and the milliseconds it took."""
     import numpy as np
 
-    from rag.bm25 import BM25Index
     from rag.chunking import searchable_text
-    from rag.fusion import EXACT_WEIGHT, drop_near_duplicates, reciprocal_rank_fusion
+    from rag.retrieval.bm25 import BM25Index
+    from rag.retrieval.fusion import EXACT_WEIGHT, drop_near_duplicates, reciprocal_rank_fusion
 
     started = time.perf_counter()
     hits = [AttachedHit(f.attachment_id, p) for f in files for p in f.passages]

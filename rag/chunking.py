@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rag.entries import entry_starts
-from rag.sections import Section
+from rag.reading.entries import entry_starts
+from rag.reading.sections import Section
 
 DEFAULT_CHUNK_TOKENS = 200
 DEFAULT_OVERLAP_TOKENS = 32

@@ -31,12 +31,12 @@ from backends.base import CancelToken
 from models.gguf import sha256_of
 from rag.chunking import Chunk, chunk_sections, searchable_text
 from rag.discovery import Candidate, discover, unreadable_reason
-from rag.embeddings import Embedder
 from rag.ingest_progress import IngestProgress, Meter, StepProgress
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
-from rag.reader import DocumentReader, ReadCancelled, ReaderProcess, relay
+from rag.reading.reader import DocumentReader, ReadCancelled, ReaderProcess, relay
+from rag.reading.sections import PASSAGE_FORMAT, Skipped
 from rag.reconcile import ReconcilePlan, plan_reconciliation
-from rag.sections import PASSAGE_FORMAT, Skipped
+from rag.retrieval.embeddings import Embedder
 from rag.store import VectorStore
 
 __all__ = ["FileOutcome", "IngestEvent", "IngestProgress", "Ingestor", "StepProgress"]
@@ -96,7 +96,7 @@ class Ingestor:
         self._store = store
         self._embedder = embedder
         self._max_file_bytes = max_file_bytes
-        # Files are read in a separate process, within limits of text, pages, time and memory (rag.reader).
+        # Files are read in a separate process, within limits of text, pages, time and memory (rag.reading.reader).
         self._reader = reader or ReaderProcess()
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from typing import Literal
 
 from app.database import Database
 from app.errors import HearthError
-from rag.sections import PASSAGE_FORMAT
+from rag.reading.sections import PASSAGE_FORMAT
 from rag.writelock import WriteLock
 
 FileStatus = Literal["indexed", "skipped"]
@@ -47,7 +47,8 @@ _MIGRATIONS = {
     # When the collection's chunks last changed without a file's row changing (leftovers of an interrupted run
     # removed): caches built from the collection key on it too.
     2: "ALTER TABLE collections ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
-    # Which way of making passages indexed each file (rag.sections.PASSAGE_FORMAT); rows from before are format 1.
+    # Which way of making passages indexed each file (rag.reading.sections.PASSAGE_FORMAT); rows from before are format
+    # 1.
     3: "ALTER TABLE files ADD COLUMN passage_format INTEGER NOT NULL DEFAULT 1",
 }
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from backends.base import ChatMessage
 
 if TYPE_CHECKING:  # the retriever pulls in numpy; conversations only need Source
-    from rag.retriever import Passage
+    from rag.retrieval.retriever import Passage
 
 RAG_SYSTEM_PROMPT = (
     "Answer the question from the numbered passages only, in one or two short sentences, and cite the passage "

@@ -54,8 +54,8 @@ def read_sent_files(
     """Read, split and embed each file (``None`` if cancelled); :class:`RequestInvalid` with the reason for the
     first that cannot be read. Nothing is kept either way."""
     from rag.attachments import read_attachment
-    from rag.reader import ReadCancelled, drain
-    from rag.sections import Skipped
+    from rag.reading.reader import ReadCancelled, drain
+    from rag.reading.sections import Skipped
 
     reader = documents.attachment_reader
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from backends.memory import format_bytes
 from rag.prompt import Source
 
 if TYPE_CHECKING:
-    from backends.selection import Preferences
+    from backends.base import Preferences
     from models.gguf import ModelInfo
 
 EXIT_OK = 0

@@ -273,8 +273,8 @@ class ChatService:
         if not paths:
             return []
         from rag.attachments import read_attachment
-        from rag.reader import ReadCancelled
-        from rag.sections import Skipped
+        from rag.reading.reader import ReadCancelled
+        from rag.reading.sections import Skipped
 
         documents = self._documents_now()
         reader = documents.attachment_reader

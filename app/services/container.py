@@ -18,9 +18,8 @@ from app.services.documents import LazyDocuments, build_documents
 from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
-from backends.base import GenerationParams
+from backends.base import GenerationParams, Preferences
 from backends.hardware import HardwareInventory, probe, with_current_memory
-from backends.selection import Preferences
 from models.embedded import embedded_chat_model
 
 if TYPE_CHECKING:

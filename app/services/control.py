@@ -17,8 +17,7 @@ from app.paths import DataPaths
 from app.services.models import open_model_store
 from app.services.runtime import ModelChoice, ModelRuntime
 from app.settings import BackendSettings, ModelSettings
-from backends.base import LoadProgress
-from backends.selection import Preferences
+from backends.base import LoadProgress, Preferences
 
 
 @dataclass(frozen=True)

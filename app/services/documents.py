@@ -12,12 +12,12 @@ from pathlib import Path
 
 from app.paths import DataPaths
 from app.settings import Settings
-from rag.embeddings import Embedder, default_embedder
 from rag.ingest import Ingestor
-from rag.limits import ReadLimits
 from rag.manifest import CollectionInfo, FileRecord, Manifest
-from rag.reader import ReaderProcess
-from rag.retriever import Retriever
+from rag.reading.limits import ReadLimits
+from rag.reading.reader import ReaderProcess
+from rag.retrieval.embeddings import Embedder, default_embedder
+from rag.retrieval.retriever import Retriever
 from rag.store import VectorStore
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
     ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20, reader=reader)
     reranker = None
     if settings.rag.reranker_path is not None:
-        from rag.rerank import CrossEncoderReranker
+        from rag.retrieval.rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(settings.rag.reranker_path)
     retriever = Retriever(manifest, store, embedder, reranker)

@@ -255,8 +255,8 @@ def _repair_models(paths: DataPaths, report: StoreReport, stamp: str) -> None:
 
 
 def _repair_index(paths: DataPaths, report: StoreReport, stamp: str, vectors: StoreReport) -> None:
-    from rag.embeddings import default_embedder
     from rag.manifest import Manifest, store_name_for
+    from rag.retrieval.embeddings import default_embedder
 
     def create(path: Path) -> None:
         Manifest(path).close()

@@ -30,18 +30,20 @@ from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
 from app.services.supervision import RestartPolicy
 from backends.base import (
     Backend,
+    BackendPlan,
     CancelToken,
     ChatEvent,
     ChatMessage,
     GenerationParams,
     LoadOptions,
     LoadProgress,
+    Preferences,
     WorkerLink,
 )
 from backends.engine.base import Engine
 from backends.engine.client import EngineExit, EngineProcess
 from backends.hardware import HardwareInventory
-from backends.selection import BackendPlan, Preferences, select_backend
+from backends.selection import select_backend
 from models.gguf import ModelInfo, read_model_info
 
 log = logging.getLogger(__name__)

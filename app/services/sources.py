@@ -14,9 +14,9 @@ from app.services.documents import DocumentServices
 from app.services.history import prompt_budget
 from backends.base import ChatMessage, GenerationParams
 from rag.attachments import ReadAttachment, Searchable, search_attachments
-from rag.embeddings import Embedder
 from rag.excerpts import CANDIDATES, MORE_PASSAGES, choose, excerpt, sentences, windows
 from rag.prompt import WHOLE_FILE, Candidate, Source, pack_candidates, rag_question, source_cost
+from rag.retrieval.embeddings import Embedder
 
 # Tokens kept free for the chat template's framing around the passages.
 TEMPLATE_SLACK = 16

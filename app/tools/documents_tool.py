@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from app.tools.toolbox import BUILT_IN, Offered
 from backends.base import ToolSpec
 from rag.prompt import Source
-from rag.retriever import SearchResult
+from rag.retrieval.retriever import SearchResult
 
 NAME = "search_documents"
 MAX_QUERY_CHARS = 500

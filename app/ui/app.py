@@ -28,7 +28,7 @@ from app.ui.theme import THEME_CSS, hearth_theme
 from app.ui.tools_tab import ToolsPanel, build_tools_tab, wire_tools_tab
 from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
 from app.ui.workers import WorkersPanel, build_workers_section, wire_workers_section
-from rag.loaders import SUPPORTED_SUFFIXES
+from rag.reading.loaders import SUPPORTED_SUFFIXES
 
 log = logging.getLogger(__name__)
 

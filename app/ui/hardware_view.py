@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import html
 
+from backends.base import BackendPlan, Placement
 from backends.hardware import HardwareInventory, describe
 from backends.memory import format_bytes
 from backends.plan_reasons import unavailable_backend_reason
-from backends.selection import BackendPlan, Placement
 
 BACKEND_CHOICES = [
     ("Automatic (best for this machine)", "auto"),

@@ -28,13 +28,17 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
+    PlanContext,
+    PlanOption,
     Support,
     TextDelta,
     ToolSpec,
 )
 from backends.chat_template import ChatFormatter
 from backends.grammar import check_grammar
+from backends.llamacpp import placement
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
+from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -87,8 +91,16 @@ class LlamaCppBackend(Backend):
     name: ClassVar[str] = "llamacpp"
     label: ClassVar[str] = "llama.cpp (CPU)"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        streaming=True, lora_hot_swap=True, multi_device=True, embeddings=False, parallel=True, grammar=True
+        streaming=True,
+        lora_hot_swap=True,
+        multi_device=True,
+        embeddings=False,
+        parallel=True,
+        grammar=True,
+        cache_types=True,
     )
+    routes: ClassVar[tuple[str, ...]] = (NVIDIA, LLAMACPP_CPU)
+    choices: ClassVar[tuple[str, ...]] = ("llamacpp", "cuda", "pipeline")
 
     def __init__(self) -> None:
         self._engine: NativeModel | None = None
@@ -114,6 +126,10 @@ class LlamaCppBackend(Backend):
     @classmethod
     def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate:
         return estimate_llamacpp(model, options.context_length, options.slots, KV_WIDTHS[options.kv_cache_type])
+
+    @classmethod
+    def propose(cls, ctx: PlanContext) -> list[PlanOption]:
+        return placement.propose(ctx, cls)
 
     # --- instance ----------------------------------------------------------------------------------------
     @property

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from app.errors import BackendUnavailable
 from app.wording import plural
+from backends.base import BackendPlan, Placement, Preferences
 from backends.hardware import HardwareInventory
 from backends.memory import (
     KV_WIDTHS,
@@ -27,7 +28,6 @@ from backends.memory import (
     usable_bytes,
     weighted_split,
 )
-from backends.selection import BackendPlan, Placement, Preferences, kv_cache_reason
 from backends.workers.cost import FLOAT_BYTES, LinkFacts, network_ms_per_token, output_here, slower_than_alone
 from models.gguf import ModelInfo
 
@@ -51,14 +51,14 @@ def pipeline_plan(
     inventory: HardwareInventory,
     model: ModelInfo,
     prefs: Preferences,
-    context: tuple[int, str],
-    threads: tuple[int, str],
+    context_length: int,
+    threads: int,
 ) -> BackendPlan:
     """The layers on ``prefs.workers`` in proportion to their free memory (as pairing measured it), and on this CPU
-    the first ones they cannot hold; refused, with what each device can hold, when they all cannot. ``context`` and
-    ``threads`` are the chosen values with their reasons."""
+    the first ones they cannot hold; refused, with what each device can hold, when they all cannot. The reasons are
+    the split's own: the selection puts the choice, the threads, the context and the cache around them."""
     workers = prefs.workers
-    context_length, slots = context[0], max(prefs.slots, 1)
+    slots = max(prefs.slots, 1)
     kv_width = KV_WIDTHS[prefs.kv_cache_type]
     by_address = {link.address: link for link in prefs.worker_links}
     links = [by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers]
@@ -146,17 +146,10 @@ def pipeline_plan(
         devices=("CPU", *(f"RPC {worker}" for worker in workers))
         if local_layers
         else tuple(f"RPC {worker}" for worker in workers),
-        threads=threads[0],
+        threads=threads,
         context_length=context_length,
         memory=offload.cpu,
-        reasons=(
-            f"{label}: chosen by you",
-            *lines,
-            threads[1],
-            context[1],
-            _slots_line(slots, context_length),
-            kv_cache_reason(prefs.kv_cache_type),
-        ),
+        reasons=tuple(lines),
         placements=placements if local_layers else placements[1:],
         gpu_layers=llama_gpu_layers(sum(on_workers), blocks),
         output_on_cpu=keep_output,
@@ -185,9 +178,3 @@ def _speed_line(links: Sequence[LinkFacts], memory_known: bool) -> str:
     )
     within = " within its free memory" if memory_known else ""
     return f"layers in proportion to each worker's measured memory read speed ({speeds}){within}"
-
-
-def _slots_line(slots: int, context_length: int) -> str:
-    if slots == 1:
-        return "one answer at a time, as configured"
-    return f"{slots} parallel answers of {context_length} tokens each, each with its own context cache"

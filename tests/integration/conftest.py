@@ -14,7 +14,7 @@ from app.settings import load_settings
 from backends.base import LoadOptions
 from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo, read_model_info
-from rag.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.retrieval.embeddings import SentenceTransformerEmbedder, default_embedder
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from backends.base import (
     Usage,
 )
 from backends.llamacpp.backend import LlamaCppBackend
-from backends.openvino import OpenVinoBackend
+from backends.openvino.backend import OpenVinoBackend
 from models.gguf import ModelInfo
 from tests.helpers import require
 

@@ -24,7 +24,7 @@ from app.services.models import default_model_path, open_model_store
 from app.settings import load_settings
 from rag.attachments import AttachedPassage, ReadAttachment
 from rag.chunking import Chunk
-from rag.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from rag.store import CHROMA_DB, VectorStore, repair_marker
 from tests.helpers import write_tiny_gguf
 

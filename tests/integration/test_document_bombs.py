@@ -19,9 +19,9 @@ import pytest
 from app.services.documents import DocumentServices
 from backends.base import CancelToken
 from rag.ingest import FileOutcome, IngestProgress
-from rag.limits import MB, ReadLimits
-from rag.reader import ReadCancelled, ReaderProcess
-from rag.sections import Section, Skipped
+from rag.reading.limits import MB, ReadLimits
+from rag.reading.reader import ReadCancelled, ReaderProcess
+from rag.reading.sections import Section, Skipped
 from tests.document_bombs import (
     write_entity_docx,
     write_expanding_docx,
@@ -175,7 +175,7 @@ def test_a_reader_process_killed_from_outside_is_replaced(reader: ReaderProcess,
     note = tmp_path / "note.txt"
     note.write_text("The keeper climbed the stairs.")
     assert reader.read(note, CancelToken()) == [Section("The keeper climbed the stairs.")]
-    workers = [p for p in psutil.Process().children() if "rag.reader_worker" in " ".join(p.cmdline())]
+    workers = [p for p in psutil.Process().children() if "rag.reading.reader_worker" in " ".join(p.cmdline())]
     assert len(workers) == 1
     workers[0].kill()
     workers[0].wait(10)

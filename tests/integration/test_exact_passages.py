@@ -13,8 +13,8 @@ from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import CancelToken
-from rag.embeddings import SentenceTransformerEmbedder
-from rag.reader import ReaderProcess
+from rag.reading.reader import ReaderProcess
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from tests.helpers import write_bookmarked_pdf
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from app.services.sources import excerpts_of
-from rag.embeddings import SentenceTransformerEmbedder
 from rag.prompt import Candidate
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 
 pytestmark = pytest.mark.integration
 

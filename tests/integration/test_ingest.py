@@ -12,9 +12,9 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder
 from rag.ingest import FileOutcome, IngestEvent
 from rag.manifest import CollectionError
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from tests.helpers import write_docx, write_pdf
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ import pytest
 from app.services.documents import DocumentServices
 from backends.base import CancelToken
 from rag.chunking import chunk_sections
-from rag.embeddings import default_embedder
 from rag.ingest import FileOutcome, IngestEvent, IngestProgress
-from rag.sections import Section
+from rag.reading.sections import Section
+from rag.retrieval.embeddings import default_embedder
 from tests.helpers import write_pdf
 
 pytestmark = pytest.mark.integration

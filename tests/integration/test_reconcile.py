@@ -17,7 +17,7 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 
 pytestmark = pytest.mark.integration
 

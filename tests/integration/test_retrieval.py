@@ -14,8 +14,8 @@ from app.services.container import Services, build_services
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta, Usage
-from rag.embeddings import SentenceTransformerEmbedder
 from rag.manifest import CollectionError
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from tests.helpers import write_pdf
 
 pytestmark = pytest.mark.integration
@@ -176,9 +176,9 @@ def test_a_question_about_a_missing_collection_stores_nothing(documents: Documen
 def test_a_local_cross_encoder_reorders_the_fused_candidates(documents: DocumentServices, tmp_path: Path) -> None:
     import torch
 
-    from rag.embeddings import embedded_minilm_path
-    from rag.rerank import CrossEncoderReranker, RerankerUnavailable
-    from rag.retriever import Retriever
+    from rag.retrieval.embeddings import embedded_minilm_path
+    from rag.retrieval.rerank import CrossEncoderReranker, RerankerUnavailable
+    from rag.retrieval.retriever import Retriever
 
     # No cross-encoder ships with Hearth; MiniLM's own weights with a fresh scoring head exercise the same path
     # (the scores are arbitrary, so the test checks the order follows them, not that it is better).

@@ -19,8 +19,8 @@ import pytest
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder
 from rag.evaluation import Retrieved, evaluate, read_questions
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration

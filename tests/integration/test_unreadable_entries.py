@@ -15,8 +15,8 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.embeddings import SentenceTransformerEmbedder
 from rag.ingest import FileOutcome
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import numpy as np
 
 from app.services.attachment_plan import WHOLE_SHARE, AttachmentUse, plan_attachments, worth_counting
 from rag.attachments import AttachedPassage, AttachProgress, Searchable, search_attachments, whole_text
-from rag.sections import Section
+from rag.reading.sections import Section
 
 
 def test_files_go_whole_while_they_fit_in_their_share_of_the_room() -> None:

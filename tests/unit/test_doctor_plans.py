@@ -19,8 +19,9 @@ import pytest
 
 from app.cli.commands import plan_lines, plan_report
 from backends import registry
+from backends.base import Preferences
 from backends.hardware import HardwareInventory
-from backends.selection import Preferences, select_backend
+from backends.selection import select_backend
 from backends.workers.cost import LinkFacts
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory

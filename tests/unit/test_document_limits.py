@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rag.archive import Part, archive_problem, declared_entries
 from rag.discovery import NOT_FOUND, special_kind, unreadable_reason
-from rag.limits import MB, ReadLimits, size_words
-from rag.loaders import detect_encoding, heading_text
-from rag.sections import Skipped, TextBudget
+from rag.reading.archive import Part, archive_problem, declared_entries
+from rag.reading.limits import MB, ReadLimits, size_words
+from rag.reading.loaders import detect_encoding, heading_text
+from rag.reading.sections import Skipped, TextBudget
 
 LIMITS = ReadLimits()
 

@@ -4,7 +4,7 @@ numbers running on, a passage found again keeping its number, and nothing found 
 from __future__ import annotations
 
 from app.tools.documents_tool import MAX_QUERY_CHARS, DocumentSearch
-from rag.retriever import Passage, SearchResult
+from rag.retrieval.retriever import Passage, SearchResult
 from rag.store import StoredChunk
 
 

@@ -3,7 +3,7 @@ from the passages before it, and nothing else does."""
 
 from __future__ import annotations
 
-from rag.entries import entry_head, entry_starts, last_entry_start
+from rag.reading.entries import entry_head, entry_starts, last_entry_start
 
 BEFORE = (
     "When options are supplied, they have the following meanings:\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag.bm25 import BM25Index, exact_terms, tokenize
-from rag.fusion import EXACT_WEIGHT, reciprocal_rank_fusion
+from rag.retrieval.bm25 import BM25Index, exact_terms, tokenize
+from rag.retrieval.fusion import EXACT_WEIGHT, reciprocal_rank_fusion
 
 
 @pytest.mark.parametrize(

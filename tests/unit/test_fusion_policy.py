@@ -2,7 +2,7 @@
 
 import pytest
 
-from rag.fusion import FusionPolicy, fuse
+from rag.retrieval.fusion import FusionPolicy, fuse
 
 KEYWORD = ["k1", "k2", "k3", "v1"]
 VECTOR = ["v1", "k1", "v2", "v3"]

@@ -13,7 +13,7 @@ from backends.base import GenerationParams
 from backends.llamacpp.batch_policy import FreeSlot, SlotChoice, choose_slot, common_prefix, gap_moves, prefill_shares
 from backends.llamacpp.sampling import SamplerStep, sampler_steps
 from backends.memory import GIB, HEADROOM_BYTES, estimate_llamacpp, estimate_offload, layers_that_fit
-from backends.selection import GPU_HEADROOM_BYTES, slot_counts
+from backends.placement import GPU_HEADROOM_BYTES, slot_counts
 from tests.helpers import make_inventory
 from tests.unit.test_selection_fixtures import CORE_ULTRA, LLAMA_7B, SMALL, plan_for, said
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from rag.chunking import searchable_text
-from rag.clean_text import clean_text
-from rag.csv_rows import csv_sections
-from rag.html_text import html_sections
-from rag.limits import ReadLimits
-from rag.markdown_text import markdown_sections
-from rag.pdf_outline import Bookmark, Outline, without_running_lines
-from rag.sections import Section, Skipped, TextBudget
+from rag.reading.clean_text import clean_text
+from rag.reading.csv_rows import csv_sections
+from rag.reading.html_text import html_sections
+from rag.reading.limits import ReadLimits
+from rag.reading.markdown_text import markdown_sections
+from rag.reading.pdf_outline import Bookmark, Outline, without_running_lines
+from rag.reading.sections import Section, Skipped, TextBudget
 
 
 def budget() -> TextBudget:

@@ -1,10 +1,11 @@
-"""Words a PDF broke at line ends (rag.pdf_words): joined, or kept hyphenated, as the document's own words say."""
+"""Words a PDF broke at line ends (rag.reading.pdf_words): joined, or kept hyphenated, as the document's own words
+say."""
 
 from __future__ import annotations
 
 import pytest
 
-from rag.pdf_words import broken_word_count, join_broken_words, join_broken_words_in, vocabulary
+from rag.reading.pdf_words import broken_word_count, join_broken_words, join_broken_words_in, vocabulary
 
 DOCUMENT = [
     "The environment holds variables. Each built-in command reads the command line.",

@@ -8,7 +8,8 @@ import pytest
 
 from app.errors import BackendUnavailable
 from backends import registry
-from backends.selection import BackendPlan, Preferences, select_backend
+from backends.base import BackendPlan, Preferences
+from backends.selection import select_backend
 from backends.workers.plan import layer_ranges
 from models.gguf import ModelInfo, read_model_info
 from tests.helpers import make_inventory, write_tiny_gguf

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from backends import registry
+from backends.base import BackendPlan, Preferences
 from backends.hardware import HardwareInventory
 from backends.plan_reasons import openvino_cpu_reason, unavailable_backend_reason
-from backends.selection import BackendPlan, Preferences, select_backend
+from backends.selection import select_backend
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory
 from tests.unit.test_selection_fixtures import CORE_ULTRA, LLAMA_7B, LLAMA_7B_K, SMALL

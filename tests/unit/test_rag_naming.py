@@ -5,8 +5,8 @@ import pytest
 
 from rag.chunking import chunk_id
 from rag.ingest import discover
-from rag.loaders import Skipped, detect_encoding
 from rag.manifest import CollectionError, normalize_name, store_name_for
+from rag.reading.loaders import Skipped, detect_encoding
 
 CHROMA_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 

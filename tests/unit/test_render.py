@@ -149,8 +149,8 @@ def test_an_interrupted_answer_keeps_its_text_and_says_why() -> None:
 
 def test_the_status_line_names_model_backend_and_context_and_the_hardware_tab_the_rest() -> None:
     from app.ui.hardware_view import plan_html
+    from backends.base import BackendPlan
     from backends.memory import MemoryEstimate
-    from backends.selection import BackendPlan
 
     plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
     line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
@@ -168,8 +168,8 @@ def test_the_upload_note_says_the_limit_and_how_to_change_it() -> None:
 
 
 def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
+    from backends.base import BackendPlan
     from backends.memory import MemoryEstimate
-    from backends.selection import BackendPlan
 
     plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
     name = "![x](http://evil/p.png)"  # general.name of a hostile GGUF

@@ -1,7 +1,7 @@
-from rag.bm25 import BM25Index, tokenize
-from rag.fusion import drop_near_duplicates, reciprocal_rank_fusion
 from rag.prompt import RAG_SYSTEM_PROMPT, Source, pack_sources, rag_messages
-from rag.retriever import Passage
+from rag.retrieval.bm25 import BM25Index, tokenize
+from rag.retrieval.fusion import drop_near_duplicates, reciprocal_rank_fusion
+from rag.retrieval.retriever import Passage
 from rag.store import StoredChunk
 
 

@@ -20,12 +20,12 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
+    Preferences,
     TextDelta,
 )
 from backends.engine.client import EngineExit
 from backends.engine.local import LocalEngine
 from backends.fake import FakeBackend
-from backends.selection import Preferences
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory, write_tiny_gguf
 
@@ -316,8 +316,8 @@ def test_cancel_at_start_leaves_no_model_and_says_so(choice: ModelChoice) -> Non
 
 
 def test_only_a_cpu_plan_with_room_to_spare_loads_beside_another() -> None:
+    from backends.base import BackendPlan
     from backends.memory import MemoryEstimate
-    from backends.selection import BackendPlan
 
     memory = MemoryEstimate(weights_bytes=2 << 30, kv_cache_bytes=1 << 30, compute_bytes=0)
     cpu = BackendPlan("llamacpp", "CPU", ("CPU",), 4, 4096, memory, ())

@@ -10,8 +10,8 @@ import pytest
 from app.errors import DoesNotFit
 from app.services.runtime import ModelChoice, ModelRuntime
 from backends import registry
+from backends.base import Preferences
 from backends.hardware import HardwareInventory
-from backends.selection import Preferences
 from tests.helpers import make_inventory, write_tiny_gguf
 
 

@@ -4,7 +4,8 @@ import pytest
 
 from app.errors import BackendUnavailable, DoesNotFit
 from backends import registry
-from backends.selection import NoBackend, Preferences, select_backend
+from backends.base import NoBackend, Preferences
+from backends.selection import select_backend
 from models.gguf import ModelInfo, read_model_info
 from tests.helpers import make_inventory, write_tiny_gguf
 

@@ -6,8 +6,9 @@ import pytest
 
 from app.errors import BackendUnavailable, DoesNotFit
 from backends import registry
+from backends.base import BackendPlan, Preferences
 from backends.hardware import HardwareInventory
-from backends.selection import BackendPlan, Preferences, select_backend
+from backends.selection import select_backend
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory, synthetic_model
 

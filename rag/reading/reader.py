@@ -1,12 +1,11 @@
 """Read documents in a separate process, so that no document can exhaust the memory of the process that indexes it,
 hold the documents queue, or ignore Cancel.
 
-One child process (``python -m rag.reader_worker``) reads one file per request. A file that needs more memory than
-allowed fails there (RLIMIT_AS; where the system lacks it, the parent watches the child's resident size), and that
-child ends; a file that takes longer than allowed, or whose ingestion is cancelled, is stopped by killing the child.
-The next file gets a fresh child. A child is started on first use and reused for every file after it, so a folder
-of many small files pays the start once; it ends after a minute without work, or with :meth:`ReaderProcess.close`.
-"""
+One child process (``python -m rag.reading.reader_worker``) reads one file per request. A file that needs more memory
+than allowed fails there (RLIMIT_AS; where the system lacks it, the parent watches the child's resident size), and that
+child ends; a file that takes longer than allowed, or whose ingestion is cancelled, is stopped by killing the child. The
+next file gets a fresh child. A child is started on first use and reused for every file after it, so a folder of many
+small files pays the start once; it ends after a minute without work, or with :meth:`ReaderProcess.close`."""
 
 from __future__ import annotations
 
@@ -26,9 +25,9 @@ from typing import Protocol, TypeVar
 
 from app.errors import HearthError
 from backends.base import CancelToken
-from rag.limits import ReadLimits, too_much_memory, too_slow
-from rag.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
-from rag.sections import Section, Skipped
+from rag.reading.limits import ReadLimits, too_much_memory, too_slow
+from rag.reading.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
+from rag.reading.sections import Section, Skipped
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ TICK_S = 0.25
 IDLE_CLOSE_S = 60.0
 # Loggers whose warnings only add noise unless Hearth runs verbosely (Hearth reports damaged files itself).
 QUIET_LOGGERS = ("pypdf",)
-_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ReadCancelled(Exception):
@@ -241,7 +240,7 @@ class ReaderProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "rag.reader_worker", str(theirs.fileno())],
+                [sys.executable, "-m", "rag.reading.reader_worker", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=env,

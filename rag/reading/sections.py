@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.clean_text import clean_line
-from rag.limits import ReadLimits, too_much_text
+from rag.reading.clean_text import clean_line
+from rag.reading.limits import ReadLimits, too_much_text
 
 # Which way of turning files into passages made an index. Raise it whenever the passages a file becomes change
 # (text extraction, sections, chunking): files indexed by an older way are read again on the next run, even if

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.limits import ReadLimits, size_words
-from rag.sections import Skipped
+from rag.reading.limits import ReadLimits, size_words
+from rag.reading.sections import Skipped
 
 CHUNK_BYTES = 64 * 1024
 _END_RECORD = b"PK\x05\x06"

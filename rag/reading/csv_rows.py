@@ -11,8 +11,8 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Iterator, Sequence
 
-from rag.clean_text import clean_line
-from rag.sections import Section, Skipped, TextBudget, heading_text
+from rag.reading.clean_text import clean_line
+from rag.reading.sections import Section, Skipped, TextBudget, heading_text
 
 
 def csv_sections(lines: Iterable[str], budget: TextBudget) -> list[Section]:

@@ -1,7 +1,7 @@
 """The text of a Markdown file as sections, one per heading, without Markdown's markup.
 
 The file is rendered to HTML by markdown-it (CommonMark with tables) and read like any HTML page
-(:mod:`rag.html_text`): headings become the section path instead of "#"/"##" lines, links keep their text, code
+(:mod:`rag.reading.html_text`): headings become the section path instead of "#"/"##" lines, links keep their text, code
 blocks keep their layout without fences, and table rows read as "header: value; …" instead of pipes. A line-based
 splitter took "#" lines inside code blocks for headings and joined lines with Markdown's hard-break spaces.
 
@@ -17,8 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from rag.html_text import html_sections
-from rag.sections import Section, TextBudget
+from rag.reading.html_text import html_sections
+from rag.reading.sections import Section, TextBudget
 
 # MyST directives whose body is prose, and how Sphinx labels them ({} takes the directive's argument).
 _PROSE_DIRECTIVES = {

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError
-from rag.retriever import Passage
+from rag.retrieval.retriever import Passage
 
 
 class RerankerUnavailable(HearthError):

@@ -11,7 +11,7 @@ each page also gets a time limit; the reader process bounds time and memory arou
 A page is one section or, where the PDF has bookmarks (an outline), one per heading that starts on it, named by
 the bookmark path ("Basic Shell Features › Shell Commands › Compound Commands"): a passage never spans two pages.
 Running headers and footers ("Chapter 3: Basic Shell Features 14") are left out, and words the typesetting broke
-at a line end ("Environ-\nment") are joined again (``rag.pdf_words``).
+at a line end ("Environ-\nment") are joined again (``rag.reading.pdf_words``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from rag.limits import ReadLimits, too_many_pages
-from rag.pdf_outline import Outline, read_outline, without_running_lines
-from rag.pdf_words import join_broken_words_in
-from rag.sections import Section, Skipped, TextBudget
+from rag.reading.limits import ReadLimits, too_many_pages
+from rag.reading.pdf_outline import Outline, read_outline, without_running_lines
+from rag.reading.pdf_words import join_broken_words_in
+from rag.reading.sections import Section, Skipped, TextBudget
 
 # Room in pypdf's page-tree walk for the intermediate nodes of a tree that holds the largest allowed page count.
 _TREE_NODES_PER_PAGE = 2
@@ -40,7 +40,7 @@ def pdf_sections(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Sec
     from pypdf import PdfReader, apply_configuration
     from pypdf.errors import LimitReachedError, PyPdfError
 
-    from rag.read_progress import report_pages
+    from rag.reading.read_progress import report_pages
 
     tree_entries = limits.max_pdf_pages * _TREE_NODES_PER_PAGE + _TREE_NODES_SPARE
     page_number = 0

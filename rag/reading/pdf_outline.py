@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rag.sections import Section, heading_text
+from rag.reading.sections import Section, heading_text
 
 log = logging.getLogger(__name__)
 

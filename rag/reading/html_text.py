@@ -5,7 +5,7 @@ dozens of ``<span>``s and must read "json.dumps(obj, *, skipkeys=False)", not "j
 elements end lines, ``<pre>`` keeps its layout, and table rows read as "header: value; header: value" so that a
 cell is found with its column's name. Navigation, scripts and permalink anchors ("¶") are left out, and the page's
 main content (``<main>``, ``role="main"`` or ``<article>``) is read when it has one. Markdown is read the same way
-once rendered (:mod:`rag.markdown_text`).
+once rendered (:mod:`rag.reading.markdown_text`).
 
 The tree is walked with an explicit stack, never recursion, so deeply nested markup cannot exhaust Python's stack.
 """
@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.clean_text import clean_line, clean_text
-from rag.sections import Section, TextBudget, heading_text
+from rag.reading.clean_text import clean_line, clean_text
+from rag.reading.sections import Section, TextBudget, heading_text
 
 PATH_SEPARATOR = " › "
 # Elements whose content is not part of the document's text.

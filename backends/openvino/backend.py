@@ -30,12 +30,17 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
+    PlanContext,
+    PlanOption,
     Support,
     TextDelta,
     Usage,
 )
 from backends.chat_template import ChatFormatter
 from backends.memory import MemoryEstimate, estimate_openvino
+from backends.openvino import placement
+from backends.openvino.placement import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_TOKENS
+from backends.plan_reasons import INTEL_GPU, NPU, OPENVINO_CPU
 from backends.stops import StopScanner
 
 if TYPE_CHECKING:
@@ -48,9 +53,6 @@ log = logging.getLogger(__name__)
 # failed" for a Qwen2.5 Q4_K_M file with Q5_0 and Q6_K tensors, seen here), so it is refused up front.
 SUPPORTED_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
 SUPPORTED_TENSOR_TYPES = frozenset({"F32", "F16", "Q4_0", "Q4_1", "Q8_0", "Q4_K"})
-# The NPU's static shapes: the longest prompt it compiles for, and the answer room it keeps.
-NPU_MAX_PROMPT_TOKENS = 1024
-NPU_MIN_RESPONSE_TOKENS = 256
 
 
 class OpenVinoBackend(Backend):
@@ -59,6 +61,8 @@ class OpenVinoBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False
     )
+    routes: ClassVar[tuple[str, ...]] = (INTEL_GPU, NPU, OPENVINO_CPU)
+    choices: ClassVar[tuple[str, ...]] = ("openvino",)
 
     def __init__(self) -> None:
         self._pipe: Any = None
@@ -95,6 +99,18 @@ class OpenVinoBackend(Backend):
     @classmethod
     def estimate_memory(cls, model: ModelInfo, options: LoadOptions) -> MemoryEstimate:
         return estimate_openvino(model, options.context_length)
+
+    @classmethod
+    def propose(cls, ctx: PlanContext) -> list[PlanOption]:
+        return placement.propose(ctx, cls)
+
+    @classmethod
+    def idle_devices(cls, ctx: PlanContext) -> list[str]:
+        return placement.idle_accelerators(ctx)
+
+    @classmethod
+    def route_reason(cls, ctx: PlanContext, route: str, chosen: PlanOption) -> str | None:
+        return placement.cpu_route_reason(ctx, cls, chosen) if route == OPENVINO_CPU else None
 
     # --- instance ----------------------------------------------------------------------------------------
     @property

@@ -3,7 +3,7 @@
 Same parts and the same text as docx2txt (headers, the body, footers; tabs and line breaks kept, a blank line
 between paragraphs), but docx2txt reads each part whole into memory and builds an ElementTree of it: 10 million
 nested paragraphs in a 160 KB file took 3 minutes and 3 GB, and a DTD's entities, which expat expands up to 100
-times the input, turned 400 KB into gigabytes of text. Here the archive is checked first (:mod:`rag.archive`),
+times the input, turned 400 KB into gigabytes of text. Here the archive is checked first (:mod:`rag.reading.archive`),
 then each part is fed to expat in small pieces: no tree is kept, nesting is bounded, a DTD (which Word never writes)
 is refused, and the text is counted against the limit as it is found.
 
@@ -18,9 +18,9 @@ import zipfile
 from pathlib import Path
 from xml.parsers import expat
 
-from rag.archive import PartReader, checked_parts, entry_count_problem
-from rag.limits import ReadLimits
-from rag.sections import Section, Skipped, TextBudget, heading_text
+from rag.reading.archive import PartReader, checked_parts, entry_count_problem
+from rag.reading.limits import ReadLimits
+from rag.reading.sections import Section, Skipped, TextBudget, heading_text
 
 _WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _TEXT, _TAB, _BREAK, _CARRIAGE, _PARAGRAPH = (f"{_WORD} {name}" for name in ("t", "tab", "br", "cr", "p"))

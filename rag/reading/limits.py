@@ -2,7 +2,7 @@
 
 Documents are bounded by what they expand to, not by their size on disk: a 6 MB Word file can hold 2 GB of XML,
 a 10 MB PDF 100,000 pages, 40 KB of XML entities gigabytes of text. Pure values and wording; the reader process
-(:mod:`rag.reader`) and the loaders enforce them.
+(:mod:`rag.reading.reader`) and the loaders enforce them.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """Read a file into text sections with their place (page or section).
 
-One loader per kind of file, the lightest real one: pypdf for PDF (one section per page, :mod:`rag.pdf_text`), a
-streaming reader for Word (:mod:`rag.docx_text`, one section per heading), BeautifulSoup for HTML and rendered
-Markdown (one section per heading, :mod:`rag.html_text`), plain reading for text, the csv module for tables (one
-section per row, :mod:`rag.csv_rows`). Every section's text is cleaned the same way (:mod:`rag.clean_text`: no
-invisible characters or permalink marks). Text encodings are detected, not assumed. Every refusal is
-a :class:`Skipped` with a reason a person can act on. Each loader counts the text it extracts against
-:class:`ReadLimits` as it goes, so a file that expands past the limit stops early; time and memory are bounded
-around all of this by the process that runs it (:mod:`rag.reader`).
-"""
+One loader per kind of file, the lightest real one: pypdf for PDF (one section per page, :mod:`rag.reading.pdf_text`), a
+streaming reader for Word (:mod:`rag.reading.docx_text`, one section per heading), BeautifulSoup for HTML and rendered
+Markdown (one section per heading, :mod:`rag.reading.html_text`), plain reading for text, the csv module for tables (one
+section per row, :mod:`rag.reading.csv_rows`). Every section's text is cleaned the same way
+(:mod:`rag.reading.clean_text`: no invisible characters or permalink marks). Text encodings are detected, not assumed.
+Every refusal is a :class:`Skipped` with a reason a person can act on. Each loader counts the text it extracts against
+:class:`ReadLimits` as it goes, so a file that expands past the limit stops early; time and memory are bounded around
+all of this by the process that runs it (:mod:`rag.reading.reader`)."""
 
 from __future__ import annotations
 
@@ -19,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rag.clean_text import clean_text
-from rag.encodings import guess_legacy_encoding
-from rag.limits import ReadLimits
-from rag.sections import Section, Skipped, TextBudget, heading_text
+from rag.reading.clean_text import clean_text
+from rag.reading.encodings import guess_legacy_encoding
+from rag.reading.limits import ReadLimits
+from rag.reading.sections import Section, Skipped, TextBudget, heading_text
 
 __all__ = ["SUPPORTED_SUFFIXES", "Section", "Skipped", "detect_encoding", "heading_text", "load_file"]
 
@@ -70,7 +69,7 @@ def _cleaned(section: Section) -> Section:
 def detect_encoding(path: Path) -> str:
     """The encoding of a text file, or :class:`Skipped` if it is not text at all.
 
-    UTF-8 (and BOM-marked files) first; otherwise the most plausible of chardet's guesses (``rag.encodings``).
+    UTF-8 (and BOM-marked files) first; otherwise the most plausible of chardet's guesses (``rag.reading.encodings``).
     """
     raw = path.read_bytes()
     if not raw.strip():
@@ -119,19 +118,19 @@ def _quiet_loader(factory: Callable[[], Any]) -> list[Any]:
 
 
 def _load_pdf(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    from rag.pdf_text import pdf_sections
+    from rag.reading.pdf_text import pdf_sections
 
     return pdf_sections(path, limits, budget)
 
 
 def _load_docx(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    from rag.docx_text import docx_sections
+    from rag.reading.docx_text import docx_sections
 
     return docx_sections(path, limits, budget)
 
 
 def _load_html(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    from rag.html_text import html_sections
+    from rag.reading.html_text import html_sections
 
     encoding = detect_encoding(path)
     return html_sections(path.read_text(encoding=encoding, errors="replace"), budget)
@@ -146,14 +145,14 @@ def _load_text(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Secti
 
 
 def _load_markdown(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    from rag.markdown_text import markdown_sections
+    from rag.reading.markdown_text import markdown_sections
 
     encoding = detect_encoding(path)
     return markdown_sections(path.read_text(encoding=encoding, errors="replace"), budget)
 
 
 def _load_csv(path: Path, limits: ReadLimits, budget: TextBudget) -> list[Section]:
-    from rag.csv_rows import csv_sections
+    from rag.reading.csv_rows import csv_sections
 
     encoding = detect_encoding(path)
     with path.open(encoding=encoding, errors="replace", newline="") as lines:

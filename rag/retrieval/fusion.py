@@ -3,8 +3,8 @@
 Plain rank fusion lets the vector ranking drown an exact keyword hit: asked "What is the codename of Ubuntu 6.06
 LTS?", BM25 ranked the 6.06 row first, but the vector ranking put it 27th (a release table's rows all look alike
 to an embedding model), and five rows that both rankings liked moderately came first. So the passages that hold
-every exact term of the question (a number, a code, an identifier: :meth:`rag.bm25.BM25Index.exact_matches`) form
-a third ranking, weighted so that such a passage comes before any passage without them.
+every exact term of the question (a number, a code, an identifier: :meth:`rag.retrieval.bm25.BM25Index.exact_matches`)
+form a third ranking, weighted so that such a passage comes before any passage without them.
 
 The opposite failure: a passage the embedding model is sure of (high cosine similarity, well ahead of its second
 choice) can be pushed down by passages that merely share words with the question. :class:`FusionPolicy` says when
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from rag.bm25 import tokenize
+from rag.retrieval.bm25 import tokenize
 
 RRF_K = 60
 # Weight of the exact-match ranking: its first place (EXACT_WEIGHT / 61) outweighs first place in both of the

@@ -1,7 +1,7 @@
 """Hybrid retrieval: keyword (BM25) and vector (cosine) rankings fused by reciprocal rank, near-duplicates
 dropped, then an optional reranker. The keyword index is built from the collection's chunks on first use and
 rebuilt when the collection changes. A passage found inside a manual's option entry, after the line that defines
-the option, gets that line put in front of it (``rag/entries.py``)."""
+the option, gets that line put in front of it (``rag/reading/entries.py``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from rag.bm25 import BM25Index
 from rag.chunking import searchable_text
-from rag.embeddings import Embedder
-from rag.entries import entry_head
-from rag.fusion import FusionPolicy, drop_near_duplicates, fuse
 from rag.manifest import CollectionInfo, Manifest
+from rag.reading.entries import entry_head
+from rag.retrieval.bm25 import BM25Index
+from rag.retrieval.embeddings import Embedder
+from rag.retrieval.fusion import FusionPolicy, drop_near_duplicates, fuse
 from rag.store import StoredChunk, VectorStore
 
 CANDIDATES_PER_RANKING = 40
@@ -113,7 +113,7 @@ class Retriever:
         embedded = time.perf_counter()
         keyword = self.keyword_index(info)  # built on first use: that cost is part of this search's time
         keyword_hits = [keyword.chunks[i] for i, _ in keyword.index.search(query, CANDIDATES_PER_RANKING)]
-        # Passages holding every number/code/identifier of the question come first (rag.fusion explains why).
+        # Passages holding every number/code/identifier of the question come first (rag.retrieval.fusion explains why).
         exact_hits = [keyword.chunks[i] for i in keyword.index.exact_matches(query)]
         keyword_done = time.perf_counter()
         scored = self._store.nearest_scored(info.store_name, info.embedder, vector, CANDIDATES_PER_RANKING)

@@ -1,12 +1,12 @@
-"""Messages between :mod:`rag.reader` and its child process :mod:`rag.reader_worker` (pickled over a socket; a
-module of their own so that both sides name the same classes, the child running as ``__main__``)."""
+"""Messages between :mod:`rag.reading.reader` and its child process :mod:`rag.reading.reader_worker` (pickled over a
+socket; a module of their own so that both sides name the same classes, the child running as ``__main__``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rag.limits import ReadLimits
-from rag.sections import Section
+from rag.reading.limits import ReadLimits
+from rag.reading.sections import Section
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,9 @@
 """How far the reading of one file has got, reported from inside a loader (a PDF, page by page) to whoever reads it.
 
-A loader calls :func:`report_pages` as it goes; the reader process (:mod:`rag.reader_worker`) installs a sink with
-:func:`pages_reported_to` that sends the counts to the process indexing the file, which shows them. Read anywhere
-else (a test, a script), nobody listens and the call costs nothing. A context variable rather than a parameter, so
-that no loader's signature has to carry it.
-"""
+A loader calls :func:`report_pages` as it goes; the reader process (:mod:`rag.reading.reader_worker`) installs a sink
+with :func:`pages_reported_to` that sends the counts to the process indexing the file, which shows them. Read anywhere
+else (a test, a script), nobody listens and the call costs nothing. A context variable rather than a parameter, so that
+no loader's signature has to carry it."""
 
 from __future__ import annotations
 

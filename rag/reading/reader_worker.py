@@ -1,7 +1,7 @@
-"""``python -m rag.reader_worker FD``: the process that reads documents for :mod:`rag.reader`, one file per
-request, under a memory limit (RLIMIT_AS where the system has it) and a CPU-time limit per file (so that a parser
-stuck on a hostile file cannot outlive the parent for long). It ignores Ctrl+C: the parent decides when it ends,
-and it ends by itself when the parent goes away."""
+"""``python -m rag.reading.reader_worker FD``: the process that reads documents for :mod:`rag.reading.reader`, one file
+per request, under a memory limit (RLIMIT_AS where the system has it) and a CPU-time limit per file (so that a parser
+stuck on a hostile file cannot outlive the parent for long). It ignores Ctrl+C: the parent decides when it ends, and it
+ends by itself when the parent goes away."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from rag.limits import too_much_memory
-from rag.read_progress import pages_reported_to
-from rag.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
-from rag.sections import Skipped
+from rag.reading.limits import too_much_memory
+from rag.reading.read_progress import pages_reported_to
+from rag.reading.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
+from rag.reading.sections import Skipped
 
 # CPU seconds a request may use beyond its wall-clock limit before the kernel ends the process (the parent
 # normally stops it first, at the wall-clock limit).
@@ -68,7 +68,7 @@ class _ProgressSender:
 
 
 def _read(request: ReadRequest, conn: Connection) -> ReadReply:
-    from rag.loaders import load_file
+    from rag.reading.loaders import load_file
 
     try:
         with pages_reported_to(_ProgressSender(conn)):
