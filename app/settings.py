@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import HearthError
@@ -30,10 +31,10 @@ class ModelSettings(BaseModel):
 
 
 class BackendSettings(BaseModel):
-    name: Literal["auto", "llamacpp", "cuda", "openvino", "pipeline", "fake"] = Field(
+    name: str = Field(
         default="auto",
         description="Inference backend; auto picks the best one for this machine (cuda: llama.cpp on NVIDIA GPUs; "
-        "pipeline: llama.cpp with the model's layers split across the workers).",
+        "pipeline: llama.cpp with the model's layers split across the workers). The names: `hearth ui --help`.",
     )
     workers: list[str] = Field(
         default_factory=list,
@@ -68,6 +69,17 @@ class BackendSettings(BaseModel):
         description="Prompt-lookup decoding (llama.cpp): guess the next tokens from the prompt and the answer so "
         "far and check the guesses in the same step; auto while one answer is written at a time, off never.",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _a_known_backend(cls, name: str) -> str:
+        from backends import registry
+
+        if name not in registry.choice_names():
+            raise PydanticCustomError(
+                "backend", "Input should be one of {names}", {"names": ", ".join(registry.choice_names())}
+            )
+        return name
 
 
 class GenerationSettings(BaseModel):

@@ -259,6 +259,15 @@ class CancelSlot:
             self._token.cancel()
 
 
+@dataclass(frozen=True)
+class BackendChoice:
+    """One thing a user may ask for that a backend runs: a name for ``--backend``, the setting and the Hardware tab."""
+
+    name: str
+    label: str  # as the Hardware tab offers it
+    uses_workers: bool = False  # runs on the paired workers, which are looked up when it is chosen
+
+
 # --- plans: what the user asked for, and where a backend proposes to run a model (backends/placement.py) ---
 
 
@@ -374,9 +383,9 @@ class Backend(ABC):
     label: ClassVar[str]
     capabilities: ClassVar[Capabilities]
     # What a user may ask for (``--backend``, the setting, the Hardware tab) that this backend runs: its own name
-    # first, then the names of its ways of running (llama.cpp: ``cuda`` for its NVIDIA GPUs, ``pipeline`` for the
-    # workers). ``backends.registry`` lists them all.
-    choices: ClassVar[tuple[str, ...]]
+    # first, then its ways of running (llama.cpp: ``cuda`` for its NVIDIA GPUs, ``pipeline`` for the workers).
+    # ``backends.registry`` lists them all.
+    choices: ClassVar[tuple[BackendChoice, ...]]
 
     # --- class-level, cheap, pure -------------------------------------------------------------------------
     @classmethod
@@ -400,6 +409,13 @@ class Backend(ABC):
     def propose(cls, ctx: PlanContext) -> list[PlanOption]:
         """Where this backend can run ``ctx.model`` on ``ctx.inventory``, each option with its rank; why it cannot
         is noted in ``ctx`` (``backends/placement.py``). Pure: ``backends/selection.py`` gathers and ranks them."""
+
+    @classmethod
+    def unavailable(cls, inventory: HardwareInventory, choice: str) -> str | None:
+        """Why ``choice`` (one of this backend's) cannot run anything on this machine; None when it can (a model may
+        still not fit or not be read: the plan says so when it is chosen)."""
+        available = cls.availability(inventory)
+        return None if available.ok else available.reason
 
     @classmethod
     def idle_devices(cls, ctx: PlanContext) -> list[str]:

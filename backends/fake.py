@@ -14,6 +14,7 @@ from app.errors import ContextTooLong, ModelNotReady
 from backends.base import (
     Availability,
     Backend,
+    BackendChoice,
     CancelToken,
     Capabilities,
     ChatEvent,
@@ -44,7 +45,7 @@ class FakeBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False, parallel=True
     )
-    choices: ClassVar[tuple[str, ...]] = ("fake",)
+    choices: ClassVar[tuple[BackendChoice, ...]] = (BackendChoice("fake", "Demo (no model: echoes the question)"),)
 
     def __init__(self, token_delay_s: float = 0.0, reply_prefix: str = "You said:") -> None:
         self.token_delay_s = token_delay_s

@@ -102,21 +102,3 @@ def not_chosen(routes: tuple[str, ...], reason: str) -> str:
 
 def comes_after(chosen_label: str) -> str:
     return f"would run, but comes after {chosen_label} in Hearth's order"
-
-
-def unavailable_backend_reason(inventory: HardwareInventory, backend: str) -> str | None:
-    """Why a backend the user can pick cannot run anything on this machine; None when it can (a model may still
-    not fit or not be supported: selection says so when it is chosen)."""
-    build = inventory.llama_cpp
-    if backend in ("llamacpp", "cuda") and build is None:
-        return "llama-cpp-python is not installed"
-    if backend == "cuda":
-        if inventory.gpu_problem:
-            return inventory.gpu_problem
-        if not inventory.gpus:
-            return "no NVIDIA GPU found"
-        if build is not None and "cuda" not in build.ggml_backends:
-            return "this llama.cpp build has no CUDA support"
-    if backend == "openvino" and inventory.openvino is None:
-        return "OpenVINO GenAI is not installed"
-    return None

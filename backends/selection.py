@@ -134,12 +134,12 @@ def candidate_classes(
     """The backends weighed for what the user asked for: every automatic one, or the one whose choice it is."""
     if asked == "auto":
         return list(automatic)
-    chosen = [cls for cls in named.values() if asked in cls.choices]
+    chosen = [cls for cls in named.values() if any(choice.name == asked for choice in cls.choices)]
     if chosen:
         return chosen[:1]
     raise BackendUnavailable(
         f"There is no backend called {asked!r}.",
-        f"Use one of: auto, {', '.join(sorted(choice for cls in named.values() for choice in cls.choices))}.",
+        f"Use one of: auto, {', '.join(choice.name for cls in named.values() for choice in cls.choices)}.",
     )
 
 

@@ -15,13 +15,14 @@ from app.api.delivery import error_response
 from app.api.schemas import parse_request
 from app.services.container import Services
 from app.services.runtime import RuntimeStatus
+from backends import registry
 
 
 class SwitchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(default=None, description="A model id or file name from `hearth models list`.")
-    backend: str | None = Field(default=None, description="auto, llamacpp, cuda, openvino or fake.")
+    backend: str | None = Field(default=None, description=f"One of {', '.join(registry.choice_names())}.")
     device: str | None = Field(default=None, description="auto, cpu, cuda, cuda:N, gpu or npu.")
     context_length: int | None = Field(default=None, description="Context window in tokens.")
     cancel_running: bool = Field(

@@ -19,6 +19,8 @@ EXIT_ERROR = 1
 
 
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+    from backends import registry
+
     parser.add_argument(
         "--model",
         type=Path,
@@ -28,7 +30,7 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=int, help="context window in tokens (default 4096)")
     parser.add_argument(
         "--backend",
-        choices=["auto", "llamacpp", "cuda", "openvino", "pipeline", "fake"],
+        choices=registry.choice_names(),
         help="inference backend (default auto: the best for this machine; pipeline: split across --worker)",
     )
     parser.add_argument(
@@ -71,6 +73,8 @@ def _at_least_one(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from backends import registry
+
     parser = argparse.ArgumentParser(prog="hearth", description="Hearth: a private, offline AI assistant.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what Hearth is doing")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -183,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "use", help="switch the running Hearth's model, backend, device or context (or set the default model)"
     )
     use.add_argument("model", nargs="?", help="an id or file name from `hearth models list`")
-    use.add_argument("--backend", choices=["auto", "llamacpp", "cuda", "openvino", "fake"], help="inference backend")
+    use.add_argument("--backend", choices=registry.choice_names(), help="inference backend")
     use.add_argument("--device", help="auto, cpu, cuda, cuda:N, gpu or npu")
     use.add_argument("--context", type=int, help="context window in tokens")
     use.add_argument(

@@ -139,7 +139,8 @@ def preferences(settings: Settings, paired: Sequence[PairedWorker] | None = None
 
 def _pipeline_paired(settings: Settings) -> tuple[PairedWorker, ...]:
     """The paired workers the pipeline backend uses: those named, else every paired one (none for other backends)."""
-    if settings.backend.name != "pipeline":
+    chosen = registry.choice_named(settings.backend.name)
+    if chosen is None or not chosen.uses_workers:
         return ()
     from app.services.workers import WorkerBook
 

@@ -17,6 +17,7 @@ from app.paths import DataPaths
 from app.services.models import open_model_store
 from app.services.runtime import ModelChoice, ModelRuntime
 from app.settings import BackendSettings, ModelSettings
+from backends import registry
 from backends.base import LoadProgress, Preferences
 
 
@@ -107,7 +108,8 @@ class ModelControl:
         if backend is not None or device is not None:
             checked = _checked_backend(backend or prefs.backend, device or prefs.device)
             prefs = dataclasses.replace(prefs, backend=checked.name, device=checked.device)
-            if checked.name == "pipeline" and not prefs.workers:  # every paired worker, as `--backend pipeline`
+            uses_workers = (found := registry.choice_named(checked.name)) is not None and found.uses_workers
+            if uses_workers and not prefs.workers:  # every paired worker, as `--backend pipeline`
                 from app.services.workers import WorkerBook
 
                 paired = WorkerBook(self._paths.workers_file).chosen()
@@ -136,8 +138,7 @@ def _checked_backend(backend: str, device: str) -> BackendSettings:
         fields = " and ".join(sorted({named.get(str(e["loc"][0]), "setting") for e in exc.errors() if e["loc"]}))
         raise InvalidChoice(
             f"That {fields or 'backend or device'} is not valid: {problems}.",
-            "Pick a backend (auto, llamacpp, cuda, openvino, pipeline, fake) and a device (auto, cpu, cuda, cuda:N, "
-            "gpu, npu).",
+            f"Pick a backend ({', '.join(registry.choice_names())}) and a device (auto, cpu, cuda, cuda:N, gpu, npu).",
         ) from None
 
 

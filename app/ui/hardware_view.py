@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import html
 
+from backends import registry
 from backends.base import BackendPlan, Placement
 from backends.hardware import HardwareInventory, describe
 from backends.memory import format_bytes
-from backends.plan_reasons import unavailable_backend_reason
 
-BACKEND_CHOICES = [
-    ("Automatic (best for this machine)", "auto"),
-    ("llama.cpp", "llamacpp"),
-    ("llama.cpp on NVIDIA GPUs (CUDA)", "cuda"),
-    ("OpenVINO (Intel NPU, GPU or CPU)", "openvino"),
-    ("Split across the paired workers (llama.cpp RPC)", "pipeline"),
-]
+BACKEND_CHOICES = [(choice.label, choice.name) for choice in registry.choices(offered=True)]
 
 
 def backend_choices(inventory: HardwareInventory, paired_workers: int = 0) -> list[tuple[str, str]]:
     """The backend picker: a backend that cannot run here keeps its place, labelled with the reason."""
     choices = []
-    for label, value in BACKEND_CHOICES:
-        reason = unavailable_backend_reason(inventory, value)
-        if value == "pipeline" and not reason and not paired_workers:
+    for choice in registry.choices(offered=True):
+        reason = registry.unavailable_reason(inventory, choice.name)
+        if choice.uses_workers and not reason and not paired_workers:
             reason = "no worker is paired (pair one under Workers)"
-        choices.append((f"{label} — not available here: {reason}" if reason else label, value))
+        label = choice.label
+        choices.append((f"{label} — not available here: {reason}" if reason else label, choice.name))
     return choices
 
 

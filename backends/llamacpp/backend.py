@@ -20,6 +20,7 @@ from app.errors import ContextTooLong, EmptyMessage, HearthError, ModelLoadError
 from backends.base import (
     Availability,
     Backend,
+    BackendChoice,
     CancelToken,
     Capabilities,
     ChatEvent,
@@ -100,7 +101,11 @@ class LlamaCppBackend(Backend):
         cache_types=True,
     )
     routes: ClassVar[tuple[str, ...]] = (NVIDIA, LLAMACPP_CPU)
-    choices: ClassVar[tuple[str, ...]] = ("llamacpp", "cuda", "pipeline")
+    choices: ClassVar[tuple[BackendChoice, ...]] = (
+        BackendChoice("llamacpp", "llama.cpp"),
+        BackendChoice("cuda", "llama.cpp on NVIDIA GPUs (CUDA)"),
+        BackendChoice("pipeline", "Split across the paired workers (llama.cpp RPC)", uses_workers=True),
+    )
 
     def __init__(self) -> None:
         self._engine: NativeModel | None = None
@@ -130,6 +135,19 @@ class LlamaCppBackend(Backend):
     @classmethod
     def propose(cls, ctx: PlanContext) -> list[PlanOption]:
         return placement.propose(ctx, cls)
+
+    @classmethod
+    def unavailable(cls, inventory: HardwareInventory, choice: str) -> str | None:
+        build = inventory.llama_cpp
+        if build is None:
+            return "llama-cpp-python is not installed"
+        if choice != "cuda":
+            return None
+        if inventory.gpu_problem:
+            return inventory.gpu_problem
+        if not inventory.gpus:
+            return "no NVIDIA GPU found"
+        return None if "cuda" in build.ggml_backends else "this llama.cpp build has no CUDA support"
 
     # --- instance ----------------------------------------------------------------------------------------
     @property

@@ -21,6 +21,7 @@ from app.errors import ContextTooLong, GenerationError, ModelLoadError, ModelNot
 from backends.base import (
     Availability,
     Backend,
+    BackendChoice,
     CancelToken,
     Capabilities,
     ChatEvent,
@@ -62,7 +63,7 @@ class OpenVinoBackend(Backend):
         streaming=True, lora_hot_swap=False, multi_device=False, embeddings=False
     )
     routes: ClassVar[tuple[str, ...]] = (INTEL_GPU, NPU, OPENVINO_CPU)
-    choices: ClassVar[tuple[str, ...]] = ("openvino",)
+    choices: ClassVar[tuple[BackendChoice, ...]] = (BackendChoice("openvino", "OpenVINO (Intel NPU, GPU or CPU)"),)
 
     def __init__(self) -> None:
         self._pipe: Any = None
@@ -103,6 +104,10 @@ class OpenVinoBackend(Backend):
     @classmethod
     def propose(cls, ctx: PlanContext) -> list[PlanOption]:
         return placement.propose(ctx, cls)
+
+    @classmethod
+    def unavailable(cls, inventory: HardwareInventory, choice: str) -> str | None:
+        return "OpenVINO GenAI is not installed" if inventory.openvino is None else None
 
     @classmethod
     def idle_devices(cls, ctx: PlanContext) -> list[str]:

@@ -7,7 +7,8 @@ import pytest
 from backends import registry
 from backends.base import BackendPlan, Preferences
 from backends.hardware import HardwareInventory
-from backends.plan_reasons import openvino_cpu_reason, unavailable_backend_reason
+from backends.plan_reasons import openvino_cpu_reason
+from backends.registry import unavailable_reason as unavailable_backend_reason
 from backends.selection import select_backend
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory
