@@ -1,7 +1,8 @@
 import pytest
 
 from app.api.policy import is_loopback
-from app.cli.main import build_parser, settings_overrides
+from app.cli.main import settings_overrides
+from app.cli.parser import build_parser
 
 
 def test_flags_map_onto_the_settings_tree() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.main import build_parser, ui_arguments
+from app.cli.main import ui_arguments
+from app.cli.parser import build_parser
 from app.desktop.geometry import DEFAULT_HEIGHT, DEFAULT_WIDTH, MIN_WIDTH, WindowSize, load_size, sane_size, save_size
 from app.desktop.pages import exit_words, splash_page, status_script, stopped_page
 from app.desktop.single import SingleInstance, socket_path

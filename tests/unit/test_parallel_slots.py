@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli.main import build_parser, settings_overrides
+from app.cli.main import settings_overrides
+from app.cli.parser import build_parser
 from app.errors import HearthError
 from app.services.container import preferences
 from app.settings import load_settings
