@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,17 @@ from app.services.documents import DocumentServices
 from app.services.tuning import forget_scope
 from app.services.uploads import add_uploads
 from app.ui import cancel_button
-from app.ui.document_text import cancelling_line, collection_summary, file_rows, progress_line, upload_report
+from app.ui.document_text import (
+    TABLE_HEADERS,
+    cancelling_line,
+    collection_summary,
+    file_rows,
+    progress_line,
+    upload_report,
+)
 from app.ui.errors import as_gradio_error
 from app.ui.page_uploads import PageUploads
+from app.ui.render import upload_limit_note
 from backends.base import CancelSlot, CancelToken
 from models.adapters import collection_scope
 from rag.ingest import FileOutcome, IngestProgress
@@ -204,3 +213,115 @@ class DocumentsPanel:
 
     def _line(self) -> str:
         return progress_line(self._last) if self._last is not None else "Starting…"
+
+
+@dataclass
+class DocumentsUi:
+    collection: Any
+    new_name: Any
+    create: Any
+    summary: Any
+    upload: Any
+    folder_upload: Any
+    progress: Any
+    cancel: Any
+    table: Any
+    actions: Any
+    file_picker: Any
+    remove: Any
+    delete: Any
+    confirm_row: Any
+    confirm: Any
+    keep: Any
+
+    @property
+    def view(self) -> list[Any]:
+        """What showing a collection sets: its picker, its files, the file picker, its summary and its actions."""
+        return [self.collection, self.table, self.file_picker, self.summary, self.actions]
+
+
+def build_documents_tab(max_file_mb: int) -> DocumentsUi:
+    with gr.Tab("Documents", id="documents-tab", elem_id="documents-tab"):
+        gr.Markdown(
+            "A **collection** is a set of your files that Hearth can answer from. Files are read, split "
+            "into passages and indexed on this computer; pick the collection above the chat to ask "
+            "about them."
+        )
+        with gr.Row(equal_height=True):
+            collection = gr.Dropdown(
+                choices=[], label="Collection", scale=3, elem_id="collection", interactive=True, allow_custom_value=True
+            )
+            new_name = gr.Textbox(
+                label="New collection", placeholder="for example: work notes", scale=3, elem_id="new-name"
+            )
+            create_button = gr.Button("Create", scale=1, elem_id="create-collection")
+        summary = gr.Markdown("", elem_id="collection-summary")
+        with gr.Row(equal_height=True):
+            upload = gr.File(
+                label=f"Add files (PDF, Word, HTML, Markdown, text, CSV) up to {max_file_mb} MB each",
+                file_count="multiple",
+                type="filepath",
+                scale=4,
+                elem_id="upload",
+                height=140,
+            )
+            folder_upload = gr.UploadButton(
+                "Add a folder", file_count="directory", scale=1, elem_id="upload-folder", size="md"
+            )
+        gr.Markdown(upload_limit_note(max_file_mb), elem_id="upload-limit")
+        # Not equal heights: the button keeps its size and place while the line beside it grows and shrinks,
+        # so a press lands on it.
+        with gr.Row(equal_height=False):
+            progress = gr.Markdown("", elem_id="ingest-progress")
+            cancel = gr.Button(
+                "Cancel", variant="stop", size="sm", visible=False, elem_id="cancel", scale=0, min_width=100
+            )
+        table = gr.Dataframe(
+            headers=TABLE_HEADERS,
+            datatype=["str", "str", "number", "str"],
+            interactive=False,
+            wrap=True,
+            elem_id="files",
+            label="Files",
+        )
+        actions, file_picker, remove, delete = _collection_actions()
+        with gr.Row(visible=False) as confirm_row:
+            gr.Markdown("Delete the collection and its index? Files you added by path stay on disk.")
+            confirm = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection")
+            keep = gr.Button("Keep it", size="sm", elem_id="keep-collection")
+    return DocumentsUi(
+        collection, new_name, create_button, summary, upload, folder_upload, progress, cancel, table, actions,
+        file_picker, remove, delete, confirm_row, confirm, keep,
+    )  # fmt: skip
+
+
+def _collection_actions() -> tuple[Any, Any, Any, Any]:
+    # Shown only with a collection to act on.
+    with gr.Column(visible=False, elem_id="collection-actions") as actions:
+        with gr.Row(equal_height=True):
+            file_picker = gr.Dropdown(choices=[], label="File", scale=3, elem_id="file-picker", interactive=True)
+            remove = gr.Button("Remove from collection", size="sm", scale=1, elem_id="remove-file")
+        delete = gr.Button("Delete this collection", size="sm", variant="secondary", elem_id="delete-collection")
+    return actions, file_picker, remove, delete
+
+
+def wire_documents_tab(documents: DocumentsPanel, ui: DocumentsUi, chat_collection: Any) -> None:
+    """Their queue ("documents") is not the chat's, so chat keeps answering while files are indexed; everything
+    that reads or changes collections runs in it, in the order it was asked for."""
+    queue: dict[str, Any] = {"concurrency_id": "documents"}
+    ui.collection.input(documents.view, [ui.collection], ui.view, **queue)
+    create_outputs = [*ui.view, chat_collection, ui.new_name]
+    ingest_outputs = [ui.progress, ui.table, ui.file_picker, ui.summary, ui.cancel, ui.upload]
+    for trigger in (ui.create.click, ui.new_name.submit):
+        trigger(documents.create, [ui.new_name, chat_collection], create_outputs, **queue).success(
+            documents.add_kept, [ui.collection, ui.upload], ingest_outputs, **queue
+        )
+    ui.upload.upload(documents.add_files, [ui.collection, ui.upload], ingest_outputs, **queue)
+    ui.folder_upload.upload(documents.add_files, [ui.collection, ui.folder_upload], ingest_outputs, **queue)
+    ui.cancel.click(documents.cancel, outputs=[ui.cancel], queue=False, show_progress="hidden")
+    ui.remove.click(documents.remove_file, [ui.collection, ui.file_picker], ui.view, **queue)
+    ui.delete.click(lambda: gr.update(visible=True), outputs=[ui.confirm_row], queue=False)
+    ui.keep.click(lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False)
+    ui.confirm.click(documents.delete, [ui.collection, chat_collection], [*ui.view, chat_collection], **queue).then(
+        lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False
+    )

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
 from app.errors import HearthError
 from app.services.container import Services
+from app.ui.api_panel import api_section
+from app.ui.bench_section import BenchPanel, BenchUi, build_bench_section, wire_bench_section
 from app.ui.elapsed import with_elapsed
 from app.ui.hardware_view import (
+    BACKEND_CHOICES,
     backend_choices,
     device_choices,
     inventory_markdown,
@@ -21,6 +25,7 @@ from app.ui.hardware_view import (
 )
 from app.ui.models_tab import keep_ticking
 from app.ui.render import status_markdown
+from app.ui.workers import WorkersPanel, WorkersUi, build_workers_section, wire_workers_section
 from backends.hardware import with_current_memory
 
 
@@ -96,3 +101,54 @@ class HardwarePanel:
 
     def _status(self) -> str:
         return status_markdown(self.services.runtime.status)
+
+
+@dataclass
+class HardwareUi:
+    tab: Any
+    machine: Any
+    refresh: Any
+    plan: Any
+    backend: Any
+    device: Any
+    switch: Any
+    switch_progress: Any
+    workers: WorkersUi
+    bench: BenchUi
+
+
+def build_hardware_tab(services: Services) -> HardwareUi:
+    with gr.Tab("Hardware", id="hardware-tab", elem_id="hardware-tab") as tab:
+        machine = gr.Markdown("", elem_id="machine")
+        with gr.Row():
+            refresh = gr.Button("Read free memory again", size="sm", scale=0, min_width=200, elem_id="refresh-machine")
+        plan_view = gr.HTML("", elem_id="plan")
+        with gr.Row(equal_height=True):
+            backend = gr.Dropdown(
+                choices=BACKEND_CHOICES, value="auto", label="Backend", elem_id="backend-choice", scale=2
+            )
+            device = gr.Dropdown(
+                choices=[("Automatic", "auto")], value="auto", label="Device", elem_id="device-choice", scale=2
+            )
+            switch = gr.Button("Use these (reloads the model)", elem_id="switch", scale=1)
+        switch_progress = gr.Markdown("", elem_id="switch-progress")
+        workers = build_workers_section()
+        bench = build_bench_section()
+        api_section(services)
+    return HardwareUi(tab, machine, refresh, plan_view, backend, device, switch, switch_progress, workers, bench)
+
+
+def wire_hardware_tab(hardware: HardwarePanel, ui: HardwareUi, services: Services, status: Any, timer: Any) -> None:
+    """A switch waits for the answers being written; one switch at a time."""
+    ui.tab.select(hardware.view, outputs=[ui.machine, ui.plan, ui.backend, ui.device])
+    ui.refresh.click(hardware.machine, outputs=[ui.machine], queue=False)
+    bench = BenchPanel(services.paths.root / "benchmarks", lambda: services.control.choice.path)
+    wire_bench_section(bench, ui.bench, ui.tab)
+    workers = WorkersPanel(services.paths.workers_file)
+    wire_workers_section(workers, ui.workers, ui.tab, hardware.backend_picker, ui.backend)
+    ui.switch.click(
+        hardware.switch,
+        [ui.backend, ui.device],
+        [ui.switch_progress, ui.plan, status, timer, ui.backend, ui.device, ui.machine],
+        concurrency_id="switch",
+    )
