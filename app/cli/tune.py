@@ -16,7 +16,7 @@ from app.terminal_text import for_terminal
 from backends.memory import format_bytes
 from models.adapters import MODEL_SCOPE, collection_scope, conversation_scope, describe_scope
 from models.tuning.options import Preset, TuneOptions, preset
-from models.tuning.runs import RunFolder, RunView
+from models.tuning.runs import RunError, RunFolder, RunResult, RunStats, RunView
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -73,14 +73,14 @@ def _watch(run: RunFolder) -> int:
     try:
         while True:
             view = run.view()
-            if view.stats and not shown_stats:
+            if view.stats is not None and not shown_stats:
                 shown_stats = True
-                _err(_stats_line(view))
-            if view.plan and not shown_plan:
+                _err(_stats_line(view.stats, view.total_steps))
+            if view.plan is not None and not shown_plan:
                 shown_plan = True
-                memory = "GPU memory" if view.plan.get("where") == "gpu" else "Memory"
-                free = format_bytes(view.plan["available_bytes"])
-                _err(f"{memory}: about {view.plan['text']}; {free} is free.")
+                memory = "GPU memory" if view.plan.where == "gpu" else "Memory"
+                free = format_bytes(view.plan.available_bytes)
+                _err(f"{memory}: about {view.plan.text}; {free} is free.")
             if view.phase != shown_phase:
                 shown_phase = view.phase
                 _err(f"… {view.phase}")
@@ -98,19 +98,16 @@ def _watch(run: RunFolder) -> int:
         return _ended(run, run.view())
 
 
-def _stats_line(view: RunView) -> str:
-    s = view.stats
-    held = f"{s.get('held_out')} held out" if s.get("held_out") else "none held out (fewer than 10)"
+def _stats_line(s: RunStats, total_steps: int) -> str:
+    held = f"{s.held_out} held out" if s.held_out else "none held out (fewer than 10)"
     extra = ""
-    if s.get("cut"):
-        extra += f", {s['cut']} cut to the max length"
-    if s.get("dropped"):
-        extra += f", {s['dropped']} dropped (their prompt alone fills the max length)"
+    if s.cut:
+        extra += f", {s.cut} cut to the max length"
+    if s.dropped:
+        extra += f", {s.dropped} dropped (their prompt alone fills the max length)"
     return (
-        f"Data: {_count(s.get('examples', 0), 'example')} ({s.get('train')} to train on, {held}), "
-        f"{s.get('tokens')} tokens, "
-        f"{s.get('trained_tokens')} of them answers to learn, longest {s.get('longest')}{extra}. "
-        f"{view.total_steps} steps."
+        f"Data: {_count(s.examples, 'example')} ({s.train} to train on, {held}), {s.tokens} tokens, "
+        f"{s.trained_tokens} of them answers to learn, longest {s.longest}{extra}. {total_steps} steps."
     )
 
 
@@ -123,15 +120,16 @@ def _step_line(view: RunView) -> str:
 
 def _ended(run: RunFolder, view: RunView) -> int:
     if view.state == "finished":
-        r = view.result
+        r = view.result or RunResult()
         print(
-            f"Adapter {r.get('adapter')!r} is ready: perplexity {r.get('perplexity_before', 0):.2f} -> "
-            f"{r.get('perplexity_after', 0):.2f} through llama.cpp. Use it: hearth chat --adapter {r.get('adapter')} …"
+            f"Adapter {r.adapter!r} is ready: perplexity {r.perplexity_before or 0:.2f} -> "
+            f"{r.perplexity_after or 0:.2f} through llama.cpp. Use it: hearth chat --adapter {r.adapter} …"
         )
         return EXIT_OK
     if view.state == "failed":
-        _err(f"error: {for_terminal(view.error.get('message', 'the run failed'))}")
-        _err(f"  what to do: {for_terminal(view.error.get('remedy', ''))}")
+        error = view.error or RunError("the run failed")
+        _err(f"error: {for_terminal(error.message)}")
+        _err(f"  what to do: {for_terminal(error.remedy)}")
     elif view.state == "cancelled":
         _err(f"Cancelled at step {view.step}.")
     else:

@@ -80,18 +80,7 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
         control = ControlServer(host, port, state, identity, tokens_file, _announce_code, free_memory, _announce_pause)
         _new_codes_on_enter(control)
         what = f"{served.name} ({served.description})" if served.gpu else f"CPU ({plural(threads, 'thread')})"
-        print(f"Hearth worker: serving this machine's {what} on {endpoint} (Ctrl+C to stop).", flush=True)
-        print(f"pairing code: {code}", flush=True)
-        print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
-        print(f"  Certificate fingerprint: {identity.fingerprint[:16]}… (mains pin it when they pair).", flush=True)
-        print("  Press Enter here for a new code at any time.", flush=True)
-        print(f"  {_speed_line(served.gpu, speed)}", flush=True)
-        if not endpoint.loopback:
-            print(
-                f"  Reachable from other machines on {host}: only paired mains are served, over TLS.",
-                flush=True,
-            )
-        print(f"  Tensors clients send are kept in {for_terminal(str(cache_dir))}.", flush=True)
+        _print_banner(what, endpoint, code, identity.fingerprint, _speed_line(served.gpu, speed), cache_dir)
         # Not child.wait(): the system may hand `kill`'s SIGTERM to another thread (seen after a SIGSTOP and
         # SIGCONT), and a main thread blocked in waitpid would then never run the handler that ends the worker.
         while (status := child.poll()) is None:
@@ -114,6 +103,21 @@ def run_worker(host: str, port: int, threads: int | None, data_dir: Path, device
                 child.kill()
                 child.wait()
         remove_folder(sockets)
+
+
+def _print_banner(what: str, endpoint: Endpoint, code: str, fingerprint: str, speed: str, cache_dir: Path) -> None:
+    """What the worker serves, its pairing code and what to type on the main, and where it keeps tensors."""
+    print(f"Hearth worker: serving this machine's {what} on {endpoint} (Ctrl+C to stop).", flush=True)
+    print(f"pairing code: {code}", flush=True)
+    print(f"  On the main machine: hearth workers add {endpoint} --code {code}", flush=True)
+    print(f"  Certificate fingerprint: {fingerprint[:16]}… (mains pin it when they pair).", flush=True)
+    print("  Press Enter here for a new code at any time.", flush=True)
+    print(f"  {speed}", flush=True)
+    if not endpoint.loopback:
+        print(
+            f"  Reachable from other machines on {endpoint.host}: only paired mains are served, over TLS.", flush=True
+        )
+    print(f"  Tensors clients send are kept in {for_terminal(str(cache_dir))}.", flush=True)
 
 
 def _announce_code(code: str) -> None:

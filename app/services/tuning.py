@@ -34,7 +34,7 @@ from models.tuning.options import TuneOptions, check_options, total_steps
 from models.tuning.placement import SMALLEST_WINDOW, GpuRoom, choose_placement
 from models.tuning.plan import TrainingPlan, check_fits, plan_gpu_training
 from models.tuning.prepare import available_memory, prepare_data, shape_of
-from models.tuning.runs import Job, RunFolder
+from models.tuning.runs import Job, RunError, RunFolder, RunStats
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ class DataCheck:
     """What the page shows before a run: the data's figures, where it would train, and the memory plan against
     what is free there."""
 
-    stats: dict[str, object]
+    stats: RunStats
     plan: TrainingPlan
     available_bytes: int
     does_not_fit: DoesNotFit | None
@@ -163,15 +163,14 @@ def probe_run(
             if view.phase != shown:
                 shown = view.phase
                 yield shown
-            if view.state == "finished" and view.probe:
-                total = total_steps(options, int(view.stats.get("train", 0)))
-                yield Probe(
-                    float(view.probe["load_s"]), float(view.probe["step_s"]), float(view.probe["tokens_per_s"]), total
-                )
+            if view.state == "finished" and view.probe is not None:
+                total = total_steps(options, view.stats.train if view.stats else 0)
+                yield Probe(view.probe.load_s, view.probe.step_s, view.probe.tokens_per_s, total)
                 return
             if view.state not in ("running", "starting"):
-                message = view.error.get("message") or "The measuring run stopped."
-                raise TuningError(message, view.error.get("remedy") or f"See {run.log_file}.")
+                error = view.error or RunError()
+                message = error.message or "The measuring run stopped."
+                raise TuningError(message, error.remedy or f"See {run.log_file}.")
             if stop():
                 cancel_run(run)
                 raise TuningError("Measuring was cancelled.", "Measure again when you are ready.")

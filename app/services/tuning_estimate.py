@@ -14,7 +14,7 @@ from pathlib import Path
 from app.paths import DataPaths, write_private_text
 from models.tuning.estimate import TimeEstimate, from_arithmetic, from_pace, tokens_per_step
 from models.tuning.options import TuneOptions
-from models.tuning.runs import RunFolder
+from models.tuning.runs import RunFolder, RunStats
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPEED_FILE = "cpu-speed.json"
@@ -22,12 +22,12 @@ MEASURE_TIMEOUT_S = 60.0
 
 
 def estimate_run(
-    paths: DataPaths, base_sha256: str, parameters: int, stats: dict[str, object], options: TuneOptions, threads: int
+    paths: DataPaths, base_sha256: str, parameters: int, stats: RunStats, options: TuneOptions, threads: int
 ) -> TimeEstimate | None:
     """The run's time on the CPU; None when this CPU's speed could not be measured (the check says nothing of
     time then, rather than guess)."""
-    steps = int(str(stats["total_steps"]))
-    step_tokens = tokens_per_step(int(str(stats["tokens"])), int(str(stats["train"])), options.batch_size)
+    steps = stats.total_steps
+    step_tokens = tokens_per_step(stats.tokens, stats.train, options.batch_size)
     pace = earlier_pace(paths, base_sha256, threads)
     if pace is not None:
         return from_pace(parameters, step_tokens, steps, pace)

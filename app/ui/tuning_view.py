@@ -20,7 +20,7 @@ from models.adapters import (
 )
 from models.tuning.estimate import TimeEstimate
 from models.tuning.options import PRESETS, TuneOptions, preset
-from models.tuning.runs import RunView
+from models.tuning.runs import RunError, RunResult, RunStats, RunView
 
 ADAPTER_HEADERS = [
     "Adapter",
@@ -93,22 +93,22 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def data_summary(stats: dict[str, Any]) -> str:
+def data_summary(stats: RunStats) -> str:
     """The checked data in a few lines: counts, tokens, the held-out split, what was cut or dropped."""
     lines = [
-        f"**{stats['examples']} examples**: {stats['train']} to train on, {stats['held_out']} held out to measure "
+        f"**{stats.examples} examples**: {stats.train} to train on, {stats.held_out} held out to measure "
         "the run against."
-        if stats["held_out"]
-        else f"**{stats['examples']} examples**, all trained on: with fewer than 10 none is held out, so the "
+        if stats.held_out
+        else f"**{stats.examples} examples**, all trained on: with fewer than 10 none is held out, so the "
         "run is checked on its training examples.",
-        f"{stats['tokens']:,} tokens to train on, {stats['trained_tokens']:,} of them learned (the answers); the "
-        f"longest example is {stats['longest']:,} tokens.",
-        f"{stats['total_steps']} steps.",
+        f"{stats.tokens:,} tokens to train on, {stats.trained_tokens:,} of them learned (the answers); the "
+        f"longest example is {stats.longest:,} tokens.",
+        f"{stats.total_steps} steps.",
     ]
-    if stats.get("cut"):
-        lines.append(f"{stats['cut']} examples are longer than the max length and are cut to it.")
-    if stats.get("dropped"):
-        lines.append(f"{stats['dropped']} examples have nothing left to learn once cut, and are left out.")
+    if stats.cut:
+        lines.append(f"{stats.cut} examples are longer than the max length and are cut to it.")
+    if stats.dropped:
+        lines.append(f"{stats.dropped} examples have nothing left to learn once cut, and are left out.")
     return "\n\n".join(lines)
 
 
@@ -155,12 +155,13 @@ def progress_line(run_id: str, adapter: str, view: RunView) -> str:
     state = STATE_WORDS[view.state]
     head = f"**{state}** · adapter **{adapter}** · run {run_id}"
     if view.state == "failed":
-        return f"{head}\n\n{view.error.get('message', '')} {view.error.get('remedy', '')}".rstrip()
+        error = view.error or RunError()
+        return f"{head}\n\n{error.message} {error.remedy}".rstrip()
     if view.state == "finished":
-        result = view.result
-        before, after = result.get("perplexity_before"), result.get("perplexity_after")
+        result = view.result or RunResult(steps=view.step)
+        before, after = result.perplexity_before, result.perplexity_after
         checked = f" {fit_words(before, after)}" if before and after else ""
-        return f"{head} · {result.get('steps', view.step)} steps.{checked} It is listed under Adapters below."
+        return f"{head} · {result.steps} steps.{checked} It is listed under Adapters below."
     parts = [head]
     if view.total_steps:
         parts.append(f"step {view.step} of {view.total_steps}")

@@ -13,6 +13,7 @@ split will be slower than this machine alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from app.errors import BackendUnavailable
 from app.wording import plural
@@ -47,6 +48,19 @@ def layer_ranges(layers: int, workers: int) -> list[range]:
     return ranges
 
 
+@dataclass(frozen=True)
+class _Split:
+    """How the layers fall: on each worker (in the order given), and the first ones on this CPU."""
+
+    links: tuple[LinkFacts, ...]  # each worker's, in the order of the chain
+    capacities: tuple[int, ...]  # the layers each worker's free memory holds (all of them when not measured)
+    on_workers: tuple[int, ...]
+    speeds: tuple[float, ...]  # the weights of the split: each worker's read speed; empty when none was measured
+    keep_output: bool  # the output projection stays on this CPU
+    local_layers: int
+    local_capacity: int  # the layers this machine alone could hold
+
+
 def pipeline_plan(
     inventory: HardwareInventory,
     model: ModelInfo,
@@ -57,11 +71,44 @@ def pipeline_plan(
     """The layers on ``prefs.workers`` in proportion to their free memory (as pairing measured it), and on this CPU
     the first ones they cannot hold; refused, with what each device can hold, when they all cannot. The reasons are
     the split's own: the selection puts the choice, the threads, the context and the cache around them."""
-    workers = prefs.workers
-    slots = max(prefs.slots, 1)
-    kv_width = KV_WIDTHS[prefs.kv_cache_type]
+    workers, slots, kv_width = prefs.workers, max(prefs.slots, 1), KV_WIDTHS[prefs.kv_cache_type]
+    split = _split(inventory, model, prefs, context_length)
+    local_layers, on_workers = split.local_layers, split.on_workers
+    offload = estimate_offload(model, context_length, on_workers, slots, kv_width, output_here=split.keep_output)
+    placements = (
+        Placement("CPU", inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes),
+        *(
+            Placement(f"RPC {worker}", f"hearth worker at {worker}", count, memory, link.free_bytes or UNMEASURED)
+            for worker, count, memory, link in zip(workers, on_workers, offload.gpus, split.links, strict=True)
+        ),
+    )
+    label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")
+    on_rpc = tuple(f"RPC {worker}" for worker in workers)
+    return BackendPlan(
+        backend="llamacpp",
+        label=label,
+        devices=("CPU", *on_rpc) if local_layers else on_rpc,
+        threads=threads,
+        context_length=context_length,
+        memory=offload.cpu,
+        reasons=tuple(_split_lines(model, workers, split)),
+        placements=placements if local_layers else placements[1:],
+        gpu_layers=llama_gpu_layers(sum(on_workers), model.block_count),
+        output_on_cpu=split.keep_output,
+        tensor_split=tuple(float(count) for count in on_workers),
+        workers=tuple(workers),
+        device="",
+        slots=slots,
+        kv_cache_type=prefs.kv_cache_type,
+    )
+
+
+def _split(inventory: HardwareInventory, model: ModelInfo, prefs: Preferences, context_length: int) -> _Split:
+    """The layers on the workers, each at most what its free memory holds, and the first ones here; refused when
+    no worker holds one, or when this machine cannot hold what the workers leave."""
+    workers, slots, kv_width = prefs.workers, max(prefs.slots, 1), KV_WIDTHS[prefs.kv_cache_type]
     by_address = {link.address: link for link in prefs.worker_links}
-    links = [by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers]
+    links = tuple(by_address.get(worker, LinkFacts(0.0, 0.0, worker)) for worker in workers)
     blocks = model.block_count
     # The output projection goes with the last layers (llama.cpp offloads it first), to the last worker, unless that
     # is a CPU: then it stays here, and only the hidden state crosses the network per token, not the logits.
@@ -107,17 +154,15 @@ def pipeline_plan(
             f"context: the workers hold {held}; this machine has {format_bytes(inventory.ram_available_bytes)} free.",
             "Pair another worker, free memory on them, or use a smaller context or model.",
         )
-    offload = estimate_offload(model, context_length, on_workers, slots, kv_width, output_here=keep_output)
-    placements = (
-        Placement("CPU", inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes),
-        *(
-            Placement(f"RPC {worker}", f"hearth worker at {worker}", count, memory, link.free_bytes or UNMEASURED)
-            for worker, count, memory, link in zip(workers, on_workers, offload.gpus, links, strict=True)
-        ),
-    )
+    return _Split(links, capacities, on_workers, speeds, keep_output, local_layers, local_capacity)
+
+
+def _split_lines(model: ModelInfo, workers: Sequence[str], split: _Split) -> list[str]:
+    """Where each range of layers runs, what decided the shares, and what the links cost per token."""
+    local_layers, links = split.local_layers, split.links
     lines = [f"layers 0-{local_layers - 1} on this CPU (the workers cannot hold them)"] if local_layers else []
     start = local_layers
-    for worker, count, capacity, link in zip(workers, on_workers, capacities, links, strict=True):
+    for worker, count, capacity, link in zip(workers, split.on_workers, split.capacities, links, strict=True):
         if count:
             lines.append(f"layers {start}-{start + count - 1} on the worker at {worker}")
         elif link.free_bytes and not capacity:
@@ -125,40 +170,21 @@ def pipeline_plan(
         else:
             lines.append(f"no layer on {worker}")
         start += count
-    if speeds:
+    if split.speeds:
         lines.append(_speed_line(links, any(link.free_bytes for link in links)))
     elif any(link.free_bytes for link in links):
         lines.append("layers in proportion to each worker's free memory when it was paired")
-    if keep_output:
+    if split.keep_output:
         lines.append(
             f"the output layer on this CPU: each token brings back the last worker's "
             f"{format_bytes(model.embedding_length * FLOAT_BYTES)} hidden state, not "
             f"{format_bytes(model.vocab_size * FLOAT_BYTES)} of logits"
         )
-    network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length, not keep_output)
-    fits_here = blocks <= local_capacity
+    network_ms = network_ms_per_token(links, model.vocab_size, model.embedding_length, not split.keep_output)
+    fits_here = model.block_count <= split.local_capacity
     warning = slower_than_alone(network_ms, fits_here=fits_here, devices=[link.device for link in links])
     lines.append(warning or f"each token also waits about {network_ms:.1f} ms on the links")
-    label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")
-    return BackendPlan(
-        backend="llamacpp",
-        label=label,
-        devices=("CPU", *(f"RPC {worker}" for worker in workers))
-        if local_layers
-        else tuple(f"RPC {worker}" for worker in workers),
-        threads=threads,
-        context_length=context_length,
-        memory=offload.cpu,
-        reasons=tuple(lines),
-        placements=placements if local_layers else placements[1:],
-        gpu_layers=llama_gpu_layers(sum(on_workers), blocks),
-        output_on_cpu=keep_output,
-        tensor_split=tuple(float(count) for count in on_workers),
-        workers=tuple(workers),
-        device="",
-        slots=slots,
-        kv_cache_type=prefs.kv_cache_type,
-    )
+    return lines
 
 
 def worker_speeds(links: Sequence[LinkFacts]) -> tuple[float, ...]:

@@ -14,6 +14,7 @@ from models.tuning.encode import EncodedSet, encode_all
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
 from models.tuning.options import TuneOptions, total_steps
 from models.tuning.plan import ModelShape, model_shape
+from models.tuning.runs import RunStats
 
 
 @dataclass(frozen=True)
@@ -22,20 +23,20 @@ class PreparedData:
     train: EncodedSet
     check: EncodedSet  # the held-out examples, or the training ones when there are too few to hold any out
 
-    def stats(self, options: TuneOptions) -> dict[str, object]:
+    def stats(self, options: TuneOptions) -> RunStats:
         """The figures a run reports before it trains (its "stats" event)."""
-        return {
-            "examples": len(self.split.train) + len(self.split.held_out),
-            "train": len(self.split.train),
-            "held_out": len(self.split.held_out),
-            "tokens": self.train.tokens,
-            "trained_tokens": self.train.trained_tokens,
-            "longest": self.train.longest,
-            "cut": self.train.cut,
-            "dropped": self.train.dropped,
-            "total_steps": total_steps(options, len(self.train.items)),
-            "checked_on_training_data": self.split.checked_on_training_data,
-        }
+        return RunStats(
+            examples=len(self.split.train) + len(self.split.held_out),
+            train=len(self.split.train),
+            held_out=len(self.split.held_out),
+            tokens=self.train.tokens,
+            trained_tokens=self.train.trained_tokens,
+            longest=self.train.longest,
+            cut=self.train.cut,
+            dropped=self.train.dropped,
+            total_steps=total_steps(options, len(self.train.items)),
+            checked_on_training_data=self.split.checked_on_training_data,
+        )
 
 
 def prepare_data(data: Path, base_path: Path, options: TuneOptions) -> PreparedData:

@@ -10,12 +10,13 @@ step's loss, held-out losses, the end), the trainer's checkpoints, ``trainer.pid
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from models.tuning.options import TuneOptions
 
@@ -55,6 +56,88 @@ class StepPoint:
 
 
 @dataclass(frozen=True)
+class RunStats:
+    """The data as the run read it, before it trains (its "stats" event)."""
+
+    examples: int = 0
+    train: int = 0
+    held_out: int = 0
+    tokens: int = 0
+    trained_tokens: int = 0  # the tokens of the answers it learns to write
+    longest: int = 0
+    cut: int = 0  # examples cut to the max length
+    dropped: int = 0  # examples whose prompt alone fills the max length
+    total_steps: int = 0
+    checked_on_training_data: bool = False  # too few examples to hold some out: measured on those it trains on
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Where the run trains and the memory it needs there, before the model loads (its "plan" event)."""
+
+    total_bytes: int = 0
+    available_bytes: int = 0
+    text: str = ""  # the estimate in words
+    where: str = "cpu"  # cpu or gpu
+    placement: str = ""  # where, in words
+    window: int = 0  # layers on the GPU at once when they are streamed
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run made (its "finished" event); a probe's finish only says it was one."""
+
+    adapter: str = ""
+    steps: int = 0
+    perplexity_before: float | None = None
+    perplexity_after: float | None = None
+    held_out_before: float | None = None
+    held_out_after: float | None = None
+    probe: bool = False
+
+
+@dataclass(frozen=True)
+class RunProbe:
+    """A probe's pace: a few real steps timed (its "probe" event)."""
+
+    load_s: float = 0.0
+    step_s: float = 0.0
+    tokens_per_s: float = 0.0
+    total_steps: int = 0
+
+
+@dataclass(frozen=True)
+class RunError:
+    """Why a run failed, and what to do (its "failed" event)."""
+
+    message: str = ""
+    remedy: str = ""
+
+
+R = TypeVar("R", RunStats, RunPlan, RunResult, RunProbe, RunError)
+
+
+def record_of(kind: type[R], event: dict[str, Any]) -> R:
+    """One of the records above from an event's fields: the fields it names, each as its declared type; a field
+    it lacks keeps its default (events written by an older Hearth), one it does not know is left out."""
+    known = {f.name: f for f in dataclasses.fields(kind)}
+    values: dict[str, Any] = {}
+    for name, value in event.items():
+        if name not in known or value is None:
+            continue
+        default = known[name].default
+        if isinstance(default, bool):
+            values[name] = bool(value)
+        elif isinstance(default, int):
+            values[name] = int(value)
+        elif isinstance(default, str):
+            values[name] = str(value)
+        else:  # float | None
+            values[name] = float(value)
+    return kind(**values)
+
+
+@dataclass(frozen=True)
 class RunView:
     """Everything the page and the CLI show about a run, folded from its events."""
 
@@ -63,13 +146,13 @@ class RunView:
     total_steps: int = 0
     steps: tuple[StepPoint, ...] = ()
     held_out: tuple[tuple[int, float], ...] = ()  # (step, held-out loss), step 0 is before training
-    stats: dict[str, Any] = field(default_factory=dict)
-    result: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, str] = field(default_factory=dict)
-    plan: dict[str, Any] = field(default_factory=dict)  # the memory estimate: total_bytes, available_bytes, text
+    stats: RunStats | None = None
+    result: RunResult | None = None
+    error: RunError | None = None
+    plan: RunPlan | None = None
     checkpoint_step: int = 0  # the last step a checkpoint was saved at
     sitting_from: int = 0  # index in ``steps`` of the first step since the trainer last (re)started
-    probe: dict[str, Any] = field(default_factory=dict)  # a probe's pace: load_s, step_s, tokens_per_s, total_steps
+    probe: RunProbe | None = None
 
     @property
     def step(self) -> int:
@@ -173,26 +256,26 @@ def fold_events(events: list[dict[str, Any]], alive: bool) -> RunView:
     total = 0
     steps: list[StepPoint] = []
     held: list[tuple[int, float]] = []
-    stats: dict[str, Any] = {}
-    plan: dict[str, Any] = {}
-    result: dict[str, Any] = {}
-    probe: dict[str, Any] = {}
-    error: dict[str, str] = {}
+    stats: RunStats | None = None
+    plan: RunPlan | None = None
+    result: RunResult | None = None
+    probe: RunProbe | None = None
+    error: RunError | None = None
     checkpoint = 0
     sitting_from = 0
     end: State | None = None
     for event in events:
         kind = event.get("kind")
         if kind == "started":
-            end, error = None, {}
+            end, error = None, None
             sitting_from = len(steps)  # a resumed sitting: the clock for the ETA starts again
         elif kind == "phase":
             phase = str(event.get("message", ""))
         elif kind == "stats":
-            stats = {k: v for k, v in event.items() if k not in ("kind", "at")}
-            total = int(event.get("total_steps", total))
+            stats = record_of(RunStats, event)
+            total = stats.total_steps or total
         elif kind == "plan":
-            plan = {k: v for k, v in event.items() if k not in ("kind", "at")}
+            plan = record_of(RunPlan, event)
         elif kind == "step":
             point = StepPoint(
                 int(event["step"]), float(event["loss"]), float(event["tokens_per_s"]), float(event["at"])
@@ -206,13 +289,13 @@ def fold_events(events: list[dict[str, Any]], alive: bool) -> RunView:
             measured = (int(event["step"]), float(event["loss"]))
             held = [p for p in held if p[0] != measured[0]] + [measured]
         elif kind == "probe":
-            probe = {k: v for k, v in event.items() if k not in ("kind", "at")}
+            probe = record_of(RunProbe, event)
         elif kind == "checkpoint":
             checkpoint = int(event["step"])
         elif kind == "finished":
-            end, result = "finished", {k: v for k, v in event.items() if k not in ("kind", "at")}
+            end, result = "finished", record_of(RunResult, event)
         elif kind == "failed":
-            end, error = "failed", {k: str(event.get(k, "")) for k in ("message", "remedy")}
+            end, error = "failed", record_of(RunError, event)
         elif kind == "cancelled":
             end = "cancelled"
     if end is not None:

@@ -10,6 +10,7 @@ killed resumes from its last complete checkpoint when started again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -98,8 +99,8 @@ def train(run: RunFolder) -> None:
             "Add examples, or lower the batch size.",
         )
     stats = prepared.stats(options)
-    run.append("stats", **stats)
-    steps = int(stats["total_steps"])  # type: ignore[call-overload]
+    run.append("stats", **dataclasses.asdict(stats))
+    steps = stats.total_steps
     placement = _place(run, job, train_set.longest)
     if stop_wanted(run):
         run.append("cancelled", step=0)

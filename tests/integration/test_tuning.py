@@ -120,7 +120,7 @@ def test_the_adapter_is_checked_and_listed_with_its_figures(
     facts = check_adapter(record.path, read_model_info(embedded_model))
     assert (facts.rank, facts.alpha, facts.base_sha256) == (16, 32.0, record.base_sha256)
     assert facts.tensors == 30 * 7  # every layer's seven projections
-    assert view.result["perplexity_after"] == pytest.approx(record.perplexity_after)
+    assert view.result is not None and view.result.perplexity_after == pytest.approx(record.perplexity_after)
 
 
 def test_an_adapter_for_another_model_is_refused_with_the_reason(trained: tuple[Path, AdapterRecord, RunView]) -> None:
@@ -224,8 +224,8 @@ def test_a_dataset_smaller_than_one_batch_is_refused_with_what_to_do(
     run = tuning.start_run(paths, base_of(embedded_model), fact_data(tmp_path, 2), "small", options, threads=1)
     view = wait_for(run)
     assert view.state == "failed"
-    assert "2 examples to train on; one batch takes 4" in view.error["message"]
-    assert "batch size" in view.error["remedy"]
+    assert view.error is not None and "2 examples to train on; one batch takes 4" in view.error.message
+    assert "batch size" in view.error.remedy
     assert not tuning.adapter_store(paths).exists("small")
 
 

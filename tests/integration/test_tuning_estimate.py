@@ -12,6 +12,7 @@ from app.paths import resolve_data_paths
 from app.services import tuning_estimate
 from app.services.tuning_estimate import SPEED_FILE, cpu_speed, estimate_run
 from models.tuning.options import TuneOptions
+from models.tuning.runs import RunStats
 from tests.integration.conftest import as_other
 
 
@@ -27,7 +28,7 @@ def test_the_speed_is_measured_once_and_then_read_back(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(tuning_estimate.subprocess, "run", no_second_measurement)
     assert cpu_speed(paths, 1) == measured
-    stats = {"total_steps": 5, "tokens": 1400, "train": 20}
+    stats = RunStats(total_steps=5, tokens=1400, train=20)
     estimate = estimate_run(paths, "sha", 135_000_000, stats, TuneOptions(batch_size=4), 1)
     assert estimate is not None and estimate.source == "arithmetic" and estimate.steps == 5
     assert estimate.total_s == pytest.approx(estimate.load_s + 5 * estimate.step_s)
@@ -40,7 +41,7 @@ def test_a_speed_that_cannot_be_measured_gives_no_estimate(tmp_path: Path, monke
     monkeypatch.setattr(tuning_estimate.subprocess, "run", broken)
     paths = resolve_data_paths(tmp_path)
     assert cpu_speed(paths, 2) is None
-    assert estimate_run(paths, "sha", 1, {"total_steps": 1, "tokens": 10, "train": 1}, TuneOptions(), 2) is None
+    assert estimate_run(paths, "sha", 1, RunStats(total_steps=1, tokens=10, train=1), TuneOptions(), 2) is None
     assert not (paths.tuning_dir / SPEED_FILE).exists()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from models.tuning.options import TuneOptions
-from models.tuning.runs import Job, RunFolder, StepPoint, fold_events
+from models.tuning.runs import Job, RunError, RunFolder, RunResult, RunStats, StepPoint, fold_events
 
 
 def step(number: int, at: float, loss: float = 1.0) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def test_a_phase_or_a_step_and_alive_is_running() -> None:
     view = fold_events([{"kind": "started"}, stats(10), step(1, 100.0)], alive=True)
     assert view.state == "running"
     assert view.total_steps == 10
-    assert view.stats == {"total_steps": 10, "examples": 12, "train": 11}
+    assert view.stats == RunStats(total_steps=10, examples=12, train=11)  # what an event lacks keeps its default
     assert view.steps == (StepPoint(1, 1.0, 50.0, 100.0),)
 
 
@@ -49,10 +49,11 @@ def test_a_trainer_gone_without_an_end_is_interrupted() -> None:
 
 
 def test_a_finished_run_keeps_its_result() -> None:
-    events = [stats(2), step(1, 1.0), step(2, 2.0), {"kind": "finished", "at": 3.0, "adapter": "mine", "ppl": 4.5}]
+    finished = {"kind": "finished", "at": 3.0, "adapter": "mine", "perplexity_after": 4.5, "unknown": 1}
+    events = [stats(2), step(1, 1.0), step(2, 2.0), finished]
     view = fold_events(events, alive=False)
     assert view.state == "finished"
-    assert view.result == {"adapter": "mine", "ppl": 4.5}
+    assert view.result == RunResult(adapter="mine", perplexity_after=4.5)  # a field it does not know is left out
     assert not view.resumable
     # The end event wins even while the process is still exiting.
     assert fold_events(events, alive=True).state == "finished"
@@ -62,7 +63,7 @@ def test_a_failed_run_keeps_its_error() -> None:
     events = [{"kind": "checkpoint", "step": 10}, {"kind": "failed", "message": "Disk full.", "extra": 1}]
     view = fold_events(events, alive=False)
     assert view.state == "failed"
-    assert view.error == {"message": "Disk full.", "remedy": ""}
+    assert view.error == RunError("Disk full.", "")
     assert view.resumable
 
 
@@ -73,7 +74,7 @@ def test_cancelled_and_a_restart_after_it() -> None:
     failed = [{"kind": "failed", "message": "m", "remedy": "r"}]
     view = fold_events([*failed, {"kind": "started"}], alive=True)
     assert view.state == "starting"
-    assert view.error == {}
+    assert view.error is None
 
 
 def test_held_out_losses_are_sorted_and_a_step_measured_again_keeps_the_latest() -> None:
