@@ -61,23 +61,7 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
     async def chat_completions(request: Request) -> Response:
         try:
             chat = parse_request(ChatRequest, await request.body())
-            extension = chat.hearth
-            job = ChatJob(
-                model=chat.model,
-                messages=chat_messages(chat.messages),
-                params=requested_params(services.generation_params(), chat),
-                collection=requested_collection(chat.model, extension.collection if extension else None),
-                top_k=(extension.top_k if extension else None) or services.settings.rag.top_k,
-                files=tuple(decode_files(chat.files)),
-            )
-            if job.params.grammar is not None and (job.collection is not None or job.files):
-                asked = "tools" if job.params.tools else "response_format"
-                raise RequestInvalid(
-                    f"{asked} applies to plain chat, not to answers from documents or files (their citations are "
-                    "checked and corrected in the text).",
-                    f"Leave out {asked}, or ask without hearth.collection and files.",
-                    param=asked,
-                )
+            job = _chat_job(services, chat)
         except HearthError as exc:
             return error_response(exc)
         work = chat_work(services, directory, job)
@@ -124,6 +108,28 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
         )
 
     return router
+
+
+def _chat_job(services: Services, chat: ChatRequest) -> ChatJob:
+    """What a chat request asks for, checked: grammars (tools, a response format) hold plain chat only."""
+    extension = chat.hearth
+    job = ChatJob(
+        model=chat.model,
+        messages=chat_messages(chat.messages),
+        params=requested_params(services.generation_params(), chat),
+        collection=requested_collection(chat.model, extension.collection if extension else None),
+        top_k=(extension.top_k if extension else None) or services.settings.rag.top_k,
+        files=tuple(decode_files(chat.files)),
+    )
+    if job.params.grammar is not None and (job.collection is not None or job.files):
+        asked = "tools" if job.params.tools else "response_format"
+        raise RequestInvalid(
+            f"{asked} applies to plain chat, not to answers from documents or files (their citations are "
+            "checked and corrected in the text).",
+            f"Leave out {asked}, or ask without hearth.collection and files.",
+            param=asked,
+        )
+    return job
 
 
 async def run_while_connected(request: Request, cancel: CancelToken, work: Callable[[], ResultT]) -> ResultT:

@@ -29,7 +29,8 @@ from app.services.documents_turn import (
 )
 from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.history import fit_history, prompt_budget
-from app.services.runtime import Lease, ModelRuntime
+from app.services.model_handles import Lease
+from app.services.runtime import ModelRuntime
 from app.services.tool_turn import CallLog, ToolUse, fitted_stream
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, LoopNote, answer_with_tools
@@ -313,17 +314,10 @@ class ChatService:
         draft: StoredMessage | None = None  # the answer as saved while it is written
         schedule = DraftSchedule(self._draft_every_s)
         log = CallLog()
-        events: Iterator[ChatEvent | CallAsked | CallDone | LoopNote]
         search = tools.search if tools is not None else None
         if search is not None:
             search.sources[:] = list(sources)  # what it finds is numbered on from the passages given
-        if tools is None:
-            events = engine.stream_chat(prompt.messages, params, cancel)
-        else:
-            stream = fitted_stream(engine, cancel, TOOLS_TOO_LONG)
-            events = answer_with_tools(
-                stream, prompt.messages, params, tools.box, tools.ask, tools.consent, tools.max_calls, tools.first
-            )
+        events = _answer_events(engine, prompt.messages, params, cancel, tools)
         with self._idle:
             self._answers += 1
         try:
@@ -454,3 +448,15 @@ def stored_turns(stored: Sequence[StoredMessage]) -> list[DocumentsTurn]:
 def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:
     system = [ChatMessage("system", system_prompt)] if system_prompt.strip() else []
     return [*system, *(ChatMessage(m.role, m.content) for m in stored)]
+
+
+def _answer_events(
+    engine: Lease, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken, tools: ToolUse | None
+) -> Iterator[ChatEvent | CallAsked | CallDone | LoopNote]:
+    """The answer as the engine writes it, or, with tools, as the tool loop runs it (calls asked, calls done)."""
+    if tools is None:
+        return engine.stream_chat(messages, params, cancel)
+    stream = fitted_stream(engine, cancel, TOOLS_TOO_LONG)
+    return answer_with_tools(
+        stream, messages, params, tools.box, tools.ask, tools.consent, tools.max_calls, tools.first
+    )

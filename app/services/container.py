@@ -15,7 +15,8 @@ from app.services.control import ModelControl, StartChoice
 from app.services.conversations import ConversationStore
 from app.services.cpu_share import CpuSharing
 from app.services.documents import LazyDocuments, build_documents
-from app.services.runtime import EngineFactory, ModelChoice, ModelRuntime, start_engine
+from app.services.model_handles import ModelChoice
+from app.services.runtime import EngineFactory, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
 from backends.base import GenerationParams, Preferences

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from app.services.documents import DocumentServices
 from app.services.documents_prompt import DocumentsTurn, assemble, replayed_cut
 from app.services.history import fit_history, prompt_budget
+from app.services.model_handles import Lease
 from app.services.naming import name_pointed_answer
-from app.services.runtime import Lease
 from app.services.sources import FoundSources, find_sources
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
 from rag.attachments import ReadAttachment

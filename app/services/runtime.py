@@ -19,26 +19,25 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady, WorkersStopped
+from app.services.model_handles import (
+    Lease,
+    ModelChoice,
+    RuntimeStatus,
+    State,
+)
 from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
 from app.services.supervision import RestartPolicy
 from backends.base import (
     Backend,
     BackendPlan,
-    CancelToken,
-    ChatEvent,
-    ChatMessage,
-    GenerationParams,
     LoadOptions,
     LoadProgress,
     Preferences,
-    WorkerLink,
 )
 from backends.engine.base import Engine
 from backends.engine.client import EngineExit, EngineProcess
@@ -48,26 +47,12 @@ from models.gguf import ModelInfo, read_model_info
 
 log = logging.getLogger(__name__)
 
-State = Literal["idle", "loading", "ready", "restarting", "error"]
 EngineFactory = Callable[[str, ModelInfo, LoadOptions, Callable[[EngineExit], None]], Engine]
 # Answers allowed to wait for a slot, beyond those being written; past that a request is refused with Busy.
 DEFAULT_QUEUE_LIMIT = 16
 DRAIN_REPORT_S = 1.0
 # Free memory a second model must leave over to load beside the serving one.
 ALONGSIDE_MARGIN_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class RuntimeStatus:
-    state: State
-    model_name: str = ""
-    message: str = ""
-    plan: BackendPlan | None = None
-    notes: tuple[str, ...] = field(default=())
-    engine_pid: int | None = None
-    answers: int = 0  # answers being written or waiting for a slot
-    slots: int = 0
-    pending: str = ""  # a model loading beside the serving one, which keeps answering
 
 
 def fits_alongside(plan: BackendPlan, free_bytes: int, margin_bytes: int = ALONGSIDE_MARGIN_BYTES) -> bool:
@@ -80,65 +65,6 @@ def available_memory() -> int:
     import psutil
 
     return int(psutil.virtual_memory().available)
-
-
-@dataclass(frozen=True)
-class ModelChoice:
-    """What to load: a GGUF file and the user's preferences for running it."""
-
-    path: Path
-    prefs: Preferences
-    seed: int = 0
-    cache_dir: str | None = None
-    worker_links: tuple[WorkerLink, ...] = ()  # how to reach the paired workers among ``prefs.workers``
-
-
-class Lease:
-    """The model, held for one answer. Streams started through it can be cancelled by a switch."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._cancels: list[CancelToken] = []
-
-    @property
-    def engine(self) -> Engine:
-        return self._engine
-
-    @property
-    def model(self) -> ModelInfo:
-        return self._engine.model
-
-    @property
-    def context_length(self) -> int:
-        return self._engine.context_length
-
-    @property
-    def slots(self) -> int:
-        return self._engine.slots
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        return self._engine.notes
-
-    def stream_chat(
-        self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
-    ) -> Iterator[ChatEvent]:
-        self._cancels.append(cancel)
-        return self._engine.stream_chat(messages, params, cancel)
-
-    def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
-        self._cancels.append(cancel)
-        return self._engine.stream_completion(prompt, params, cancel)
-
-    def count_tokens(self, text: str) -> int:
-        return self._engine.count_tokens(text)
-
-    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
-        return self._engine.count_chat_tokens(messages)
-
-    def cancel(self) -> None:
-        for token in self._cancels:
-            token.cancel()
 
 
 def start_engine(

@@ -16,13 +16,15 @@ from app.ui.chat_tab import build_chat_tab, build_sidebar, control_outputs, wire
 from app.ui.documents import DocumentsPanel, build_documents_tab, wire_documents_tab
 from app.ui.first_run_panel import FirstRunPanel, wire_first_run
 from app.ui.hardware import HardwarePanel, build_hardware_tab, wire_hardware_tab
-from app.ui.models_tab import MODELS_CSS, ModelsPanel, build_models_tab, wire_models_tab
+from app.ui.models_layout import MODELS_CSS, build_models_tab
+from app.ui.models_tab import ModelsPanel, wire_models_tab
 from app.ui.page_files import use_private_page_files
 from app.ui.page_key import page_key
 from app.ui.page_uploads import PageUploads
 from app.ui.theme import THEME_CSS, hearth_theme
 from app.ui.tools_tab import ToolsPanel, build_tools_tab, wire_tools_tab
-from app.ui.tuning_tab import TUNING_CSS, TuningPanel, build_tuning_tab, wire_tuning_tab
+from app.ui.tuning_layout import TUNING_CSS, build_tuning_tab
+from app.ui.tuning_tab import TuningPanel, wire_tuning_tab
 
 log = logging.getLogger(__name__)
 

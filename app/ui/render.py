@@ -13,7 +13,7 @@ from app.services.attachment_store import AttachmentSummary
 from app.services.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, ConversationSummary, ToolRecord
 from app.services.drafts import INTERRUPTED
-from app.services.runtime import RuntimeStatus
+from app.services.model_handles import RuntimeStatus
 from app.services.tool_turn import CallLog
 from app.tools.loop import CallAsked, CallDone, LoopNote
 from app.ui.safe_markdown import literal, safe_markdown

@@ -26,7 +26,6 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -78,8 +77,7 @@ class Request:
         """The reader is gone (its generator was closed or collected): stop writing at the next step."""
         self._abandoned.set()
 
-    @property
-    def unwanted(self) -> bool:
+    def unwanted(self) -> bool:  # a method, so that llama.cpp's abort callback can ask it
         return self.cancel.cancelled or self._abandoned.is_set()
 
 
@@ -205,7 +203,7 @@ class BatchScheduler:
                 self._wake.wait()
             if self._closing:
                 return False
-            gone = [request for request in self._waiting if request.unwanted]
+            gone = [request for request in self._waiting if request.unwanted()]
             for request in gone:
                 self._waiting.remove(request)
             admitted = self._admissible()
@@ -282,7 +280,7 @@ class BatchScheduler:
 
     def _retire_unwanted(self) -> None:
         for slot in self._slots:
-            if slot.answer is not None and slot.answer.request.unwanted:
+            if slot.answer is not None and slot.answer.request.unwanted():
                 self._finish(slot, "cancelled")
 
     def _close_gaps(self) -> None:
@@ -335,10 +333,10 @@ class BatchScheduler:
             rows.append(row if wants_logits else None)
         reader = _lone_prompt_piece(pieces)
         began = time.perf_counter()
-        status = self._engine.decode(batch, stop_when=None if reader is None else _unwanted(reader.request))
+        status = self._engine.decode(batch, stop_when=None if reader is None else reader.request.unwanted)
         if reader is None and len(pieces) == 1 and status == 0:  # one answer's next token: a plain step's time
             self._drafts.observe_step(1, time.perf_counter() - began)
-        if status == ABORTED and reader is not None and reader.request.unwanted:
+        if status == ABORTED and reader is not None and reader.request.unwanted():
             self._stopped_while_reading(pieces[0][0])
             return
         if status != 0:
@@ -421,7 +419,7 @@ class BatchScheduler:
             answer.request.events.put(TextDelta(text))
         if answer.scanner.stopped:
             self._finish(slot, "stop")
-        elif answer.request.unwanted:
+        elif answer.request.unwanted():
             self._finish(slot, "cancelled")
         elif answer.produced >= answer.budget:
             self._finish(slot, "length")
@@ -444,7 +442,7 @@ class BatchScheduler:
             slot.cached.clear()
             answer = slot.answer
             assert answer is not None
-            if answer.request.unwanted:
+            if answer.request.unwanted():
                 self._finish(slot, "cancelled")
                 continue
             answer.request.events.put(
@@ -496,7 +494,3 @@ def _lone_prompt_piece(pieces: list[tuple[_Slot, list[int]]]) -> _Answer | None:
         return None
     answer = pieces[0][0].answer
     return answer if answer is not None and answer.next_token is None else None
-
-
-def _unwanted(request: Request) -> Callable[[], bool]:
-    return lambda: request.unwanted

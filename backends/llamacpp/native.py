@@ -80,6 +80,34 @@ class ContextShape:
     context_length: int
 
 
+def _context_params(options: LoadOptions, slots: int) -> Any:
+    """llama.cpp's context parameters for ``slots`` sequences of ``options.context_length`` tokens each."""
+    import llama_cpp
+
+    context_params = llama_cpp.llama_context_default_params()
+    context_params.n_ctx = slots * options.context_length
+    context_params.n_seq_max = slots
+    # One KV stream per sequence: each slot has its whole context_length of its own, and attention reads
+    # only its own cells (a unified cache would make every token attend over all slots' cells).
+    context_params.kv_unified = False
+    context_params.n_batch = BATCH_TOKENS
+    context_params.n_ubatch = BATCH_TOKENS
+    context_params.n_threads = options.threads
+    context_params.n_threads_batch = options.threads
+    # Flash attention everywhere (FLASH_ATTENTION): on GPUs it saves memory and time; on this project's 2-core
+    # CPU it read a documents prompt 4-7% faster than llama.cpp's other path (bench/prefill_settings.py); a
+    # quantized V cache needs it; and it attends for each position alone, so a token's attention does not
+    # depend on what else the step holds (with weights whose matrix kernel does not change with the step's
+    # size either, as the embedded model's, prompt lookup keeps exactly the greedy text).
+    context_params.flash_attn_type = (
+        llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if FLASH_ATTENTION else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )
+    cache_type = _CACHE_TYPES[options.kv_cache_type]
+    context_params.type_k = cache_type
+    context_params.type_v = cache_type
+    return context_params
+
+
 class NativeModel:
     """A loaded GGUF and a context whose KV cache keeps one separate stream per slot."""
 
@@ -127,27 +155,7 @@ class NativeModel:
         self.vocab: Any = llama_cpp.llama_model_get_vocab(self.model)
 
         slots = max(options.slots, 1)
-        context_params = llama_cpp.llama_context_default_params()
-        context_params.n_ctx = slots * options.context_length
-        context_params.n_seq_max = slots
-        # One KV stream per sequence: each slot has its whole context_length of its own, and attention reads
-        # only its own cells (a unified cache would make every token attend over all slots' cells).
-        context_params.kv_unified = False
-        context_params.n_batch = BATCH_TOKENS
-        context_params.n_ubatch = BATCH_TOKENS
-        context_params.n_threads = options.threads
-        context_params.n_threads_batch = options.threads
-        # Flash attention everywhere (FLASH_ATTENTION): on GPUs it saves memory and time; on this project's 2-core
-        # CPU it read a documents prompt 4-7% faster than llama.cpp's other path (bench/prefill_settings.py); a
-        # quantized V cache needs it; and it attends for each position alone, so a token's attention does not
-        # depend on what else the step holds (with weights whose matrix kernel does not change with the step's
-        # size either, as the embedded model's, prompt lookup keeps exactly the greedy text).
-        context_params.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if FLASH_ATTENTION else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
-        cache_type = _CACHE_TYPES[options.kv_cache_type]
-        context_params.type_k = cache_type
-        context_params.type_v = cache_type
+        context_params = _context_params(options, slots)
         self.ctx = llama_cpp.llama_init_from_model(self.model, context_params)
         if not self.ctx:
             self.close()

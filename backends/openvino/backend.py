@@ -222,19 +222,7 @@ class OpenVinoBackend(Backend):
                 "Shorten the message or start a new conversation"
                 + (", or run on the GPU or CPU (--device)." if self._max_prompt_tokens else "."),
             )
-        config = openvino_genai.GenerationConfig()
-        config.max_new_tokens = max(1, min(params.max_new_tokens, self._context_length - prompt_tokens))
-        config.apply_chat_template = False  # the prompt is already rendered by Hearth's sandboxed template
-        config.repetition_penalty = params.repeat_penalty
-        if params.temperature > 0:
-            config.do_sample = True
-            config.temperature = params.temperature
-            config.top_p = params.top_p
-            config.top_k = 40
-            if params.seed is not None:
-                config.rng_seed = params.seed
-        else:
-            config.do_sample = False
+        config = _generation_config(params, max(1, min(params.max_new_tokens, self._context_length - prompt_tokens)))
         pieces: list[str] = []
         first_at: list[float] = []
         stopped = threading.Event()
@@ -324,6 +312,26 @@ class _Handoff:
     def items(self) -> Iterator[str]:
         while (item := self._queue.get()) is not None:
             yield item
+
+
+def _generation_config(params: GenerationParams, max_new_tokens: int) -> Any:
+    """OpenVINO GenAI's settings for one answer: greedy at temperature 0, else sampled (top-p, top-k 40)."""
+    import openvino_genai
+
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = max_new_tokens
+    config.apply_chat_template = False  # the prompt is already rendered by Hearth's sandboxed template
+    config.repetition_penalty = params.repeat_penalty
+    if params.temperature > 0:
+        config.do_sample = True
+        config.temperature = params.temperature
+        config.top_p = params.top_p
+        config.top_k = 40
+        if params.seed is not None:
+            config.rng_seed = params.seed
+    else:
+        config.do_sample = False
+    return config
 
 
 def _first_line(exc: BaseException) -> str:

@@ -234,39 +234,11 @@ def _trainer(
 ) -> Any:
     run.append("phase", message=f"Loading the model for training {placement.describe()}")
     import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+    from transformers import Trainer, TrainerCallback
 
     options = replace(job.options, gradient_checkpointing=placement.gradient_checkpointing)
     torch.set_num_threads(max(1, job.threads))
-    base = Path(job.base_path)
-    dtype = torch.bfloat16 if placement.dtype == "bfloat16" else torch.float32
-    try:
-        model: Any = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=dtype)
-    except (ValueError, KeyError, OSError) as exc:
-        raise TuningError(
-            f"transformers cannot load {base.name} for training: {exc}.",
-            "Tune a llama or qwen2 model (SmolLM2, Qwen2.5).",
-        ) from exc
-    # transformers marks a model read from a GGUF as "quantized" although its weights are now dequantized floats,
-    # and its Trainer refuses such a model; the mark is dropped (the adapter trains on the floats).
-    model.hf_quantizer = None
-    model.is_quantized = False
-    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    missing = [t for t in options.targets if t not in present]
-    if missing:
-        raise TuningError(f"{base.name} has no {', '.join(missing)} layers.", "Choose other layers to adapt.")
-    config = LoraConfig(
-        r=options.rank,
-        lora_alpha=options.alpha,
-        target_modules=list(options.targets),
-        lora_dropout=0.0,
-        bias="none",
-        task_type="CAUSAL_LM",
-    )
-    model = get_peft_model(model, config)  # the adapter's weights are float32 whatever the base's type
-    if options.gradient_checkpointing:
-        model.enable_input_require_grads()
+    model = _adapted_model(Path(job.base_path), options, placement)
     streaming = placement.window is not None
     if streaming:
         from models.tuning.streaming import stream_layers
@@ -315,35 +287,7 @@ def _trainer(
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             run.append("checkpoint", step=state.global_step)
 
-    evaluate_every = max(1, steps // 5)
-    arguments = TrainingArguments(
-        output_dir=str(run.checkpoints),
-        per_device_train_batch_size=options.batch_size,
-        per_device_eval_batch_size=options.batch_size,
-        learning_rate=options.learning_rate,
-        num_train_epochs=options.epochs,
-        max_steps=job.probe_steps or options.max_steps or -1,
-        lr_scheduler_type="linear",
-        logging_steps=1,
-        save_strategy="no" if job.probe_steps else "steps",
-        save_steps=options.save_every,
-        save_total_limit=2,
-        eval_strategy="steps" if check_set is not None else "no",
-        eval_steps=evaluate_every,
-        # Only the held-out loss is wanted: without this the evaluation keeps every batch's logits (a vocabulary's
-        # worth of floats per token) and concatenates them, hundreds of megabytes on top of the training peak.
-        prediction_loss_only=True,
-        gradient_checkpointing=options.gradient_checkpointing,
-        use_cpu=placement.where == "cpu",
-        report_to=[],
-        disable_tqdm=True,
-        seed=options.seed,
-        data_seed=options.seed,
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
-        label_names=["labels"],
-        log_level="warning",
-    )
+    arguments = _arguments(run, job, options, placement, steps, check_set is not None)
 
     class PlacedTrainer(Trainer):
         def _move_model_to_device(self, model: Any, device: Any) -> None:
@@ -359,6 +303,78 @@ def _trainer(
         callbacks=[Progress()],
     )
     return model, trainer, counter
+
+
+def _adapted_model(base: Path, options: TuneOptions, placement: Placement) -> Any:
+    """The base model as transformers reads it from the GGUF, with a LoRA adapter on ``options.targets``."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if placement.dtype == "bfloat16" else torch.float32
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=dtype)
+    except (ValueError, KeyError, OSError) as exc:
+        raise TuningError(
+            f"transformers cannot load {base.name} for training: {exc}.",
+            "Tune a llama or qwen2 model (SmolLM2, Qwen2.5).",
+        ) from exc
+    # transformers marks a model read from a GGUF as "quantized" although its weights are now dequantized floats,
+    # and its Trainer refuses such a model; the mark is dropped (the adapter trains on the floats).
+    model.hf_quantizer = None
+    model.is_quantized = False
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    missing = [t for t in options.targets if t not in present]
+    if missing:
+        raise TuningError(f"{base.name} has no {', '.join(missing)} layers.", "Choose other layers to adapt.")
+    config = LoraConfig(
+        r=options.rank,
+        lora_alpha=options.alpha,
+        target_modules=list(options.targets),
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    model = get_peft_model(model, config)  # the adapter's weights are float32 whatever the base's type
+    if options.gradient_checkpointing:
+        model.enable_input_require_grads()
+    return model
+
+
+def _arguments(run: RunFolder, job: Job, options: TuneOptions, placement: Placement, steps: int, checked: bool) -> Any:
+    """transformers' training arguments for this run: its settings, checkpoints in the run's folder, the held-out
+    loss measured five times over the run (``checked``: when there are held-out examples)."""
+    from transformers import TrainingArguments
+
+    evaluate_every = max(1, steps // 5)
+    return TrainingArguments(
+        output_dir=str(run.checkpoints),
+        per_device_train_batch_size=options.batch_size,
+        per_device_eval_batch_size=options.batch_size,
+        learning_rate=options.learning_rate,
+        num_train_epochs=options.epochs,
+        max_steps=job.probe_steps or options.max_steps or -1,
+        lr_scheduler_type="linear",
+        logging_steps=1,
+        save_strategy="no" if job.probe_steps else "steps",
+        save_steps=options.save_every,
+        save_total_limit=2,
+        eval_strategy="steps" if checked else "no",
+        eval_steps=evaluate_every,
+        # Only the held-out loss is wanted: without this the evaluation keeps every batch's logits (a vocabulary's
+        # worth of floats per token) and concatenates them, hundreds of megabytes on top of the training peak.
+        prediction_loss_only=True,
+        gradient_checkpointing=options.gradient_checkpointing,
+        use_cpu=placement.where == "cpu",
+        report_to=[],
+        disable_tqdm=True,
+        seed=options.seed,
+        data_seed=options.seed,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        label_names=["labels"],
+        log_level="warning",
+    )
 
 
 def _export(run: RunFolder, job: Job, model: Any) -> None:

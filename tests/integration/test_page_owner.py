@@ -199,7 +199,8 @@ def test_each_upload_taking_handler_refuses_a_path_that_was_never_uploaded(heart
     assert "did not come from this page's upload box" in message
     assert [row.stored.id for row in models._rows()] == before
 
-    from app.ui.tuning_tab import FROM_FILE, TuningPanel
+    from app.ui.tuning_layout import FROM_FILE
+    from app.ui.tuning_tab import TuningPanel
 
     tuning = TuningPanel(hearth.services, nothing_uploaded)
     fields = [8, 16, ["q_proj"], 0.001, 1, 0, 512, 1, False]

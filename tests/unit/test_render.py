@@ -1,6 +1,6 @@
 from app.services.chat import TurnSaved, TurnStarted
 from app.services.conversations import AnswerStats, Conversation, StoredMessage, ToolRecord
-from app.services.runtime import RuntimeStatus
+from app.services.model_handles import RuntimeStatus
 from app.ui.render import (
     AnswerView,
     chat_history,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import Busy, EngineStopped, GenerationError, LoadCancelled, ModelLoadError, ModelNotReady
-from app.services.runtime import ModelChoice, ModelRuntime, fits_alongside
+from app.services.model_handles import ModelChoice
+from app.services.runtime import ModelRuntime, fits_alongside
 from app.services.supervision import RestartPolicy
 from backends import registry
 from backends.base import (

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import DoesNotFit
-from app.services.runtime import ModelChoice, ModelRuntime
+from app.services.model_handles import ModelChoice
+from app.services.runtime import ModelRuntime
 from backends import registry
 from backends.base import Preferences
 from backends.hardware import HardwareInventory
