@@ -16,10 +16,6 @@ ALL: dict[str, type[Backend]] = {cls.name: cls for cls in (LlamaCppBackend, Open
 AUTO = BackendChoice("auto", "Automatic (best for this machine)")
 
 
-def backend_names() -> list[str]:
-    return sorted(ALL)
-
-
 def choices(offered: bool = False) -> list[BackendChoice]:
     """ "auto" and every backend's choices; ``offered``: only those of the backends automatic selection weighs (the
     page leaves the demo backend out)."""

@@ -148,8 +148,9 @@ def observed(name: str) -> dict[str, Any]:
     """What the doctor prints for one case, and the options the engine would load with (when there is a plan)."""
     machine, model, asked = CASES[name]
     inventory, prefs = machine(), Preferences(**asked)
-    result: dict[str, Any] = {"doctor": plan_lines(plan_report(inventory, model, prefs))}
-    if "error" not in plan_report(inventory, model, prefs):
+    report = plan_report(inventory, model, prefs)
+    result: dict[str, Any] = {"doctor": plan_lines(report)}
+    if "error" not in report:
         options = select_backend(inventory, model, prefs, registry.AUTOMATIC, registry.ALL).load_options()
         result["load_options"] = json.loads(json.dumps(dataclasses.asdict(options)))
     return result
