@@ -9,7 +9,9 @@ Hearth uses one written form of a call, the one Qwen2.5's and Hermes' templates 
 A template that knows this form renders the tools itself (``native``); for any other (SmolLM2's, Llama's, ChatML)
 Hearth writes the same instructions into the system message and the earlier calls and results into the turns as
 text (``generic_messages``), so every model is asked the same way. Either way the calls are read back by
-:func:`split_calls` (a whole answer) or :class:`CallScanner` (a stream).
+:func:`split_calls` (a whole answer) or :class:`CallScanner` (a stream); asked for ``pieces``, the scanner also
+gives a tagged call's id and name as soon as they are written (:class:`CallBegun`) and its arguments as the model
+writes them (:class:`CallArguments`), so a streamed reply can carry them the way OpenAI streams its calls.
 
 :func:`calls_grammar` holds each call to its function's parameter schema: with ``tool_choice`` ``auto`` the
 grammar is lazy, the model writes text freely and the grammar takes over from the first ``<tool_call>`` it writes
@@ -25,8 +27,8 @@ import json
 import re
 import secrets
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, overload
 
 from app.errors import InvalidChoice
 from backends.base import ChatEvent, ChatMessage, Finished, Grammar, Reading, TextDelta, ToolCall, ToolSpec, Usage
@@ -55,6 +57,9 @@ _TRIGGERS = (
 # A bare call may open with a doubled brace: Qwen2.5's template shows its example call as {{"name": ...}}, and its
 # models sometimes write a call the same way.
 _OPENING = re.compile(r"(```(?:json)?\s*)?\{\{?\s*\"name\"")
+# A tagged call's opening up to its arguments, as the grammar writes it: the name is known, the arguments follow.
+_HEADER = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*')
+_HEADER_LONGEST = 512  # a call's opening not read by then is not streamed in pieces (it is read whole at its end)
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 
@@ -212,11 +217,42 @@ def split_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     return (said.strip() if calls else said), calls
 
 
-def calls_in(events: Iterable[ChatEvent]) -> Iterator[ChatEvent | ToolCall]:
+@dataclass(frozen=True)
+class CallBegun:
+    """A tagged call whose name is written and whose arguments come next; its :class:`ToolCall` has this id."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class CallArguments:
+    """The next piece of the begun call's arguments, as the model wrote it (the pieces join to its JSON object)."""
+
+    text: str
+
+
+Piece = str | ToolCall | CallBegun | CallArguments
+
+
+@overload
+def calls_in(events: Iterable[ChatEvent], pieces: Literal[False] = False) -> Iterator[ChatEvent | ToolCall]: ...
+
+
+@overload
+def calls_in(
+    events: Iterable[ChatEvent], pieces: Literal[True]
+) -> Iterator[ChatEvent | ToolCall | CallBegun | CallArguments]: ...
+
+
+def calls_in(
+    events: Iterable[ChatEvent], pieces: bool = False
+) -> Iterator[ChatEvent | ToolCall | CallBegun | CallArguments]:
     """An answer's events with its calls taken out of its text: text as :class:`TextDelta`, each call as a
-    :class:`ToolCall` once it is complete, the other events as they come. A call left unfinished after complete
-    ones, or cut off by the length limit, is dropped, not shown as text."""
-    scanner = CallScanner()
+    :class:`ToolCall` once it is complete (with ``pieces``, begun and its arguments as they are written before
+    that), the other events as they come. A call left unfinished after complete ones, or cut off by the length
+    limit, is dropped, not shown as text."""
+    scanner = CallScanner(pieces=pieces)
     made = False
     for event in events:
         if isinstance(event, Usage | Reading):
@@ -226,6 +262,8 @@ def calls_in(events: Iterable[ChatEvent]) -> Iterator[ChatEvent | ToolCall]:
         for piece in scanner.feed(event.text) if isinstance(event, TextDelta) else scanner.finish():
             if isinstance(piece, ToolCall):
                 made = True
+                yield piece
+            elif isinstance(piece, CallBegun | CallArguments):
                 yield piece
             elif piece and not (ending and piece.startswith(OPEN) and (made or _cut(event))):
                 yield TextDelta(piece)
@@ -241,15 +279,21 @@ def _cut(event: ChatEvent) -> bool:
 class CallScanner:
     """Reads an answer as it streams: text goes out as it comes (except what may be the start of a marker), a call
     goes out once its closing marker is read. An answer that opens with a bare or fenced JSON call is held whole
-    and read at the end. A call that does not parse is given back as the text it was."""
+    and read at the end. A call that does not parse is given back as the text it was.
 
+    With ``pieces``, a tagged call written in the grammar's form (``{"name": ..., "arguments": {...}}``) is also
+    given as it comes: :class:`CallBegun` once its name is read, then :class:`CallArguments` up to the object's
+    closing brace. Other forms (bare, fenced, doubled braces) are read whole at their end, as without pieces."""
+
+    pieces: bool = False
     _held: str = ""
     _inside: bool = False
     _after: int = 0  # inside a call: where to look for its closing marker (one inside a string is passed over)
     _opening: bool = True  # nothing but what may begin a bare or fenced call has been written
     _whole: bool = False  # the answer is one bare or fenced call
+    _streaming: _StreamedCall | None = None  # the call being given in pieces
 
-    def feed(self, text: str) -> list[str | ToolCall]:
+    def feed(self, text: str) -> list[Piece]:
         self._held += text
         if self._whole:
             return []
@@ -261,19 +305,20 @@ class CallScanner:
             if not begun or _may_open(begun):
                 return []
             self._opening = False
-        out: list[str | ToolCall] = []
+        out: list[Piece] = []
         while True:
             if self._inside:
                 end = self._held.find(CLOSE, self._after)
-                if end < 0:
-                    return out
-                if _in_string(self._held[:end]):  # the marker is text inside one of the call's strings
+                if end >= 0 and _in_string(self._held[:end]):  # the marker is text inside one of the call's strings
                     self._after = end + len(CLOSE)
                     continue
+                if self.pieces:
+                    out += self._pieces(len(self._held) if end < 0 else end)
+                if end < 0:
+                    return out
                 body, self._held = self._held[:end], self._held[end + len(CLOSE) :]
                 self._inside, self._after = False, 0
-                call = read_call(body)
-                out.append(call if call is not None else f"{OPEN}{body}{CLOSE}")
+                out.append(self._closed(body))
                 continue
             start = self._held.find(OPEN)
             if start >= 0:
@@ -287,7 +332,7 @@ class CallScanner:
                 self._held = self._held[len(self._held) - keep :]
             return out
 
-    def finish(self) -> list[str | ToolCall]:
+    def finish(self) -> list[Piece]:
         """What is left when the answer ends: a call held whole, or held text (a call never closed stays text)."""
         held, self._held = self._held, ""
         if self._whole:
@@ -295,9 +340,81 @@ class CallScanner:
             return [call] if call is not None else [held]
         if self._inside:
             self._inside = False
-            call = read_call(held)  # the answer ended right after the call's JSON (the closing marker cut)
-            return [call] if call is not None else [f"{OPEN}{held}"]
+            # the answer ended right after the call's JSON (the closing marker cut)
+            return [self._closed(held, f"{OPEN}{held}")]
         return [held] if held else []
+
+    def _closed(self, body: str, otherwise: str | None = None) -> str | ToolCall:
+        """The call written as ``body`` (with the id it was begun under), or the text it was."""
+        begun, self._streaming = self._streaming, None
+        call = read_call(body)
+        if call is None:
+            return f"{OPEN}{body}{CLOSE}" if otherwise is None else otherwise
+        return replace(call, id=begun.id) if begun is not None and begun.id else call
+
+    def _pieces(self, upto: int) -> list[Piece]:
+        """The begun call's name and its arguments written so far, up to ``upto`` in the held call."""
+        streaming = self._streaming
+        if streaming is None:
+            header = _HEADER.match(self._held)
+            if header is None or header.end() == len(self._held):
+                if len(self._held) > _HEADER_LONGEST:
+                    self._streaming = _StreamedCall("", -1)  # never streamed: read whole at its end
+                return []
+            if self._held[header.end()] != "{":
+                self._streaming = _StreamedCall("", -1)
+                return []
+            streaming = self._streaming = _StreamedCall(new_call_id(), header.end())
+            begun: list[Piece] = [CallBegun(streaming.id, json.loads(header.group(1)))]
+        else:
+            begun = []
+        if streaming.sent < 0:
+            return begun
+        upto = streaming.read(self._held, upto)
+        if upto <= streaming.sent:
+            return begun
+        piece, streaming.sent = self._held[streaming.sent : upto], upto
+        return [*begun, CallArguments(piece)]
+
+
+@dataclass
+class _StreamedCall:
+    """A call being given in pieces: its arguments from ``sent`` on are still to go (-1: it is not streamed),
+    and how far a JSON value's end has been looked for."""
+
+    id: str
+    sent: int
+    _read: int = -1
+    _depth: int = 0
+    _string: bool = False
+    _escaped: bool = False
+    _end: int = -1  # where the arguments' object ends in the held call, once read
+
+    def read(self, held: str, upto: int) -> int:
+        """How far into ``held`` (at most ``upto``) the arguments reach, reading on from where it stopped."""
+        if self._end >= 0:
+            return min(self._end, upto)
+        start = self.sent if self._read < 0 else self._read
+        for at in range(start, upto):
+            char = held[at]
+            if self._string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._string = False
+            elif char == '"':
+                self._string = True
+            elif char in "{[":
+                self._depth += 1
+            elif char in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    self._end = at + 1
+                    return self._end
+        self._read = upto
+        return upto
 
 
 def _in_string(body: str) -> bool:

@@ -46,6 +46,25 @@ class Called:
 
     call: ToolCall
     index: int  # its place among this answer's calls
+    streamed: bool = False  # a stream has had it already, as :class:`CallOpened` and :class:`CallPiece`
+
+
+@dataclass(frozen=True)
+class CallOpened:
+    """A call being written: its id and function, and its arguments so far (streamed replies send it at once)."""
+
+    index: int
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class CallPiece:
+    """The next piece of the arguments of the call at ``index``, as the model wrote it."""
+
+    index: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -53,8 +72,8 @@ class Failed:
     error: BaseException
 
 
-Step = Started | ChatEvent | Checked | Called
-JobEvent = Started | ChatEvent | Checked | Called | Failed
+Step = Started | ChatEvent | Checked | Called | CallOpened | CallPiece
+JobEvent = Step | Failed
 Work = Callable[[CancelToken], Generator[Step, None, None]]
 
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.answers import AnswerJob, Called, Checked, Failed, Started
+from app.api.answers import AnswerJob, Called, CallOpened, CallPiece, Checked, Failed, Started
 from app.api.errors import reply_for
 from app.api.responses import (
     AnswerMeta,
@@ -27,6 +27,7 @@ from app.api.responses import (
     Kind,
     answer_json,
     call_chunk_json,
+    call_piece_json,
     chunk_json,
     usage_chunk_json,
 )
@@ -108,7 +109,7 @@ async def _whole(job: AnswerJob, meta: AnswerMeta, extension: Extension) -> Resp
         elif isinstance(event, Checked):  # the reply's message is the answer as kept
             texts = [event.answer.text]
             extension = dataclasses.replace(extension, corrections=event.answer.notes)
-        else:
+        else:  # a call's pieces are passed over: the whole call comes as Called
             extension = _noted(extension, event)
     text = "".join(texts)
     return JSONResponse(answer_json(meta, text.strip() if calls else text, extension, tuple(calls)))
@@ -126,9 +127,16 @@ async def _events(job: AnswerJob, meta: AnswerMeta, extension: Extension, includ
         if isinstance(event, TextDelta):
             if event.text:
                 yield sse_event(chunk_json(meta, event.text))
+        elif isinstance(event, CallOpened):
+            called = True
+            opened = ToolCall(event.id, event.name, event.arguments)
+            yield sse_event(call_chunk_json(meta, opened, event.index))
+        elif isinstance(event, CallPiece):
+            yield sse_event(call_piece_json(meta, event.index, event.text))
         elif isinstance(event, Called):
             called = True
-            yield sse_event(call_chunk_json(meta, event.call, event.index))
+            if not event.streamed:  # read whole at its end (a bare or fenced call): it goes in one delta
+                yield sse_event(call_chunk_json(meta, event.call, event.index))
         elif isinstance(event, Checked):  # the text is out already: the answer as kept goes in the last chunk
             extension = dataclasses.replace(extension, answer=event.answer.text, corrections=event.answer.notes)
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from app.api.answers import Called, Checked, Started, Step, Work
+from app.api.answers import Called, CallOpened, CallPiece, Checked, Started, Step, Work
 from app.api.attachments import SentFile, read_sent_files
 from app.api.directory import ModelDirectory
 from app.api.ids import collection_id
@@ -33,7 +33,7 @@ from backends.base import (
     TextDelta,
     ToolCall,
 )
-from backends.tool_calls import calls_in, tools_instructions
+from backends.tool_calls import CallArguments, CallBegun, calls_in, tools_instructions
 
 
 @dataclass(frozen=True)
@@ -109,23 +109,49 @@ def completion_work(
 
 
 def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generator[Step, None, None]:
-    """The engine's events with the tool calls in the answer's text taken out of it and sent as calls. A call the
-    answer already made, same function and arguments (small models repeat a call until their answer runs out),
-    is not sent again: the answer is stopped there and ends as if the model had stopped."""
+    """The engine's events with the tool calls in the answer's text taken out of it and sent as calls, each
+    opened as soon as its name is written and its arguments sent as they come. A call the answer already made,
+    same function and arguments (small models repeat a call until their answer runs out), is not sent again: the
+    answer is stopped there and ends as if the model had stopped. So that a repeat is never half sent, a call's
+    pieces are held while its arguments so far begin those of a call already sent to the same function."""
     made: list[ToolCall] = []
+    written: list[tuple[str, str]] = []  # each call sent: its function and its arguments as the model wrote them
+    writing: _Writing | None = None
     stopped = False
-    for item in calls_in(events):
-        if isinstance(item, ToolCall):
-            if stopped:
-                continue
-            if any((c.name, c.arguments) == (item.name, item.arguments) for c in made):
+    for item in calls_in(events, pieces=True):
+        if isinstance(item, CallBegun | CallArguments | ToolCall | TextDelta) and stopped:
+            continue
+        if isinstance(item, CallBegun):
+            writing = _Writing(item.id, item.name)
+        elif isinstance(item, CallArguments) and writing is not None:
+            writing.arguments += item.text
+            if writing.opened:
+                yield CallPiece(len(made), item.text)
+            elif not any(name == writing.name and earlier.startswith(writing.arguments) for name, earlier in written):
+                writing.opened = True
+                yield CallOpened(len(made), writing.id, writing.name, writing.arguments)
+        elif isinstance(item, ToolCall):
+            opened = writing is not None and writing.opened
+            repeated = any((c.name, c.arguments) == (item.name, item.arguments) for c in made)
+            if not repeated or opened:
+                yield Called(item, len(made), streamed=opened)
+                made.append(item)
+                written.append((item.name, writing.arguments if writing is not None else item.arguments))
+            writing = None
+            if repeated:
                 stopped = True
                 stop()
-                continue
-            yield Called(item, len(made))
-            made.append(item)
         elif isinstance(item, TextDelta):
-            if not stopped:
-                yield item
-        else:
+            yield item
+        elif not isinstance(item, CallArguments):
             yield Finished("stop") if stopped and isinstance(item, Finished) else item
+
+
+@dataclass
+class _Writing:
+    """The call the model is writing: what it has written of the arguments, and whether it was sent yet."""
+
+    id: str
+    name: str
+    arguments: str = ""
+    opened: bool = False

@@ -158,9 +158,15 @@ def chunk_json(
 
 
 def call_chunk_json(meta: AnswerMeta, call: ToolCall, index: int) -> dict[str, Any]:
-    """A streamed tool call, whole: its id, name and arguments in one delta (clients join argument deltas, and
-    one is a valid sequence of them)."""
+    """A streamed tool call's first delta: its id, name and the arguments written so far (all of them for a call
+    read whole)."""
     delta = {"tool_calls": [call_json(call, index)]}
+    return meta.envelope(chunk=True) | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def call_piece_json(meta: AnswerMeta, index: int, arguments: str) -> dict[str, Any]:
+    """The next piece of a streamed call's arguments, as OpenAI streams them (clients join the pieces)."""
+    delta = {"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}
     return meta.envelope(chunk=True) | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
 
 

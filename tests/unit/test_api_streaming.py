@@ -154,6 +154,44 @@ def test_a_whole_answer_from_documents_is_the_answer_as_kept() -> None:
     assert body["hearth"]["corrections"][0].startswith("Citation corrected: the answer cites [1]")
 
 
+CALLED = (
+    'Looking.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}\n</tool_call>'
+    '\n{"name": "f"}'
+)
+
+
+def called_answer(cancel: CancelToken) -> Generator[Step, None, None]:
+    from app.api.generation import with_calls
+
+    yield Started("model-a", Extension())
+    yield from with_calls(iter([*map(TextDelta, CALLED), Finished("stop")]), cancel.cancel)
+
+
+def test_a_call_streams_as_openai_streams_one_and_comes_whole_in_a_whole_reply() -> None:
+    stream, _ = run_stream(called_answer, include_usage=False)
+    chunks = parse(stream)[:-1]
+    deltas = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks if "tool_calls" in c["choices"][0]["delta"]]
+    first, rest = deltas[0], deltas[1:]
+    assert first["index"] == 0 and first["type"] == "function" and first["id"].startswith("call_")
+    assert first["function"]["name"] == "get_weather"
+    assert rest and all(set(d) == {"index", "function"} and set(d["function"]) == {"arguments"} for d in rest)
+    joined = "".join(d["function"]["arguments"] for d in deltas)
+    assert joined == '{"city": "Oslo", "unit": "celsius"}'  # as the model wrote it, piece by piece
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == 'Looking.\n{"name": "f"}'
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+    async def main() -> Any:
+        job = AnswerJob(called_answer, asyncio.get_running_loop()).start()
+        started = await job.next()
+        assert isinstance(started, Started)
+        reply = await _whole(job, AnswerMeta.new("chat", started.model), started.extension)
+        return json.loads(bytes(reply.body))
+
+    choice = run_isolated(main())["choices"][0]
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"] == {"name": "get_weather", "arguments": joined} and choice["finish_reason"] == "tool_calls"
+
+
 def test_completions_stream_text_chunks() -> None:
     stream, _ = run_stream(answer(), include_usage=False, kind="completion")
     chunks = parse(stream)[:-1]

@@ -9,7 +9,15 @@ import pytest
 
 from app.errors import InvalidChoice
 from backends.base import ChatMessage, ToolCall, ToolSpec
-from backends.tool_calls import CallScanner, calls_grammar, generic_messages, split_calls, template_family
+from backends.tool_calls import (
+    CallArguments,
+    CallBegun,
+    CallScanner,
+    calls_grammar,
+    generic_messages,
+    split_calls,
+    template_family,
+)
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -57,6 +65,45 @@ def test_bare_fenced_and_unclosed_calls_are_read(text: str) -> None:
         assert not any(isinstance(p, str) and p.strip() for p in pieces)
     said, calls = split_calls(text)
     assert said == "" and [c.name for c in calls] == ["get_weather"] and calls[0].id.startswith("call_")
+
+
+# Arguments with what could end them early: a closing marker, braces and quotes inside strings, nested values.
+TRICKY = '{"city": "Oslo }</tool_call> {", "note": "a \\"quoted\\" \\\\ word", "days": [1, {"x": [2]}]}'
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+def test_a_tagged_call_streams_its_name_first_then_its_arguments_as_written(size: int) -> None:
+    text = f'Let me look.\n<tool_call>\n{{"name": "get_weather", "arguments": {TRICKY}}}\n</tool_call>\nDone.'
+    scanner = CallScanner(pieces=True)
+    pieces: list[object] = []
+    for start in range(0, len(text), size):
+        pieces += scanner.feed(text[start : start + size])
+    pieces += scanner.finish()
+    [begun] = [p for p in pieces if isinstance(p, CallBegun)]
+    [call] = [p for p in pieces if isinstance(p, ToolCall)]
+    written = [p.text for p in pieces if isinstance(p, CallArguments)]
+    assert begun.name == "get_weather" and call.id == begun.id and call.name == "get_weather"
+    assert "".join(written) == TRICKY and json.loads(TRICKY) == json.loads(call.arguments)
+    at = [i for i, p in enumerate(pieces) if isinstance(p, CallArguments)]
+    assert pieces.index(begun) < min(at) and max(at) < pieces.index(call)  # named first, whole last
+    assert len(written) > 1 if size < len(TRICKY) else len(written) == 1  # as it comes, not once it is whole
+    assert "".join(p for p in pieces if isinstance(p, str)) == "Let me look.\n\nDone."
+    # the same answer read without pieces gives the same call and text
+    whole = streamed(text, size)
+    assert calls_of(whole) == calls_of(pieces) and not [p for p in whole if isinstance(p, CallBegun | CallArguments)]
+
+
+def test_calls_in_other_forms_are_not_streamed_in_pieces() -> None:
+    for text in (
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+        '<tool_call>\n{{"name": "get_weather", "arguments": {"city": "Oslo"}}}\n</tool_call>',
+        '<tool_call>\n{"arguments": {"city": "Oslo"}, "name": "get_weather"}\n</tool_call>',
+        '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}\n</tool_call>',
+    ):
+        scanner = CallScanner(pieces=True)
+        pieces = [*scanner.feed(text), *scanner.finish()]
+        assert calls_of(pieces) == [("get_weather", {"city": "Oslo"})], text  # read whole, at its end
+        assert not [p for p in pieces if isinstance(p, CallBegun | CallArguments)], text
 
 
 def test_text_that_only_looks_like_a_call_streams_out_as_text() -> None:
@@ -151,6 +198,37 @@ def test_the_api_sends_each_call_once_and_stops_an_answer_that_repeats_one() -> 
     assert alone == [Finished("length")]  # a call cut off by the limit is not given back as text
     plain = list(with_calls(iter([TextDelta("It is sunny."), Finished("stop")]), lambda: None))
     assert plain == [TextDelta("It is sunny."), Finished("stop")]
+
+
+def test_the_api_streams_a_call_as_written_and_holds_back_what_may_be_a_repeat() -> None:
+    from app.api.answers import Called, CallOpened, CallPiece
+    from app.api.generation import with_calls
+    from backends.base import Finished, TextDelta
+
+    def call(city: str) -> str:
+        return f'<tool_call>\n{{"name": "get_weather", "arguments": {{"city": "{city}"}}}}\n</tool_call>\n'
+
+    text = call("Oslo") + call("Osaka") + call("Oslo") + call("Bergen")
+    stopped: list[bool] = []
+    steps = list(with_calls(iter([*map(TextDelta, text), Finished("stop")]), lambda: stopped.append(True)))
+    opened = [s for s in steps if isinstance(s, CallOpened)]
+    assert [(s.index, s.name) for s in opened] == [(0, "get_weather"), (1, "get_weather")]
+    assert opened[0].arguments == "{"  # sent at once: nothing was sent before it
+    assert opened[1].arguments == '{"city": "Osa'  # held while it could still be the Oslo call again
+    for index, city in enumerate(("Oslo", "Osaka")):
+        pieces = [s.text for s in steps if isinstance(s, CallPiece) and s.index == index]
+        assert opened[index].arguments + "".join(pieces) == f'{{"city": "{city}"}}'
+    called = [s for s in steps if isinstance(s, Called)]
+    assert [(s.index, s.streamed, s.call.id) for s in called] == [(0, True, opened[0].id), (1, True, opened[1].id)]
+    # the repeat of Oslo was never sent, not even its first piece, and Bergen after it is not written
+    assert stopped == [True] and steps[-1] == Finished("stop")
+    assert not [s for s in steps if isinstance(s, TextDelta) and s.text.strip()]
+
+    begun = '<tool_call>\n{"name": "get_weather", "arguments": {"ci'
+    cut = [TextDelta(call("Oslo")), TextDelta(begun), Finished("length")]
+    steps = list(with_calls(iter(cut), lambda: None))
+    kinds = [type(s).__name__ for s in steps if not isinstance(s, TextDelta)]
+    assert kinds == ["CallOpened", "Called", "Finished"]  # the held prefix never went out
 
 
 def test_strings_in_a_call_or_a_schema_hold_no_raw_control_character() -> None:
