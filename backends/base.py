@@ -2,7 +2,8 @@
 
 A backend runs one GGUF model on some hardware. The class-level methods are cheap and pure, so selection can
 ask every registered backend about every model: ``availability`` (can it run on this machine at all),
-``supports`` (can it run this model) and ``estimate_memory`` (what would it cost). Instances do the work:
+``supports`` (can it run this model), ``estimate_memory`` (what would it cost) and ``propose`` (where it would run
+it: the plan's parts are in ``backends/plan.py``). Instances do the work:
 ``load`` yields progress, ``stream_chat`` and ``stream_completion`` yield typed events, ``count_tokens`` uses
 the model's real tokenizer, and ``close`` is idempotent.
 
@@ -23,12 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from app.errors import BackendUnavailable, DoesNotFit
 from backends.hardware import HardwareInventory
-from backends.memory import KV_WIDTHS, MemoryEstimate
-from backends.workers.cost import LinkFacts
+from backends.memory import MemoryEstimate
 
 if TYPE_CHECKING:
+    from backends.plan import PlanContext, PlanOption
     from models.gguf import ModelInfo
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -82,7 +82,8 @@ class LoadOptions:
     gpu_layers: int = 0
     seed: int = 0
     device: str = ""  # the backend's own name for the device ("CPU", "GPU.0", "NPU"); empty means its default
-    tensor_split: tuple[float, ...] = ()  # share of the offloaded layers per GPU, when split across several
+    # layers per device, in llama.cpp's order of its devices (it reads them as shares), when split across several
+    tensor_split: tuple[float, ...] = ()
     main_gpu: int = 0
     cache_dir: str | None = None  # where a backend may keep compiled models between runs
     max_prompt_tokens: int | None = None  # a device's fixed prompt limit (an NPU's static shapes); None: the context
@@ -266,116 +267,6 @@ class BackendChoice:
     name: str
     label: str  # as the Hardware tab offers it
     uses_workers: bool = False  # runs on the paired workers, which are looked up when it is chosen
-
-
-# --- plans: what the user asked for, and where a backend proposes to run a model (backends/placement.py) ---
-
-
-@dataclass(frozen=True)
-class Preferences:
-    """What the user asked for; ``auto`` and ``None`` leave the choice to Hearth."""
-
-    backend: str = "auto"  # auto, llamacpp, cuda (llama.cpp on NVIDIA GPUs), openvino, fake
-    threads: int | None = None
-    context_length: int = 4096
-    device: str = "auto"  # auto, cpu, cuda, cuda:N, gpu (Intel, OpenVINO), npu, or an OpenVINO id such as GPU.1
-    gpu_layers: int | None = None
-    slots: int = 1  # answers written at once, each with a context of its own (backends that batch; others: 1)
-    workers: tuple[str, ...] = ()  # `hearth worker` addresses, for the pipeline backend
-    worker_links: tuple[LinkFacts, ...] = ()  # their links as measured at pairing (any order; matched by address)
-    kv_cache_type: str = "f16"  # llama.cpp's context cache: f16, q8_0, q4_0
-
-
-@dataclass(frozen=True)
-class Placement:
-    """What one device holds under a plan."""
-
-    device: str  # "CPU", "cuda:0", "NPU", "GPU.0"
-    name: str
-    layers: int
-    memory: MemoryEstimate
-    available_bytes: int
-
-
-@dataclass(frozen=True)
-class BackendPlan:
-    backend: str
-    label: str
-    devices: tuple[str, ...]
-    threads: int
-    context_length: int
-    memory: MemoryEstimate
-    reasons: tuple[str, ...]
-    placements: tuple[Placement, ...] = field(default=())
-    gpu_layers: int = 0
-    tensor_split: tuple[float, ...] = ()
-    main_gpu: int = 0
-    device: str = ""  # the backend's own device string
-    slots: int = 1  # answers written at once; ``context_length`` is each one's
-    workers: tuple[str, ...] = ()  # `hearth worker` addresses holding layers (the pipeline backend)
-    kv_cache_type: str = "f16"
-    output_on_cpu: bool = False  # the output projection on this CPU, the layers elsewhere (see LoadOptions)
-
-    def load_options(
-        self, seed: int = 0, cache_dir: str | None = None, worker_links: tuple[WorkerLink, ...] = ()
-    ) -> LoadOptions:
-        return LoadOptions(
-            context_length=self.context_length,
-            threads=self.threads,
-            gpu_layers=self.gpu_layers,
-            seed=seed,
-            device=self.device,
-            tensor_split=self.tensor_split,
-            main_gpu=self.main_gpu,
-            cache_dir=cache_dir,
-            slots=self.slots,
-            workers=self.workers,
-            worker_links=worker_links,
-            kv_cache_type=self.kv_cache_type,
-            output_on_cpu=self.output_on_cpu,
-        )
-
-
-class NoBackend(BackendUnavailable):
-    def __init__(self, rejections: Sequence[str]) -> None:
-        super().__init__(
-            "No backend can run this model here: " + "; ".join(rejections) + ".",
-            "Choose another backend or device (Automatic picks one that works here), or another model.",
-        )
-        self.rejections = tuple(rejections)
-
-
-@dataclass(frozen=True)
-class PlanOption:
-    rank: int
-    plan: BackendPlan
-    route: str = ""  # one of plan_reasons.ROUTES; "" for a backend automatic selection never weighs
-
-
-@dataclass
-class PlanContext:
-    """Everything the per-backend policies share for one decision."""
-
-    inventory: HardwareInventory
-    model: ModelInfo
-    prefs: Preferences
-    context: int
-    context_reason: str
-    threads: int
-    threads_reason: str
-    slots: int = 1  # for backends that batch answers; the others always plan one
-    rejections: list[str] = field(default_factory=list)
-    not_used: list[str] = field(default_factory=list)  # why a faster device sits idle, shown with the plan
-    memory_failures: list[DoesNotFit] = field(default_factory=list)
-    route_notes: dict[str, str] = field(default_factory=dict)  # why a route gave no option, by route
-
-    @property
-    def kv_width(self) -> float:
-        """Bytes per context-cache value for llama.cpp plans."""
-        return KV_WIDTHS[self.prefs.kv_cache_type]
-
-    def note(self, route: str, reason: str) -> None:
-        self.route_notes.setdefault(route, reason)
 
 
 class Backend(ABC):

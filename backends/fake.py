@@ -24,14 +24,13 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
-    PlanContext,
-    PlanOption,
     Support,
     TextDelta,
     Usage,
 )
 from backends.memory import MemoryEstimate
 from backends.placement import RANK_CPU, cpu_option
+from backends.plan import PlanContext, PlanOption
 from backends.stops import StopScanner
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The rules every backend's proposals share: the context and threads a plan uses, how many answers at once to
 try, the model on the CPU priced by a backend's own memory rule, and the ranks of the options. Pure. (What a plan is
-made of — ``Preferences``, ``Placement``, ``BackendPlan``, ``PlanOption``, ``PlanContext`` — is in the backend
-contract, ``backends/base.py``.)
+made of — ``Preferences``, ``Device``, ``Placement``, ``BackendPlan``, ``PlanOption``, ``PlanContext`` — is the
+contract's ``backends/plan.py``.)
 
 Each backend proposes its own options for a machine (``Backend.propose``: llama.cpp in
 ``backends/llamacpp/placement.py``, OpenVINO in ``backends/openvino/placement.py``); ``backends/selection.py``
@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.errors import DoesNotFit
-from backends.base import Backend, BackendPlan, LoadOptions, Placement, PlanContext, PlanOption
+from backends.base import Backend, LoadOptions
 from backends.hardware import HardwareInventory
 from backends.memory import KV_WIDTHS, MIB, MemoryEstimate, format_bytes, largest_context, usable_bytes
+from backends.plan import CPU, BackendPlan, Placement, PlanContext, PlanOption
 from models.gguf import ModelInfo
 
 GPU_HEADROOM_BYTES = 400 * MIB
@@ -64,7 +65,7 @@ def kv_cache_reason(kv_cache_type: str) -> str:
 
 
 def cpu_placement(ctx: PlanContext, memory: MemoryEstimate, layers: int) -> Placement:
-    return Placement("CPU", ctx.inventory.cpu_model, layers, memory, ctx.inventory.ram_available_bytes)
+    return Placement(CPU, ctx.inventory.cpu_model, layers, memory, ctx.inventory.ram_available_bytes)
 
 
 def cpu_fits(ctx: PlanContext, memory: MemoryEstimate) -> bool:
@@ -112,12 +113,12 @@ def cpu_option(ctx: PlanContext, cls: type[Backend], rank: int, route: str) -> l
     plan = BackendPlan(
         backend=name,
         label=label,
-        devices=("CPU",),
+        devices=(CPU,),
         threads=ctx.threads,
         context_length=ctx.context,
         memory=memory,
         reasons=tuple(reasons),
-        placements=(Placement("CPU", inventory.cpu_model, model.block_count, memory, inventory.ram_available_bytes),),
+        placements=(Placement(CPU, inventory.cpu_model, model.block_count, memory, inventory.ram_available_bytes),),
         device="CPU",
         slots=slots,
         kv_cache_type=ctx.prefs.kv_cache_type if name == "llamacpp" else "f16",

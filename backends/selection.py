@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from app.errors import BackendUnavailable
-from backends.base import Backend, BackendPlan, NoBackend, PlanContext, PlanOption, Preferences
+from backends.base import Backend
 from backends.hardware import HardwareInventory
 from backends.placement import (
     RANK_GPU_PARTIAL,
@@ -31,6 +31,7 @@ from backends.placement import (
     kv_cache_reason,
     slot_counts,
 )
+from backends.plan import BackendPlan, NoBackend, PlanContext, PlanOption, Preferences
 from backends.plan_reasons import ROUTES, comes_after, missing_device_reason, not_chosen, rank_why
 from models.gguf import ModelInfo
 

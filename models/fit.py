@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Literal
 from app.errors import DoesNotFit, HearthError
 
 if TYPE_CHECKING:
-    from backends.base import Backend, Preferences
+    from backends.base import Backend
     from backends.hardware import HardwareInventory
+    from backends.plan import Preferences
     from models.gguf import ModelInfo
 
 Level = Literal["green", "amber", "red"]
@@ -62,6 +63,6 @@ def fit_verdict(
     if unknown and plan.backend == "llamacpp":
         return cannot_run(unknown_reason)
     where = f"{plan.label}, about {format_bytes(plan.memory.total_bytes)} at {plan.context_length} tokens"
-    if plan.label == "llama.cpp (CPU + GPU)":
+    if plan.partly_on_gpu:
         return FitVerdict("amber", f"partly on the GPU: {where}")
     return FitVerdict("green", f"fits: {where}")

@@ -37,7 +37,7 @@ def status_json(status: RuntimeStatus) -> dict[str, Any]:
         "model": status.model_name,
         "message": status.message,
         "backend": plan.label if plan else None,
-        "devices": list(plan.devices) if plan else [],
+        "devices": [str(d) for d in plan.devices] if plan else [],
         "context_length": plan.context_length if plan else None,
         "slots": status.slots,
         "answers": status.answers,

@@ -5,8 +5,8 @@ For each plan and each number of users at once (1, 2, 4, 8 by default): aggregat
 user (p50/p95 of each answer's time between tokens), time to the first token, and the bytes that crossed the
 workers' ports per generated token (the kernel's TCP counters; the direct client reaches the workers' private Unix
 sockets, which keep no such counters, so its bytes are not measured). Load time once per plan. Energy per token
-where the machine exposes it (Intel RAPL under /sys/class/powercap); otherwise the report says it cannot measure
-energy here.
+where the machine exposes it (``app/bench/meters.py``: Intel RAPL, NVIDIA's NVML); otherwise the report says it cannot
+measure energy here.
 
 Rounds interleave the plans so drift on a shared machine hits them alike; the workers are started here on loopback
 (1 thread each) and paired with the benchmark's own data folder. A ggml RPC server serves one client at a time, so
@@ -17,7 +17,6 @@ the direct llama.cpp client gets workers of its own. Progress goes to stderr; th
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -33,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.chat import QUESTIONS, SYSTEM, progress
+from app.bench.meters import Stage, cpu_seconds, energy_j, energy_source, worker_io
 from app.bench.stats import paired_ratios, spread
 from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta
 
-RAPL = Path("/sys/class/powercap")
 SINGLE, SPLIT, RAW = "one process", "split (Hearth)", "split (llama.cpp RPC, direct)"
 
 
@@ -61,18 +60,6 @@ class Round:
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A process that computes part of each token: this machine's engine, or a worker's llama.cpp server. Its CPU
-    time over a round, divided by its threads, is how long it was computing; the stages' busy times added up and
-    divided by the round's time say how much they overlapped (1: one stage at a time, as one answer's layers run;
-    more: several computing at once)."""
-
-    name: str
-    pid: int
-    threads: int
 
 
 @dataclass
@@ -111,7 +98,7 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
                 backend={"name": "pipeline", "slots": max(users), "threads": threads},  # every paired worker
             ),
         }
-        report = Report("", endpoints, threads, args.max_tokens, energy=_energy_source())
+        report = Report("", endpoints, threads, args.max_tokens, energy=energy_source())
         services = {}
         try:
             for name, settings in plans.items():
@@ -206,124 +193,22 @@ def _workers(count: int, home: str, book: Path, pids: dict[str, int] | None = No
             process.wait(timeout=15)
 
 
-def _worker_io(endpoints: Sequence[str]) -> int:
-    """Bytes the workers have sent and received so far on the open connections of their control ports, which
-    carry the RPC traffic through the links (the kernel's TCP counters, read with iproute2's ``ss``; RPC traffic
-    goes through send/recv, which per-process I/O counters do not see)."""
-    ports = {endpoint.rsplit(":", 1)[1] for endpoint in endpoints}
-    if not ports:
-        return 0
-    try:
-        listed = subprocess.run(
-            ["ss", "-tinH", "state", "established"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return tcp_bytes(listed, ports)
-
-
-def tcp_bytes(listed: str, ports: set[str]) -> int:
-    """The bytes sent and received on the connections of ``ss -tinH`` output whose local port is in ``ports``."""
-    total, counting = 0, False
-    for line in listed.splitlines():
-        if not line.startswith(
-            (" ", "\t")
-        ):  # a connection: state-less with -H and a state filter: Recv-Q Send-Q local peer
-            fields = line.split()
-            local = fields[2] if len(fields) > 2 else ""
-            counting = local.rsplit(":", 1)[-1] in ports
-        elif counting:
-            for item in line.split():
-                name, _, value = item.partition(":")
-                if name in ("bytes_sent", "bytes_received") and value.isdigit():
-                    total += int(value)
-    return total
-
-
-def _energy_source() -> str:
-    zones = sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if RAPL.is_dir() else []
-    readable = [z for z in zones if os.access(z, os.R_OK)]
-    sources = [f"RAPL ({', '.join(z.parent.name for z in readable)})"] if readable else []
-    gpus = _nvml_energy_counters()
-    if gpus:
-        sources.append(f"NVML ({len(gpus)} NVIDIA GPU{'s' if len(gpus) != 1 else ''})")
-    if sources:
-        return " + ".join(sources)
-    return (
-        "cannot measure energy here: no readable RAPL counters under /sys/class/powercap and no NVIDIA GPU "
-        "reporting its energy"
-    )
-
-
-def _energy_j() -> float | None:
-    """Joules so far by every counter the machine exposes (RAPL's CPU packages, NVML's GPUs), or None."""
-    zones = (
-        [z for z in sorted(RAPL.glob("intel-rapl:[0-9]*/energy_uj")) if os.access(z, os.R_OK)] if RAPL.is_dir() else []
-    )
-    gpus = _nvml_energy_counters()
-    if not zones and not gpus:
-        return None
-    try:
-        cpu = sum(int(z.read_text()) for z in zones) / 1e6
-    except OSError:
-        return None
-    return cpu + sum(read() for read in gpus) / 1e3
-
-
-def _nvml_energy_mj(handle: Any) -> int:
-    import pynvml
-
-    return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
-
-
-def _nvml_energy_counters() -> list[Callable[[], int]]:
-    """Readers of each NVIDIA GPU's energy since the driver loaded (millijoules), where NVML reports it."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        readers: list[Callable[[], int]] = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # refused on GPUs older than Volta
-            readers.append(functools.partial(_nvml_energy_mj, handle))
-        return readers
-    except Exception:  # no driver, no GPU, or no energy counter: RAPL alone, or no figure
-        return []
-
-
 def _measured(
     plan: str, users: int, workers: Sequence[str], work: Callable[[], list[Answer]], stages: Sequence[Stage] = ()
 ) -> Round:
-    io_before, energy_before, cpu_before = _worker_io(workers), _energy_j(), _cpu_seconds(stages)
+    io_before, energy_before, cpu_before = worker_io(workers), energy_j(), cpu_seconds(stages)
     started = time.perf_counter()
     answers = work()
     wall = time.perf_counter() - started
-    cpu_after = _cpu_seconds(stages)
-    energy_after = _energy_j()
+    cpu_after = cpu_seconds(stages)
+    energy_after = energy_j()
     energy = energy_after - energy_before if energy_after is not None and energy_before is not None else None
-    bytes_moved = _worker_io(workers) - io_before if plan != SINGLE else 0
+    bytes_moved = worker_io(workers) - io_before if plan != SINGLE else 0
     busy = tuple(
         (after - before) / max(stage.threads, 1)
         for stage, before, after in zip(stages, cpu_before, cpu_after, strict=True)
     )
     return Round(plan, users, sum(a.tokens for a in answers), wall, tuple(answers), bytes_moved, energy, busy)
-
-
-def _cpu_seconds(stages: Sequence[Stage]) -> list[float]:
-    """Each stage's CPU time so far (user and system), its child processes' included: a `hearth worker` computes
-    in the llama.cpp server it started."""
-    import psutil
-
-    seconds = []
-    for stage in stages:
-        try:
-            process = psutil.Process(stage.pid)
-            times = [p.cpu_times() for p in (process, *process.children(recursive=True))]
-            seconds.append(sum(t.user + t.system for t in times))
-        except psutil.Error:
-            seconds.append(0.0)
-    return seconds
 
 
 def _timed(pieces: Iterator[str], requested: float) -> Answer:

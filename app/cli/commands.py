@@ -25,7 +25,7 @@ from backends.memory import format_bytes
 from rag.prompt import Source
 
 if TYPE_CHECKING:
-    from backends.base import Preferences
+    from backends.plan import Preferences
     from models.gguf import ModelInfo
 
 EXIT_OK = 0
@@ -303,7 +303,7 @@ def plan_report(inventory: HardwareInventory, model: ModelInfo, prefs: Preferenc
         plan = select_backend(inventory, model, prefs, registry.AUTOMATIC, registry.ALL)
     except HearthError as exc:
         return {"error": {"message": exc.message, "remedy": exc.remedy, "type": type(exc).__name__}}
-    return {"plan": asdict(plan) | {"memory_total_bytes": plan.memory.total_bytes}}
+    return {"plan": plan.to_json() | {"memory_total_bytes": plan.memory.total_bytes}}
 
 
 def memory_bar(placement: dict[str, Any], width: int = 30) -> str:

@@ -19,8 +19,9 @@ from app.services.model_handles import ModelChoice
 from app.services.runtime import EngineFactory, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
-from backends.base import GenerationParams, Preferences
+from backends.base import GenerationParams
 from backends.hardware import HardwareInventory, probe, with_current_memory
+from backends.plan import Preferences
 from models.embedded import embedded_chat_model
 
 if TYPE_CHECKING:

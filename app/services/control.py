@@ -19,7 +19,8 @@ from app.services.models import open_model_store
 from app.services.runtime import ModelRuntime
 from app.settings import BackendSettings, ModelSettings
 from backends import registry
-from backends.base import LoadProgress, Preferences
+from backends.base import LoadProgress
+from backends.plan import Preferences
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from backends.base import (
-    BackendPlan,
-    CancelToken,
-    ChatEvent,
-    ChatMessage,
-    GenerationParams,
-    Preferences,
-    WorkerLink,
-)
+from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, WorkerLink
 from backends.engine.base import Engine
+from backends.plan import BackendPlan, Preferences
 from models.gguf import ModelInfo
 
 State = Literal["idle", "loading", "ready", "restarting", "error"]

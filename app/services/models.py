@@ -12,8 +12,9 @@ from pathlib import Path
 from app.database import DamagedStore
 from app.errors import HearthError, ModelFileError
 from app.paths import DataPaths
-from backends.base import CancelToken, Preferences
+from backends.base import CancelToken
 from backends.hardware import HardwareInventory
+from backends.plan import Preferences
 from models.default import Candidate, StartPick, pick_start_model, rank_of
 from models.fit import FitVerdict, cannot_run, fit_verdict
 from models.gguf import ModelInfo, read_model_info

@@ -32,16 +32,11 @@ from app.services.model_handles import (
 )
 from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
 from app.services.supervision import RestartPolicy
-from backends.base import (
-    Backend,
-    BackendPlan,
-    LoadOptions,
-    LoadProgress,
-    Preferences,
-)
+from backends.base import Backend, LoadOptions, LoadProgress
 from backends.engine.base import Engine
 from backends.engine.client import EngineExit, EngineProcess
 from backends.hardware import HardwareInventory
+from backends.plan import BackendPlan, Preferences
 from backends.selection import select_backend
 from models.gguf import ModelInfo, read_model_info
 
@@ -58,7 +53,7 @@ ALONGSIDE_MARGIN_BYTES = 1 << 30
 def fits_alongside(plan: BackendPlan, free_bytes: int, margin_bytes: int = ALONGSIDE_MARGIN_BYTES) -> bool:
     """Whether a new model may load while the current one keeps answering: only on the CPU (an accelerator's
     memory rarely holds two models) and only with room to spare in the memory free now."""
-    return plan.devices == ("CPU",) and free_bytes >= plan.memory.total_bytes + margin_bytes
+    return plan.cpu_only and free_bytes >= plan.memory.total_bytes + margin_bytes
 
 
 def available_memory() -> int:

@@ -14,7 +14,6 @@ reload shows the same conversation and collection again.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -55,13 +54,12 @@ from app.ui.render import (
 )
 from app.ui.safe_markdown import literal
 from app.ui.streaming import BatchedStream
-from backends.base import CancelSlot, CancelToken, GenerationParams
+from app.ui.tab_answers import TabAnswers
+from backends.base import CancelToken, GenerationParams
 from models.adapters import conversation_scope
 
 # How often the page is redrawn while an answer streams; the model itself never waits for the page.
 UPDATE_INTERVAL_S = 0.05
-# How long switching conversations waits for the stopped answer to end and be saved (one engine step, normally).
-SWITCH_WAIT_S = 10.0
 # A stream's outputs: the chat, the row that asks about a tool call and its question, the message box, the
 # conversation id, the list and the notice, then the controls: Send, Stop, Regenerate, Delete, and the row that
 # confirms a delete (hidden whenever the controls change).
@@ -80,44 +78,11 @@ class ChatPage:
     def __init__(self, services: Services, documents: DocumentsPanel) -> None:
         self.services = services
         self.documents = documents
-        # Each browser tab stops only its own answer: one cancel slot per Gradio session.
-        self._answers: dict[str, CancelSlot] = {}
-        self._writing: set[str] = set()  # sessions whose answer is being written now
-        self._lock = threading.Lock()
-        self._ended = threading.Condition(self._lock)
+        self._tabs = TabAnswers()  # each browser tab writes one answer at a time and stops only its own
         self._calls = CallGate()  # the tool call each tab's answer waits on, until its buttons decide
 
-    # --- sessions and their answers ---------------------------------------------------------------------
-    def _claim(self, key: str) -> CancelToken | None:
-        """A fresh cancel token for this session's next answer, or None while its previous one is written."""
-        with self._lock:
-            if key in self._writing:
-                return None
-            self._writing.add(key)
-            return self._answers.setdefault(key, CancelSlot()).start()
-
-    def _release(self, key: str) -> None:
-        with self._lock:
-            self._writing.discard(key)
-            self._ended.notify_all()
-
-    def _answering(self, key: str) -> bool:
-        with self._lock:
-            return key in self._writing
-
-    def _stop_and_wait(self, key: str) -> None:
-        """Stop this session's answer, if one is being written, and wait until it has ended and been saved."""
-        with self._lock:
-            if key not in self._writing:
-                return
-            self._answers[key].cancel()
-            self._ended.wait_for(lambda: key not in self._writing, SWITCH_WAIT_S)
-
     def stop(self, request: gr.Request) -> None:
-        with self._lock:
-            slot = self._answers.get(_session(request))
-        if slot is not None:
-            slot.cancel()
+        self._tabs.stop(_session(request))
 
     # --- tool calls -------------------------------------------------------------------------------------------
     def allow_once(self, question: str, request: gr.Request) -> None:
@@ -170,7 +135,7 @@ class ChatPage:
     # --- controls -----------------------------------------------------------------------------------------
     def controls(self, conversation_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         """Send, Stop, Regenerate, Delete and the delete confirmation, as this tab's state says."""
-        return _control_updates(chat_controls(self._answering(_session(request)), bool(conversation_id)))
+        return _control_updates(chat_controls(self._tabs.writing(_session(request)), bool(conversation_id)))
 
     # --- page load and the conversation list --------------------------------------------------------------
     def params(
@@ -236,7 +201,7 @@ class ChatPage:
         """Show a saved conversation with its collection (outputs: chat, id, system prompt, notice, collection)."""
         if not conversation_id:
             return gr.update(), gr.update(), gr.update(), "", gr.update()
-        self._stop_and_wait(_session(request))
+        self._tabs.stop_and_wait(_session(request))
         try:
             conversation = self.services.store.get(conversation_id)
         except HearthError as exc:
@@ -254,7 +219,7 @@ class ChatPage:
     def new_chat(self, request: gr.Request) -> tuple[Any, ...]:
         """An empty chat that answers without documents (outputs: chat, id, list, system prompt, notice,
         collection)."""
-        self._stop_and_wait(_session(request))
+        self._tabs.stop_and_wait(_session(request))
         prompt = self.services.settings.generation.system_prompt
         return [], None, self.sidebar(None), prompt, "", NO_COLLECTION
 
@@ -371,7 +336,7 @@ class ChatPage:
         turn with the session's cancel token, and the answer streams until it ends or Stop is pressed; however it
         ends, the controls are left ``idle``."""
         key = _session(request)
-        cancel = self._claim(key)
+        cancel = self._tabs.claim(key)
         if cancel is None:
             gr.Warning(STILL_WRITING)
             yield _unchanged(CHAT_OUTPUTS + CONTROL_OUTPUTS)
@@ -387,7 +352,7 @@ class ChatPage:
             yield (gr.skip(), *_call_updates(None), *_unchanged(CHAT_OUTPUTS - 3), *_control_updates(idle))
             raise
         finally:
-            self._release(key)
+            self._tabs.release(key)
 
     def _history(self, conversation_id: str | None) -> list[dict[str, str]]:
         if not conversation_id:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import html
 
 from backends import registry
-from backends.base import BackendPlan, Placement
 from backends.hardware import HardwareInventory, describe
 from backends.memory import format_bytes
+from backends.plan import BackendPlan, Placement
 
 BACKEND_CHOICES = [(choice.label, choice.name) for choice in registry.choices(offered=True)]
 
@@ -78,12 +78,12 @@ def memory_bar_html(placement: Placement) -> str:
     )
     layers = f"{placement.layers} layers · " if placement.layers else ""
     caption = (
-        f"<b>{html.escape(placement.device)}</b> {html.escape(placement.name)} — {layers}"
+        f"<b>{html.escape(str(placement.device))}</b> {html.escape(placement.name)} — {layers}"
         f"{format_bytes(memory.total_bytes)} of the {format_bytes(placement.available_bytes)} that was available "
         "when the plan was made (the memory line above is read now)"
     )
     return (
-        f'<div class="memory-bar" data-device="{html.escape(placement.device)}" style="margin:6px 0">'
+        f'<div class="memory-bar" data-device="{html.escape(str(placement.device))}" style="margin:6px 0">'
         f"<div>{caption}</div>"
         '<div style="display:flex;height:12px;border:1px solid var(--border-color-primary);border-radius:4px;'
         f'overflow:hidden">{segments}</div></div>'

@@ -29,8 +29,6 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
-    PlanContext,
-    PlanOption,
     Support,
     TextDelta,
     ToolSpec,
@@ -39,6 +37,7 @@ from backends.chat_template import ChatFormatter
 from backends.grammar import check_grammar
 from backends.llamacpp import placement
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
+from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
 
 if TYPE_CHECKING:

@@ -11,15 +11,15 @@ count; a forced choice that cannot work is refused with what would fit.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from app.errors import BackendUnavailable, DoesNotFit
-from backends.base import Backend, BackendPlan, Placement, PlanContext, PlanOption, Preferences
+from backends.base import Backend
 from backends.hardware import GpuDevice
 from backends.memory import (
     estimate_offload,
     format_bytes,
     layers_that_fit,
-    llama_gpu_layers,
     split_layers,
     usable_bytes,
 )
@@ -34,6 +34,7 @@ from backends.placement import (
     cpu_placement,
     sum_memory,
 )
+from backends.plan import BackendPlan, Placement, PlanContext, PlanOption, Preferences, cuda_device, in_layer_order
 from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
 from backends.workers.plan import pipeline_plan
 
@@ -41,7 +42,8 @@ from backends.workers.plan import pipeline_plan
 def propose(ctx: PlanContext, cls: type[Backend]) -> list[PlanOption]:
     """llama.cpp's options here: on the workers when the user chose the pipeline, else the CPU and NVIDIA GPUs."""
     if ctx.prefs.backend == "pipeline":
-        return [PlanOption(RANK_CPU, _pipeline(ctx), LLAMACPP_CPU)]
+        # The pipeline plans the answers asked for itself: proposed once, for the first count the selection tries.
+        return [PlanOption(RANK_CPU, _pipeline(ctx), LLAMACPP_CPU)] if ctx.slots == max(ctx.prefs.slots, 1) else []
     return _llamacpp_options(ctx, cls)
 
 
@@ -136,15 +138,14 @@ def _gpu_full(ctx: PlanContext, gpus: Sequence[GpuDevice]) -> PlanOption | None:
         need = offload.gpus[0].total_bytes
         if need <= usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES) and cpu_fits(ctx, offload.cpu):
             placements = (
-                Placement(gpu.id, gpu.name, blocks, offload.gpus[0], gpu.free_bytes),
+                Placement(cuda_device(gpu.index), gpu.name, blocks, offload.gpus[0], gpu.free_bytes),
                 cpu_placement(ctx, offload.cpu, 0),
             )
             reasons = (
                 f"the whole model and its context cache fit on {gpu.name}: about {format_bytes(need)} of "
                 f"{format_bytes(gpu.free_bytes)} free",
             )
-            every = llama_gpu_layers(blocks, blocks)
-            plan = _gpu_plan(ctx, "llama.cpp (CUDA)", placements, every, (), gpu.index, reasons)
+            plan = _gpu_plan(ctx, "llama.cpp (CUDA)", placements, reasons)
             return PlanOption(RANK_GPU_FULL, plan, NVIDIA)
     return None
 
@@ -172,19 +173,17 @@ def _gpu_split(ctx: PlanContext, gpus: Sequence[GpuDevice]) -> PlanOption | None
     if not cpu_fits(ctx, offload.cpu):
         return None
     on_gpus = [
-        Placement(g.id, g.name, n, memory, g.free_bytes)
+        Placement(cuda_device(g.index), g.name, n, memory, g.free_bytes)
         for g, n, memory in zip(ordered, counts, offload.gpus, strict=True)
     ]
     placements = (*on_gpus, cpu_placement(ctx, offload.cpu, 0))
-    share = tuple(round(n / blocks, 4) for n in counts)
-    biggest = max(range(len(ordered)), key=lambda i: counts[i])
     reasons = (
         "no single GPU holds the model, but together they do: layers split "
         + " + ".join(f"{n} on {g.name}" for g, n in zip(ordered, counts, strict=True))
         + ", in proportion to free memory",
     )
     label = f"llama.cpp (CUDA, {len(ordered)} GPUs)"
-    plan = _gpu_plan(ctx, label, placements, llama_gpu_layers(blocks, blocks), share, ordered[biggest].index, reasons)
+    plan = _gpu_plan(ctx, label, placements, reasons)
     return PlanOption(RANK_GPU_SPLIT, plan, NVIDIA)
 
 
@@ -201,7 +200,7 @@ def _gpu_partial(ctx: PlanContext, gpu: GpuDevice) -> PlanOption | None:
     if not cpu_fits(ctx, offload.cpu):
         return None
     placements = (
-        Placement(gpu.id, gpu.name, layers, offload.gpus[0], gpu.free_bytes),
+        Placement(cuda_device(gpu.index), gpu.name, layers, offload.gpus[0], gpu.free_bytes),
         cpu_placement(ctx, offload.cpu, blocks - layers),
     )
     reasons = (
@@ -210,7 +209,7 @@ def _gpu_partial(ctx: PlanContext, gpu: GpuDevice) -> PlanOption | None:
     )
     return PlanOption(
         RANK_GPU_PARTIAL,
-        _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, llama_gpu_layers(layers, blocks), (), gpu.index, reasons),
+        _gpu_plan(ctx, "llama.cpp (CPU + GPU)", placements, reasons),
         NVIDIA,
     )
 
@@ -235,38 +234,27 @@ def _forced_layers(ctx: PlanContext, gpus: Sequence[GpuDevice], requested: int) 
         ctx.rejections.append(f"llama.cpp (CUDA): {failure.message}")
         return []
     placements = (
-        Placement(gpu.id, gpu.name, layers, offload.gpus[0], gpu.free_bytes),
+        Placement(cuda_device(gpu.index), gpu.name, layers, offload.gpus[0], gpu.free_bytes),
         cpu_placement(ctx, offload.cpu, blocks - layers),
     )
     reasons = (f"{layers} of {blocks} layers on {gpu.name}, as configured",)
-    gpu_layers = llama_gpu_layers(layers, blocks)
     label = "llama.cpp (CUDA)" if layers >= blocks else "llama.cpp (CPU + GPU)"
-    return [PlanOption(RANK_GPU_FULL, _gpu_plan(ctx, label, placements, gpu_layers, (), gpu.index, reasons), NVIDIA)]
+    return [PlanOption(RANK_GPU_FULL, _gpu_plan(ctx, label, placements, reasons), NVIDIA)]
 
 
-def _gpu_plan(
-    ctx: PlanContext,
-    label: str,
-    placements: tuple[Placement, ...],
-    gpu_layers: int,
-    tensor_split: tuple[float, ...],
-    main_gpu: int,
-    reasons: tuple[str, ...],
-) -> BackendPlan:
-    total = sum_memory(p.memory for p in placements)
-    return BackendPlan(
+def _gpu_plan(ctx: PlanContext, label: str, placements: tuple[Placement, ...], reasons: tuple[str, ...]) -> BackendPlan:
+    """The plan for ``placements`` (the GPUs by number, then the CPU): llama.cpp's layer count, split and main GPU
+    are read off them when it loads."""
+    plan = BackendPlan(
         backend="llamacpp",
         label=label,
-        devices=tuple(p.device for p in placements if p.layers or p.device == "CPU"),
+        devices=tuple(p.device for p in placements if p.layers or p.device.kind == "cpu"),
         threads=ctx.threads,
         context_length=ctx.context,
-        memory=total,
+        memory=sum_memory(p.memory for p in placements),
         reasons=reasons,
-        placements=placements,
-        gpu_layers=gpu_layers,
-        tensor_split=tensor_split,
-        main_gpu=main_gpu,
-        device=f"cuda:{main_gpu}",
+        placements=in_layer_order(placements),
         slots=ctx.slots,
         kv_cache_type=ctx.prefs.kv_cache_type,
     )
+    return replace(plan, device=f"cuda:{plan.main_gpu}")

@@ -31,8 +31,6 @@ from backends.base import (
     GenerationParams,
     LoadOptions,
     LoadProgress,
-    PlanContext,
-    PlanOption,
     Support,
     TextDelta,
     Usage,
@@ -41,6 +39,7 @@ from backends.chat_template import ChatFormatter
 from backends.memory import MemoryEstimate, estimate_openvino
 from backends.openvino import placement
 from backends.openvino.placement import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_TOKENS
+from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import INTEL_GPU, NPU, OPENVINO_CPU
 from backends.stops import StopScanner
 

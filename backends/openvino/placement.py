@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from backends.base import Backend, BackendPlan, LoadOptions, Placement, PlanContext, PlanOption
+from backends.base import Backend, LoadOptions
 from backends.hardware import OpenVinoDevice
 from backends.memory import format_bytes, usable_bytes
 from backends.placement import RANK_INTEL_GPU, RANK_NPU, RANK_OPENVINO_CPU, cpu_option
+from backends.plan import BackendPlan, Placement, PlanContext, PlanOption, openvino_device
 from backends.plan_reasons import INTEL_GPU, LLAMACPP_CPU, NPU, OPENVINO_CPU, comes_after, openvino_cpu_reason
 
 # The NPU's static shapes: the longest prompt it compiles for, and the answer room it keeps.
@@ -93,12 +94,16 @@ def _openvino_accelerator(ctx: PlanContext, cls: type[Backend], device: OpenVino
     plan = BackendPlan(
         backend="openvino",
         label=f"OpenVINO ({device.id})",
-        devices=(device.id,),
+        devices=(openvino_device(device.id),),
         threads=ctx.threads,
         context_length=context,
         memory=memory,
         reasons=reasons,
-        placements=(Placement(device.id, device.full_name, model.block_count, memory, inventory.ram_available_bytes),),
+        placements=(
+            Placement(
+                openvino_device(device.id), device.full_name, model.block_count, memory, inventory.ram_available_bytes
+            ),
+        ),
         device=device.id,
     )
     return [PlanOption(rank, plan, route)]

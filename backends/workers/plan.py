@@ -17,18 +17,17 @@ from dataclasses import dataclass
 
 from app.errors import BackendUnavailable
 from app.wording import plural
-from backends.base import BackendPlan, Placement, Preferences
 from backends.hardware import HardwareInventory
 from backends.memory import (
     KV_WIDTHS,
     estimate_offload,
     format_bytes,
     layers_that_fit,
-    llama_gpu_layers,
     split_layers,
     usable_bytes,
     weighted_split,
 )
+from backends.plan import CPU, BackendPlan, Placement, Preferences, in_layer_order, worker_device
 from backends.workers.cost import FLOAT_BYTES, LinkFacts, network_ms_per_token, output_here, slower_than_alone
 from models.gguf import ModelInfo
 
@@ -75,28 +74,23 @@ def pipeline_plan(
     split = _split(inventory, model, prefs, context_length)
     local_layers, on_workers = split.local_layers, split.on_workers
     offload = estimate_offload(model, context_length, on_workers, slots, kv_width, output_here=split.keep_output)
-    placements = (
-        Placement("CPU", inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes),
-        *(
-            Placement(f"RPC {worker}", f"hearth worker at {worker}", count, memory, link.free_bytes or UNMEASURED)
-            for worker, count, memory, link in zip(workers, on_workers, offload.gpus, split.links, strict=True)
-        ),
+    on_rpc = tuple(
+        Placement(worker_device(worker), f"hearth worker at {worker}", count, memory, link.free_bytes or UNMEASURED)
+        for worker, count, memory, link in zip(workers, on_workers, offload.gpus, split.links, strict=True)
     )
+    here = Placement(CPU, inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes)
+    placements = in_layer_order((here, *on_rpc) if local_layers else on_rpc)
     label = f"llama.cpp split across {plural(len(workers), 'worker')}" + (" and this CPU" if local_layers else "")
-    on_rpc = tuple(f"RPC {worker}" for worker in workers)
     return BackendPlan(
         backend="llamacpp",
         label=label,
-        devices=("CPU", *on_rpc) if local_layers else on_rpc,
+        devices=tuple(p.device for p in placements),
         threads=threads,
         context_length=context_length,
         memory=offload.cpu,
-        reasons=tuple(_split_lines(model, workers, split)),
-        placements=placements if local_layers else placements[1:],
-        gpu_layers=llama_gpu_layers(sum(on_workers), model.block_count),
+        reasons=tuple(_split_lines(model, placements, split)),
+        placements=placements,
         output_on_cpu=split.keep_output,
-        tensor_split=tuple(float(count) for count in on_workers),
-        workers=tuple(workers),
         device="",
         slots=slots,
         kv_cache_type=prefs.kv_cache_type,
@@ -157,19 +151,23 @@ def _split(inventory: HardwareInventory, model: ModelInfo, prefs: Preferences, c
     return _Split(links, capacities, on_workers, speeds, keep_output, local_layers, local_capacity)
 
 
-def _split_lines(model: ModelInfo, workers: Sequence[str], split: _Split) -> list[str]:
+def _split_lines(model: ModelInfo, placements: Sequence[Placement], split: _Split) -> list[str]:
     """Where each range of layers runs, what decided the shares, and what the links cost per token."""
-    local_layers, links = split.local_layers, split.links
-    lines = [f"layers 0-{local_layers - 1} on this CPU (the workers cannot hold them)"] if local_layers else []
-    start = local_layers
-    for worker, count, capacity, link in zip(workers, split.on_workers, split.capacities, links, strict=True):
-        if count:
-            lines.append(f"layers {start}-{start + count - 1} on the worker at {worker}")
+    links = split.links
+    lines = [
+        f"layers {p.first_layer}-{p.layer_range.stop - 1} on this CPU (the workers cannot hold them)"
+        for p in placements
+        if p.device.kind == "cpu"
+    ]
+    on_workers = [p for p in placements if p.device.kind == "worker"]
+    for placement, capacity, link in zip(on_workers, split.capacities, links, strict=True):
+        worker, span = placement.device.address, placement.layer_range
+        if span:
+            lines.append(f"layers {span.start}-{span.stop - 1} on the worker at {worker}")
         elif link.free_bytes and not capacity:
             lines.append(f"no layer on {worker}: {format_bytes(link.free_bytes)} free holds none with its cache")
         else:
             lines.append(f"no layer on {worker}")
-        start += count
     if split.speeds:
         lines.append(_speed_line(links, any(link.free_bytes for link in links)))
     elif any(link.free_bytes for link in links):

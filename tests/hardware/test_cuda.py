@@ -57,10 +57,10 @@ def test_the_embedded_model_runs_entirely_on_the_gpu(cuda_machine: None, isolate
 
 
 def test_the_pipeline_bench_reads_the_gpus_energy(cuda_machine: None) -> None:
-    from app.bench.pipeline import _energy_j, _energy_source
+    from app.bench.meters import energy_j, energy_source
 
-    assert "NVML (" in _energy_source()
-    first = _energy_j()
+    assert "NVML (" in energy_source()
+    first = energy_j()
     assert first is not None and first > 0  # millijoules since the driver loaded, as joules
 
 

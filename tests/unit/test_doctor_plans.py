@@ -19,8 +19,8 @@ import pytest
 
 from app.cli.commands import plan_lines, plan_report
 from backends import registry
-from backends.base import Preferences
 from backends.hardware import HardwareInventory
+from backends.plan import Preferences
 from backends.selection import select_backend
 from backends.workers.cost import LinkFacts
 from models.gguf import ModelInfo

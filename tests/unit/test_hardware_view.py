@@ -4,7 +4,7 @@ import html
 
 from app.ui.hardware_view import device_choices, inventory_markdown, memory_bar_html, plan_html
 from backends import registry
-from backends.base import Preferences
+from backends.plan import Preferences
 from backends.selection import select_backend
 from tests.helpers import make_inventory
 from tests.unit.test_selection_fixtures import MIXTRAL

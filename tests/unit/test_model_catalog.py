@@ -6,7 +6,7 @@ import pytest
 
 from app.errors import ModelFileError
 from backends import registry
-from backends.base import Preferences
+from backends.plan import Preferences
 from models.fit import fit_verdict
 from models.gguf import read_model_info
 from models.quantize import QuantizeError, check_request, output_name

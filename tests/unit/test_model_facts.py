@@ -13,7 +13,7 @@ import pytest
 from app.errors import ModelFileError
 from app.services.models import PathNotImportable, import_typed_path
 from backends import registry
-from backends.base import Preferences
+from backends.plan import Preferences
 from models.fit import fit_verdict
 from models.store import ModelStore
 from tests.gguf_files import EmptyStrings, write_model

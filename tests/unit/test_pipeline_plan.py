@@ -8,7 +8,7 @@ import pytest
 
 from app.errors import BackendUnavailable
 from backends import registry
-from backends.base import BackendPlan, Preferences
+from backends.plan import BackendPlan, Preferences
 from backends.selection import select_backend
 from backends.workers.plan import layer_ranges
 from models.gguf import ModelInfo, read_model_info
@@ -123,7 +123,7 @@ def test_layers_follow_the_workers_free_memory_and_this_cpu_holds_the_first_ones
     assert plan.label == "llama.cpp split across 2 workers and this CPU"
     assert plan.reasons[1] == f"layers 0-{local - 1} on this CPU (the workers cannot hold them)"
     assert plan.reasons[2] == f"layers {local}-{local + int(first) - 1} on the worker at {workers[0]}"
-    assert [p.device for p in plan.placements] == ["CPU", f"RPC {workers[0]}", f"RPC {workers[1]}"]
+    assert [str(p.device) for p in plan.placements] == ["CPU", f"RPC {workers[0]}", f"RPC {workers[1]}"]
     assert not any("slower than this machine alone" in r for r in plan.reasons)  # it does not fit here
 
 

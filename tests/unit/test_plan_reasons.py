@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from backends import registry
-from backends.base import BackendPlan, Preferences
 from backends.hardware import HardwareInventory
+from backends.plan import BackendPlan, Preferences
 from backends.plan_reasons import openvino_cpu_reason
 from backends.registry import unavailable_reason as unavailable_backend_reason
 from backends.selection import select_backend

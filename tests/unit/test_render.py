@@ -11,6 +11,7 @@ from app.ui.render import (
     upload_limit_note,
 )
 from backends.base import Finished, TextDelta, Usage
+from backends.plan import CPU
 from rag.prompt import Source
 
 STATS = AnswerStats(
@@ -149,10 +150,10 @@ def test_an_interrupted_answer_keeps_its_text_and_says_why() -> None:
 
 def test_the_status_line_names_model_backend_and_context_and_the_hardware_tab_the_rest() -> None:
     from app.ui.hardware_view import plan_html
-    from backends.base import BackendPlan
     from backends.memory import MemoryEstimate
+    from backends.plan import BackendPlan
 
-    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
+    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", (CPU,), 2, 2048, MemoryEstimate(0, 0, 0), ())
     line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
     assert line == "**SmolLM2** · llama.cpp (CPU) · context 2048 tokens · offline"
     assert "2 threads · context 2,048 tokens · up to 4 answers at once" in plan_html(plan, "Ready", 4)
@@ -168,10 +169,10 @@ def test_the_upload_note_says_the_limit_and_how_to_change_it() -> None:
 
 
 def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
-    from backends.base import BackendPlan
     from backends.memory import MemoryEstimate
+    from backends.plan import BackendPlan
 
-    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", ("CPU",), 2, 2048, MemoryEstimate(0, 0, 0), ())
+    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", (CPU,), 2, 2048, MemoryEstimate(0, 0, 0), ())
     name = "![x](http://evil/p.png)"  # general.name of a hostile GGUF
     notes = ("Template refused: <img src=http://evil/q.png> `raise_exception`",)
     line = status_markdown(RuntimeStatus("ready", name, "Ready", plan, notes=notes))

@@ -14,19 +14,11 @@ from app.services.model_handles import ModelChoice
 from app.services.runtime import ModelRuntime, fits_alongside
 from app.services.supervision import RestartPolicy
 from backends import registry
-from backends.base import (
-    CancelToken,
-    ChatEvent,
-    ChatMessage,
-    GenerationParams,
-    LoadOptions,
-    LoadProgress,
-    Preferences,
-    TextDelta,
-)
+from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, LoadOptions, LoadProgress, TextDelta
 from backends.engine.client import EngineExit
 from backends.engine.local import LocalEngine
 from backends.fake import FakeBackend
+from backends.plan import Preferences
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory, write_tiny_gguf
 
@@ -317,12 +309,12 @@ def test_cancel_at_start_leaves_no_model_and_says_so(choice: ModelChoice) -> Non
 
 
 def test_only_a_cpu_plan_with_room_to_spare_loads_beside_another() -> None:
-    from backends.base import BackendPlan
     from backends.memory import MemoryEstimate
+    from backends.plan import CPU, BackendPlan, cuda_device
 
     memory = MemoryEstimate(weights_bytes=2 << 30, kv_cache_bytes=1 << 30, compute_bytes=0)
-    cpu = BackendPlan("llamacpp", "CPU", ("CPU",), 4, 4096, memory, ())
-    gpu = BackendPlan("llamacpp", "GPU", ("cuda:0",), 4, 4096, memory, (), gpu_layers=30)
+    cpu = BackendPlan("llamacpp", "CPU", (CPU,), 4, 4096, memory, ())
+    gpu = BackendPlan("llamacpp", "GPU", (cuda_device(0),), 4, 4096, memory, ())
     assert fits_alongside(cpu, free_bytes=5 << 30)
     assert not fits_alongside(cpu, free_bytes=3 << 30)  # fits, but without the margin
     assert not fits_alongside(gpu, free_bytes=64 << 30)

@@ -11,8 +11,8 @@ from app.errors import DoesNotFit
 from app.services.model_handles import ModelChoice
 from app.services.runtime import ModelRuntime
 from backends import registry
-from backends.base import Preferences
 from backends.hardware import HardwareInventory
+from backends.plan import Preferences
 from tests.helpers import make_inventory, write_tiny_gguf
 
 

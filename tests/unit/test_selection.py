@@ -4,7 +4,7 @@ import pytest
 
 from app.errors import BackendUnavailable, DoesNotFit
 from backends import registry
-from backends.base import NoBackend, Preferences
+from backends.plan import CPU, NoBackend, Preferences
 from backends.selection import select_backend
 from models.gguf import ModelInfo, read_model_info
 from tests.helpers import make_inventory, write_tiny_gguf
@@ -29,7 +29,7 @@ def test_cpu_laptop_gets_llamacpp_with_one_thread_per_physical_core(model: Model
     plan = select(model, physical_cores=6)
     assert plan.backend == "llamacpp"
     assert plan.threads == 6
-    assert plan.devices == ("CPU",)
+    assert plan.devices == (CPU,)
     assert plan.context_length == 4096
     assert any("one per physical core" in reason for reason in plan.reasons)
 

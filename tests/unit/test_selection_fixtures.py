@@ -6,8 +6,8 @@ import pytest
 
 from app.errors import BackendUnavailable, DoesNotFit
 from backends import registry
-from backends.base import BackendPlan, Preferences
 from backends.hardware import HardwareInventory
+from backends.plan import CPU, BackendPlan, Preferences
 from backends.selection import select_backend
 from models.gguf import ModelInfo
 from tests.helpers import make_inventory, synthetic_model
@@ -105,7 +105,7 @@ def test_cpu_only_8gb_laptop_runs_a_small_model_and_says_how_to_fit_a_7b() -> No
 
 def test_cpu_only_workstation_uses_every_physical_core() -> None:
     plan = plan_for(LLAMA_7B, make_inventory(ram_available_gib=58, ram_total_gib=64, physical_cores=16))
-    assert (plan.backend, plan.devices, plan.threads) == ("llamacpp", ("CPU",), 16)
+    assert (plan.backend, plan.devices, plan.threads) == ("llamacpp", (CPU,), 16) and plan.cpu_only
     assert said(plan, "16 threads, one per physical core")
 
 
@@ -134,7 +134,8 @@ def test_one_8gb_gpu_with_a_7b_model_offloads_what_fits() -> None:
     plan = plan_for(LLAMA_7B, desktop)
     assert plan.label == "llama.cpp (CPU + GPU)"
     gpu, cpu = plan.placements
-    assert gpu.device == "cuda:0" and 0 < gpu.layers < 32 and gpu.layers + cpu.layers == 32
+    assert str(gpu.device) == "cuda:0" and 0 < gpu.layers < 32 and gpu.layers + cpu.layers == 32
+    assert (cpu.layer_range, gpu.layer_range) == (range(0, cpu.layers), range(cpu.layers, 32))  # llama.cpp's order
     # llama.cpp counts the output projection as one more layer, the first it offloads
     assert plan.gpu_layers == gpu.layers + 1
     assert gpu.memory.weights_bytes >= LLAMA_7B.output_bytes + gpu.layers * LLAMA_7B.layer_bytes[-1]
@@ -158,7 +159,8 @@ def test_a_24gb_and_12gb_pair_split_a_model_too_big_for_either() -> None:
     first, second, _cpu = plan.placements
     assert first.layers + second.layers == 32
     assert first.layers > second.layers > 0  # in proportion to free memory
-    assert plan.tensor_split == (round(first.layers / 32, 4), round(second.layers / 32, 4))
+    assert plan.tensor_split == (float(first.layers), float(second.layers))  # layers per GPU, by number
+    assert (plan.main_gpu, plan.device, plan.gpu_layers) == (0, "cuda:0", 33)  # the 3090 holds the most
     for placement in (first, second):
         assert placement.memory.total_bytes <= placement.available_bytes - 400 * (1 << 20)
     assert said(plan, "no single GPU holds the model, but together they do")
