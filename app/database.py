@@ -36,7 +36,7 @@ REPAIR_REMEDY = (
 )
 
 
-# What the page says instead: a damaged database is repaired when Hearth starts (app.services.repair).
+# What the page says instead: a damaged database is repaired when Hearth starts (app.services.upkeep.repair).
 REPAIR_AT_START = (
     "Quit Hearth and start it again: as it starts, it sets the damaged file aside (it deletes nothing) and rebuilds "
     "the store with everything it can still read."

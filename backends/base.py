@@ -9,7 +9,7 @@ the model's real tokenizer, and ``close`` is idempotent.
 
 Several threads may stream at once. A backend whose ``slots`` is above one answers them together (the llama.cpp
 backend batches its sequences); the others answer one at a time, in arrival order. Backends run inside an
-engine process supervised by ``app.services.runtime``; nothing here knows about that process.
+engine process supervised by ``app.services.serving.runtime``; nothing here knows about that process.
 
 To add a backend: subclass :class:`Backend`, fill in ``name``/``label``/``capabilities`` and the methods
 below, and add it to ``backends.registry``. Heavy libraries are imported inside the methods that need them.

@@ -53,7 +53,7 @@ def passages_of(rows: list[dict[str, Any]], collection: str | None) -> list[tupl
         raise SystemExit("this file keeps no passage texts: name the collection its answers came from (-c)")
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.container import enforce_offline
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
 
     enforce_offline()

@@ -31,7 +31,7 @@ class Timing:
 
 
 def one_run(services: object, question: str, files: list[Path]) -> Timing:
-    from app.services.chat import TurnStarted
+    from app.services.answering.chat import TurnStarted
     from app.services.container import Services
     from backends.base import GenerationParams, TextDelta
     from rag.attachments import AttachProgress

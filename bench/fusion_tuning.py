@@ -43,7 +43,7 @@ def main() -> int:
     args = parser.parse_args()
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.container import enforce_offline
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
 
     enforce_offline()

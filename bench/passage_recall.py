@@ -52,9 +52,9 @@ def main() -> int:
     args = parser.parse_args()
     from app.cli.eval import split_part
     from app.paths import ensure_data_dir, resolve_data_paths
+    from app.services.answering.sources import excerpts_of
     from app.services.container import enforce_offline
-    from app.services.documents import build_documents
-    from app.services.sources import excerpts_of
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
     from rag.answer_eval import holds_expected, read_answer_questions
     from rag.excerpts import CANDIDATES

@@ -53,7 +53,7 @@ LAYOUTS: dict[str, Callable[..., str]] = {
 
 def use_layout(name: str) -> None:
     """Make every documents prompt of this process use layout ``name``."""
-    from app.services import documents_prompt, documents_turn, sources
+    from app.services.answering import documents_prompt, documents_turn, sources
 
     layout = LAYOUTS[name]
     for module in (documents_prompt, documents_turn, sources):

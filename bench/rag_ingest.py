@@ -79,7 +79,7 @@ def main() -> int:
 
     from app.paths import resolve_data_paths
     from app.services.container import enforce_offline
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
     from rag.ingest import FileOutcome
     from rag.retrieval.embeddings import SentenceTransformerEmbedder

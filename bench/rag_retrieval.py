@@ -66,7 +66,7 @@ def measure_quality(
 ) -> int:
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.container import enforce_offline
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
     from rag.evaluation import Retrieved, evaluate, read_questions
     from rag.retrieval.retriever import Retriever
@@ -141,7 +141,7 @@ def measure_scale(chunk_count: int, query_count: int) -> int:
 
     from app.paths import resolve_data_paths
     from app.services.container import enforce_offline
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
     from rag.chunking import Chunk
     from rag.manifest import FileRecord

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.services.answering.tool_turn import fitted_stream
 from app.services.container import build_services
-from app.services.tool_turn import fitted_stream
 from app.settings import load_settings
 from app.tools.consent import ConsentBook
 from app.tools.loop import CallDone, LoopNote, answer_with_tools

@@ -46,7 +46,7 @@ def default_data(folder: Path) -> Path:
 
 def hearth_tokens_per_s(model: Path, data: Path, steps: int, threads: int, home: Path) -> float:
     from app.paths import resolve_data_paths
-    from app.services import tuning
+    from app.services.training import tuning
     from models.gguf import sha256_of
     from models.tuning.options import TuneOptions
 

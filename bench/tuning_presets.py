@@ -183,8 +183,8 @@ def configs() -> dict[str, object]:
 def timed_check(paths: object, base: object, data: Path, options: object, threads: int) -> tuple[float, float]:
     """The page's "Check the data and estimate" (read and plan the data, estimate the time): its own time, and
     the run's time it estimated."""
-    from app.services import tuning
-    from app.services.tuning_estimate import estimate_run
+    from app.services.training import tuning
+    from app.services.training.tuning_estimate import estimate_run
     from models.tuning.prepare import shape_of
 
     started = time.perf_counter()
@@ -195,7 +195,7 @@ def timed_check(paths: object, base: object, data: Path, options: object, thread
 
 
 def train(paths: object, base: object, data: Path, name: str, options: object, threads: int) -> tuple[float, Path]:
-    from app.services import tuning
+    from app.services.training import tuning
 
     started = time.perf_counter()
     run = tuning.start_run(paths, base, data, name, options, threads)  # type: ignore[arg-type]
@@ -237,8 +237,8 @@ def calibrate(model: Path, threads: int, home: Path) -> dict[str, object]:
     """The estimate's constants against a real measurement: this CPU's matrix-product speed, then a few real steps
     timed by the page's "Time a few real steps" (the trainer's probe) on the sign-off examples."""
     from app.paths import resolve_data_paths
-    from app.services import tuning
-    from app.services.tuning_estimate import cpu_speed, estimate_run
+    from app.services.training import tuning
+    from app.services.training.tuning_estimate import cpu_speed, estimate_run
     from models.gguf import sha256_of
     from models.tuning.estimate import EFFICIENCY, FLOPS_PER_PARAMETER_TOKEN, load_seconds
     from models.tuning.options import PRESETS
@@ -279,7 +279,7 @@ def measure(
     say: Callable[[str], None],
 ) -> dict[str, object]:  # fmt: skip
     from app.paths import resolve_data_paths
-    from app.services import tuning
+    from app.services.training import tuning
     from models.gguf import sha256_of
 
     paths = resolve_data_paths(home)

@@ -9,7 +9,7 @@ answer for 2 of the 4 (``update-mime-database``, ``symdiff``); the rule below ke
 name whose own terms the cited passage holds, so a reply that repeats the question or invents a name is dropped
 and the answer stays as it was written.
 
-Pure: no model. ``app/services/naming.py`` asks the question and applies the result.
+Pure: no model. ``app/services/answering/naming.py`` asks the question and applies the result.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ answers of the user's-words set (``bench/answer_self_check.py --no-model``): it 
 22 on the tuning half; wrong answers mostly copy words of a wrong passage, which no lexical rule can see) and on
 none of the right ones; it is kept because when it fires the citation is certainly not support.
 
-Pure: no model, no store. ``app.services.documents_turn.final_answer`` applies it after the citations are checked.
+Pure: no model, no store. ``app.services.answering.documents_turn.final_answer`` applies it after the citations are
+checked.
 """
 
 from __future__ import annotations

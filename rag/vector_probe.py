@@ -2,7 +2,7 @@
 
 Chroma 1.5 crashes its whole process with SIGSEGV on some damaged vector-index files (a garbled data_level0.bin,
 a segment truncated by a killed flush) instead of raising; here such a crash costs only this process, and the
-caller (:func:`app.services.store_health.check_vectors`) reports the store as damaged. Prints one JSON object:
+caller (:func:`app.services.upkeep.store_health.check_vectors`) reports the store as damaged. Prints one JSON object:
 ``{"collections": {store name: chunks}}``, or ``{"damage": "what is wrong"}``.
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.runtime import EngineFactory
+from app.services.serving.runtime import EngineFactory
 from backends.base import Backend, LoadOptions
 from backends.engine.client import EngineExit
 from backends.engine.local import LocalEngine

@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from app.api.responses import Extension
-from app.services.documents_turn import FinalAnswer
+from app.services.answering.documents_turn import FinalAnswer
 from backends.base import CancelToken, ChatEvent, ToolCall
 
 log = logging.getLogger(__name__)

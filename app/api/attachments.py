@@ -19,7 +19,7 @@ from backends.base import CancelToken
 from rag.attachments import ReadAttachment
 
 if TYPE_CHECKING:
-    from app.services.documents import DocumentServices
+    from app.services.library.documents import DocumentServices
 
 _DATA_URL = re.compile(r"^data:[^,]*?;base64,", re.IGNORECASE)
 

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from app.api.delivery import error_response
 from app.api.schemas import parse_request
 from app.services.container import Services
-from app.services.model_handles import RuntimeStatus
+from app.services.serving.model_handles import RuntimeStatus
 from backends import registry
 
 

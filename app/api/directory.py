@@ -20,7 +20,7 @@ from app.api.ids import (
 from app.api.responses import ModelEntry
 from app.errors import AdapterError, HearthError
 from app.services.container import Services
-from app.services.documents import DocumentServices
+from app.services.library.documents import DocumentServices
 from backends.base import AdapterUse
 from rag.manifest import CollectionError, normalize_name
 
@@ -61,7 +61,7 @@ class ModelDirectory:
         if adapter is None:
             return self.check_chat_model(requested), None
         model_id = self.check_chat_model(base)
-        from app.services.tuning import adapter_for
+        from app.services.training.tuning import adapter_for
 
         model = self._services.runtime.model
         if model is None:
@@ -133,7 +133,7 @@ class ModelDirectory:
 
     def _adapter_entries(self, model_id: str, path: Path) -> list[ModelEntry]:
         """One entry per adapter trained for the loaded model."""
-        from app.services.tuning import adapter_store
+        from app.services.training.tuning import adapter_store
 
         try:
             sha = self._sha256(path)
@@ -158,7 +158,7 @@ class ModelDirectory:
 
     def _sha256(self, path: Path) -> str:
         """The loaded model's SHA-256, as the model store keeps it (computed once per version of the file)."""
-        from app.services.models import open_model_store
+        from app.services.catalog.models import open_model_store
 
         store = open_model_store(self._services.paths)
         try:
@@ -177,7 +177,7 @@ class ModelDirectory:
         with self._lock:
             if path in self._catalog_ids:
                 return self._catalog_ids[path]
-        from app.services.models import open_model_store
+        from app.services.catalog.models import open_model_store
 
         found: str | None = None
         try:

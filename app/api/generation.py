@@ -14,15 +14,15 @@ from app.api.ids import collection_id
 from app.api.prompting import fit_answer, split_question
 from app.api.responses import Extension
 from app.errors import EmptyMessage
-from app.services.container import Services
-from app.services.documents_prompt import paired_turns
-from app.services.documents_turn import (
+from app.services.answering.documents_prompt import paired_turns
+from app.services.answering.documents_turn import (
     DocumentsQuestion,
     documents_turn,
     loose_turn,
     refound_turns,
     streamed_answer,
 )
+from app.services.container import Services
 from backends.base import (
     CancelToken,
     ChatEvent,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app.services.attachment_plan import AttachmentUse
+from app.services.answering.attachment_plan import AttachmentUse
 from backends.base import FinishReason, ToolCall, Usage
 from rag.prompt import Source
 

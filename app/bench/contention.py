@@ -2,7 +2,7 @@
 
 Four phases on one loaded engine and a scratch data folder: answers alone (decode tokens/s); the file indexed alone
 (seconds); the file indexed while answers are written one after another, with Hearth's sharing of the cores (the
-engine on fewer threads, the embedder on its share, ``app/services/cpu_share.py``); and the same without sharing
+engine on fewer threads, the embedder on its share, ``app/services/library/cpu_share.py``); and the same without sharing
 (both on every core, as before it). For each together-phase: the answers' decode tokens/s against alone, and the
 indexing's speed against alone. Goal: an answer keeps at least half its quiet speed and indexing keeps moving."""
 

@@ -1,7 +1,7 @@
 """``hearth bench documents``: where the time of an answer from documents goes, question by question, against raw
 llama-cpp-python reading the very same prompt in the same run.
 
-Each question goes through the page's own path (:class:`app.services.chat.ChatService` into a throwaway
+Each question goes through the page's own path (:class:`app.services.answering.chat.ChatService` into a throwaway
 conversation store): embed the question, search, pack the passages, prefill, write. The raw side gets the messages
 Hearth built (the same system prompt and passages) on the same GGUF, greedy both; the order alternates per question
 so drift on a shared machine hits both alike. Reported per question and as medians with their spread: embed,
@@ -165,9 +165,9 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.cli.commands import load_model
     from app.cli.eval import with_model
-    from app.services.chat import ChatService
+    from app.services.answering.chat import ChatService
     from app.services.container import build_services
-    from app.services.conversations import ConversationStore
+    from app.services.library.conversations import ConversationStore
 
     questions = chosen_questions(args)
     if args.bench_model is not None:
@@ -259,7 +259,7 @@ def _hearth_answer(
     chat: Any, question: str, params: Any, system: str, collection: str, conversation: str | None
 ) -> tuple[str, DocumentsSample]:
     """The conversation the question went into, and Hearth's figures (the raw side's left at 0)."""
-    from app.services.chat import TurnStarted
+    from app.services.answering.chat import TurnStarted
 
     started = time.perf_counter()
     head: TurnStarted | None = None

@@ -87,9 +87,9 @@ def run_lookup_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.bench.documents import chosen_questions
     from app.cli.commands import load_model
     from app.cli.eval import with_model
-    from app.services.chat import ChatService
+    from app.services.answering.chat import ChatService
     from app.services.container import build_services
-    from app.services.conversations import ConversationStore
+    from app.services.library.conversations import ConversationStore
 
     questions = chosen_questions(args)
     if args.bench_model is not None:

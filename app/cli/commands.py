@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from app.errors import HearthError
 from app.reading_pace import ReadingPace
 from app.services.container import Services, build_services, enforce_offline, model_choice
-from app.services.instance import ServerRecord, remove_record, write_record
+from app.services.serving.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from backends.base import Finished, Reading, TextDelta, Usage
@@ -126,7 +126,7 @@ def run_ui(settings: Settings, open_browser: bool) -> int:
 
 def _repair_damaged_stores(settings: Settings) -> None:
     """Repair, before anything opens them, the stores found damaged (the page told the person to restart)."""
-    from app.services.repair import repair_at_start
+    from app.services.upkeep.repair import repair_at_start
 
     for report in repair_at_start(settings, lambda line: _err(f"  {for_terminal(line)}")):
         _err(f"The {report.store} was damaged; repaired it ({for_terminal(str(report.path))}):")
@@ -139,7 +139,7 @@ def _repair_damaged_stores(settings: Settings) -> None:
 def run_open(settings: Settings, print_address: bool) -> int:
     """Open the running Hearth's page for its owner (through an owner-only file), or print its address."""
     from app.paths import ensure_data_dir, resolve_data_paths
-    from app.services.instance import read_record
+    from app.services.serving.instance import read_record
     from app.ui.open_page import open_in_browser
 
     paths = ensure_data_dir(resolve_data_paths(settings.home))
@@ -205,7 +205,7 @@ class PrintedAnswer:
 def print_answer(events: Iterable[object]) -> PrintedAnswer:
     """Stream one answer of a conversation to stdout: attaching's progress and what a long prompt makes the model
     read on stderr until the first word, each attached file's use, then the text as it comes."""
-    from app.services.chat import TurnStarted
+    from app.services.answering.chat import TurnStarted
     from rag.attachments import AttachProgress
 
     progress = ProgressLine(sys.stderr.isatty())

@@ -61,7 +61,7 @@ def run_desktop(
 
 
 def _open_page_again(root: Path, server_file: Path) -> None:
-    from app.services.instance import read_record
+    from app.services.serving.instance import read_record
     from app.ui.open_page import open_in_browser
 
     record = read_record(server_file)

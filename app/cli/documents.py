@@ -9,7 +9,7 @@ from pathlib import Path
 from app.ingest_text import progress_words
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from app.wording import plural, shorten
@@ -121,7 +121,7 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
                 )
             return EXIT_OK
         if delete:
-            from app.services.tuning import forget_scope
+            from app.services.training.tuning import forget_scope
             from models.adapters import collection_scope
 
             deleted = documents.delete_collection(name)
@@ -147,9 +147,9 @@ def run_ask(
     settings: Settings, question: str, collection: str, top_k: int, adapter: str | None = None, scale: float = 1.0
 ) -> int:
     from app.cli.commands import load_model
-    from app.services.ask import AskFinished, AskStarted, ask
+    from app.services.answering.ask import AskFinished, AskStarted, ask
+    from app.services.answering.documents_turn import FinalAnswer
     from app.services.container import build_services
-    from app.services.documents_turn import FinalAnswer
     from backends.base import TextDelta, Usage
 
     services = build_services(settings)
@@ -218,7 +218,7 @@ def run_eval_retrieval(
 
         def search(question: str) -> list[Retrieved]:
             if documents.excerpts:  # what the model would be given: the best sentences of more passages
-                from app.services.sources import excerpts_of
+                from app.services.answering.sources import excerpts_of
                 from rag.excerpts import CANDIDATES
                 from rag.prompt import Candidate
 

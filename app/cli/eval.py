@@ -1,9 +1,9 @@
 """`hearth eval answers`: ask a question set through the page's own path and score the answers.
 
-Each question goes through :class:`app.services.chat.ChatService` exactly as the page sends it (retrieval, passage
-packing, the RAG prompt, the runtime's engine), into a throwaway conversation store, so the user's conversations
-are never touched. Scoring is :mod:`rag.answer_eval`'s rule. Answers are greedy (temperature 0) so a rerun on
-the same model and collection gives the same figure.
+Each question goes through :class:`app.services.answering.chat.ChatService` exactly as the page sends it
+(retrieval, passage packing, the RAG prompt, the runtime's engine), into a throwaway conversation store, so the
+user's conversations are never touched. Scoring is :mod:`rag.answer_eval`'s rule. Answers are greedy
+(temperature 0) so a rerun on the same model and collection gives the same figure.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.chat import ChatService, TurnSaved, TurnStarted
+from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.wording import shorten
@@ -53,7 +53,7 @@ def run_eval_answers(
 ) -> int:
     from app.cli.commands import load_model
     from app.services.container import build_services
-    from app.services.conversations import ConversationStore
+    from app.services.library.conversations import ConversationStore
 
     if max_tokens < 1:
         raise HearthError("--max-tokens must be 1 or more.", f"Leave it out for {DEFAULT_MAX_TOKENS}.")
@@ -248,7 +248,7 @@ def with_model(settings: Settings, reference: str) -> Settings:
 
 def _model_path(settings: Settings, reference: str) -> Path:
     """A file on disk is used as it is; anything else is looked up in `hearth models list`."""
-    from app.services.models import open_model_store
+    from app.services.catalog.models import open_model_store
 
     candidate = Path(reference).expanduser()
     if candidate.is_file():

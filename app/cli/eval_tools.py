@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from app.cli.eval import EXIT_INTERRUPTED, EXIT_OK, chosen_questions, with_model, write_report
-from app.services.model_handles import Lease
+from app.services.serving.model_handles import Lease
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.tools.call_eval import RIGHT, Outcome, ToolQuestion, read_tool_questions, report, score_calls

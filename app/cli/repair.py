@@ -7,7 +7,14 @@ from collections.abc import Iterator
 
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
-from app.services.repair import Note, StoreReport, check_stores, refuse_if_running, reindex_collections, repair_stores
+from app.services.upkeep.repair import (
+    Note,
+    StoreReport,
+    check_stores,
+    refuse_if_running,
+    reindex_collections,
+    repair_stores,
+)
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.wording import plural

@@ -8,8 +8,8 @@ import json
 import sys
 
 from app.cli.commands import load_model
+from app.services.answering.tool_turn import fitted_stream
 from app.services.container import build_services
-from app.services.tool_turn import fitted_stream
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
 from app.tools.consent import ConsentBook

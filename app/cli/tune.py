@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.errors import HearthError
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
-from app.services import tuning
+from app.services.training import tuning
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from backends.memory import format_bytes
@@ -204,7 +204,7 @@ def run_adapters(
 def _scope(paths: DataPaths, conversation: str | None, collection: str | None) -> tuple[str, str]:
     """The scope named on the command line, checked to exist, and how to say it."""
     if conversation:
-        from app.services.conversations import ConversationStore
+        from app.services.library.conversations import ConversationStore
 
         with closing(ConversationStore(paths.conversations_db)) as store:
             title = store.get(conversation).title

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.instance import read_record
+from app.services.serving.instance import read_record
 from app.settings import Settings
 from app.terminal_text import for_terminal
 
@@ -73,7 +73,7 @@ def _set_default(settings: Settings, model: str | None, running_only: object) ->
             "Start it with those flags instead, e.g. `hearth ui --backend llamacpp --context 8192`.",
         )
     assert model is not None
-    from app.services.models import open_model_store
+    from app.services.catalog.models import open_model_store
 
     store = open_model_store(resolve_data_paths(settings.home))
     try:

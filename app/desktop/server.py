@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.services.instance import ServerRecord, read_record
+from app.services.serving.instance import ServerRecord, read_record
 
 # The child follows its parent: Linux ends it (SIGTERM, a clean stop) when the window's process dies.
 PARENT_ENV = "HEARTH_DESKTOP_PARENT"

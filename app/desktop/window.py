@@ -21,7 +21,7 @@ from typing import Any, Literal
 from app.desktop.geometry import MIN_HEIGHT, MIN_WIDTH, WindowSize, load_size, save_size
 from app.desktop.pages import exit_words, splash_page, status_script, stopped_page
 from app.desktop.server import ServerChild
-from app.services.instance import ServerRecord, process_alive, read_record
+from app.services.serving.instance import ServerRecord, process_alive, read_record
 
 TITLE = "Hearth"
 POLL_S = 0.25

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
-from app.services.chat import ChatService
-from app.services.control import ModelControl, StartChoice
-from app.services.conversations import ConversationStore
-from app.services.cpu_share import CpuSharing
-from app.services.documents import LazyDocuments, build_documents
-from app.services.model_handles import ModelChoice
-from app.services.runtime import EngineFactory, ModelRuntime, start_engine
+from app.services.answering.chat import ChatService
+from app.services.library.conversations import ConversationStore
+from app.services.library.cpu_share import CpuSharing
+from app.services.library.documents import LazyDocuments, build_documents
+from app.services.serving.control import ModelControl, StartChoice
+from app.services.serving.model_handles import ModelChoice
+from app.services.serving.runtime import EngineFactory, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
 from backends.base import GenerationParams
@@ -57,8 +57,8 @@ class Services:
         params = generation_params(self.settings)
         if not adapter:
             return self._with_attached(params, conversation_id, collection)
-        from app.services.models import open_model_store
-        from app.services.tuning import adapter_for
+        from app.services.catalog.models import open_model_store
+        from app.services.training.tuning import adapter_for
 
         path = self.control.choice.path
         store = open_model_store(self.paths)
@@ -73,7 +73,7 @@ class Services:
         self, params: GenerationParams, conversation_id: str | None, collection: str | None
     ) -> GenerationParams:
         """``params`` with the adapter attached for this answer (Tuning tab, hearth adapters attach), if any."""
-        from app.services.tuning import attached_use
+        from app.services.training.tuning import attached_use
 
         use = attached_use(self.paths, self.control.choice.path, conversation_id, collection)
         return dataclasses.replace(params, adapter=use) if use is not None else params
@@ -108,7 +108,7 @@ def model_choice(settings: Settings, inventory: HardwareInventory | None = None)
 
 def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoice:
     """:func:`model_choice`, with the rule that picked the model (shown where the page and CLI name it)."""
-    from app.services.models import start_model
+    from app.services.catalog.models import start_model
     from models.default import RULE_WORDS
 
     paths = resolve_data_paths(settings.home)

@@ -20,10 +20,10 @@ from typing import Any
 import gradio as gr
 
 from app.errors import ConversationNotFound, EngineStopped, HearthError
-from app.services.chat import TurnEvent
+from app.services.answering.chat import TurnEvent
+from app.services.answering.tool_turn import ToolUse
 from app.services.container import Services
-from app.services.tool_turn import ToolUse
-from app.services.tuning import forget_scope
+from app.services.training.tuning import forget_scope
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, Decision, FirstAnswer

@@ -14,9 +14,9 @@ import gradio as gr
 from app.database import disk_full, is_disk_full
 from app.errors import HearthError
 from app.services.container import Services
-from app.services.documents import DocumentServices
-from app.services.tuning import forget_scope
-from app.services.uploads import add_uploads
+from app.services.library.documents import DocumentServices
+from app.services.library.uploads import add_uploads
+from app.services.training.tuning import forget_scope
 from app.ui import cancel_button
 from app.ui.document_text import (
     TABLE_HEADERS,

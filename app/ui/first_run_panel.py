@@ -11,9 +11,9 @@ from typing import Any
 import gradio as gr
 
 from app.errors import HearthError, LoadCancelled, ModelFileError
+from app.services.catalog.installs import InstallJobs
+from app.services.catalog.models import open_model_store
 from app.services.container import Services
-from app.services.installs import InstallJobs
-from app.services.models import open_model_store
 from app.ui import cancel_button
 from app.ui.first_run import FirstRun, first_run
 from app.ui.models_tab import install_line

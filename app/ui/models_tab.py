@@ -16,9 +16,8 @@ from typing import Any
 import gradio as gr
 
 from app.errors import HearthError, LoadCancelled
-from app.services.container import Services
-from app.services.installs import InstallJobs, InstallState
-from app.services.models import (
+from app.services.catalog.installs import InstallJobs, InstallState
+from app.services.catalog.models import (
     HELDOUT_TEXT,
     Made,
     ModelRow,
@@ -29,6 +28,7 @@ from app.services.models import (
     open_model_store,
     run_ladder,
 )
+from app.services.container import Services
 from app.ui import cancel_button
 from app.ui import models_view as view
 from app.ui.models_layout import (

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import HearthError
-from app.services.models import ModelRow
+from app.services.catalog.models import ModelRow
 from backends.memory import format_bytes
 from backends.tool_calls import template_family
 from models.catalog import PackagedModel, packaged, rough_fit

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from app.paths import PRIVATE_DIR_MODE
-from app.services.instance import process_alive
+from app.services.serving.instance import process_alive
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.reading_pace import ReadingPace
-from app.services.attachment_plan import AttachmentUse
-from app.services.attachment_store import AttachmentSummary
-from app.services.chat import TurnEvent, TurnSaved, TurnStarted
-from app.services.conversations import AnswerStats, Conversation, ConversationSummary, ToolRecord
-from app.services.drafts import INTERRUPTED
-from app.services.model_handles import RuntimeStatus
-from app.services.tool_turn import CallLog
+from app.services.answering.attachment_plan import AttachmentUse
+from app.services.answering.chat import TurnEvent, TurnSaved, TurnStarted
+from app.services.answering.drafts import INTERRUPTED
+from app.services.answering.tool_turn import CallLog
+from app.services.library.attachment_store import AttachmentSummary
+from app.services.library.conversations import AnswerStats, Conversation, ConversationSummary, ToolRecord
+from app.services.serving.model_handles import RuntimeStatus
 from app.tools.loop import CallAsked, CallDone, LoopNote
 from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown

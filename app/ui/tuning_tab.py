@@ -1,7 +1,7 @@
 """The Tuning tab: pick the data (a JSON Lines file, saved conversations or a collection's passages), check it
 and estimate the run (memory plan, a few measured steps), train a LoRA adapter in a process of its own and watch
 it (progress, tokens/s, loss chart), cancel or resume it, and use the adapters (attach one to the running model
-at a scale, remove one). Wiring only: the work is in ``app.services.tuning``, the words in ``tuning_view``.
+at a scale, remove one). Wiring only: the work is in ``app.services.training.tuning``, the words in ``tuning_view``.
 
 Like the Models tab, every handler answers in a message beside its control, never with an error dialog. A run
 lives in its folder, not in the page: a reload, or another tab, finds it again and draws its chart from there.
@@ -20,11 +20,11 @@ from typing import Any
 import gradio as gr
 
 from app.errors import HearthError, TrainingDataError
-from app.services import tuning
-from app.services.compare import compare_answers
+from app.services.answering.compare import compare_answers
 from app.services.container import Services
-from app.services.tuning_data import from_conversations, from_passages
-from app.services.tuning_estimate import estimate_run
+from app.services.training import tuning
+from app.services.training.tuning_data import from_conversations, from_passages
+from app.services.training.tuning_estimate import estimate_run
 from app.ui import tuning_view as view
 from app.ui.page_uploads import PageUploads
 from app.ui.tuning_layout import (

@@ -4,5 +4,5 @@ llama.cpp aborts its host process on some failures instead of raising (a dead RP
 OOM killer), so the model never lives in the web server's process. ``client.EngineProcess`` starts
 ``python -m backends.engine`` and talks to it over a socket pair with the typed messages of ``protocol``;
 ``server`` is the child's side. Supervision (restarts, leases, switching) is the runtime's job
-(``app.services.runtime``); this package only runs one engine and reports how it ended.
+(``app.services.serving.runtime``); this package only runs one engine and reports how it ended.
 """

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.services.conversations import ConversationStore
+from app.services.library.conversations import ConversationStore
 from rag.manifest import FileRecord, Manifest
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send

@@ -70,7 +70,7 @@ def test_progress_moves_inside_a_long_pdf_rows_come_early_and_cancel_stops_it(
 
     app.stop()
     from app.paths import resolve_data_paths
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
 
     settings = load_settings()

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from app.services.conversations import ConversationStore
-from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED
+from app.services.answering.drafts import DRAFT_EVERY_S, INTERRUPTED
+from app.services.library.conversations import ConversationStore
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
 

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.paths import resolve_data_paths
-from app.services.models import open_model_store
+from app.services.catalog.models import open_model_store
 from models import catalog
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY

@@ -21,7 +21,7 @@ import pytest
 
 from app.api.page_headers import CONTENT_SECURITY_POLICY
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.conversations import AnswerStats, ConversationStore
+from app.services.library.conversations import AnswerStats, ConversationStore
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import answer_text, send, watch_answer
 from tests.e2e.test_documents_page import create_collection, open_documents, upload

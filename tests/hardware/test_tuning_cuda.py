@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services import tuning
+from app.services.training import tuning
 from backends.base import AdapterUse
 from models.tuning.options import TuneOptions
 from models.tuning.placement import GPU_USABLE_SHARE

@@ -15,7 +15,7 @@ import httpx
 from app.api.keys import ApiKeyStore
 from app.api.server import RunningServer, start_server
 from app.services.container import Services, build_services
-from app.services.runtime import EngineFactory, start_engine
+from app.services.serving.runtime import EngineFactory, start_engine
 from app.settings import load_settings
 from app.ui.app import CSS, build_ui
 from tests.helpers import make_inventory, write_tiny_gguf

@@ -9,7 +9,7 @@ import pytest
 
 from app.paths import resolve_data_paths
 from app.services.container import Services, build_services
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import LoadOptions
 from backends.llamacpp.backend import LlamaCppBackend

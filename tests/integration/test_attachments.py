@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.attachment_store import AttachmentStore
-from app.services.chat import AttachmentRefused, ChatService, TurnSaved, TurnStarted
+from app.services.answering.chat import AttachmentRefused, ChatService, TurnSaved, TurnStarted
 from app.services.container import Services
-from app.services.conversations import ConversationStore
-from app.services.documents import DocumentServices
+from app.services.library.attachment_store import AttachmentStore
+from app.services.library.conversations import ConversationStore
+from app.services.library.documents import DocumentServices
 from app.settings import load_settings
 from backends.base import CancelToken, GenerationParams, TextDelta
 from rag.attachments import AttachProgress

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from app.services.chat import TurnSaved, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.tool_turn import ToolUse
 from app.services.container import Services
-from app.services.conversations import ConversationStore
-from app.services.tool_turn import ToolUse
+from app.services.library.conversations import ConversationStore
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import REFUSED, CallAsked, CallDone, Decision

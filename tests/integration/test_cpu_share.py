@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.services.container import Services
-from app.services.uploads import add_uploads
+from app.services.library.uploads import add_uploads
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta
 from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo

@@ -17,10 +17,10 @@ import pytest
 
 from app.database import DamagedStore
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
-from app.services.attachment_store import AttachmentStore
-from app.services.conversations import ConversationStore
-from app.services.documents import DocumentServices, build_documents
-from app.services.models import default_model_path, open_model_store
+from app.services.catalog.models import default_model_path, open_model_store
+from app.services.library.attachment_store import AttachmentStore
+from app.services.library.conversations import ConversationStore
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.attachments import AttachedPassage, ReadAttachment
 from rag.chunking import Chunk
@@ -348,7 +348,7 @@ def test_starting_hearth_repairs_a_damaged_vector_store(
 ) -> None:
     from chromadb.api.shared_system_client import SharedSystemClient
 
-    from app.services.repair import VECTORS, repair_at_start
+    from app.services.upkeep.repair import VECTORS, repair_at_start
 
     database = paths.vectors_dir / CHROMA_DB
     overwrite_pages(database, [root_page(database, "collections")])

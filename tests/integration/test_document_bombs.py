@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.services.documents import DocumentServices
+from app.services.library.documents import DocumentServices
 from backends.base import CancelToken
 from rag.ingest import FileOutcome, IngestProgress
 from rag.reading.limits import MB, ReadLimits

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.documents import DocumentServices
+from app.services.library.documents import DocumentServices
 from app.tools.documents_tool import DocumentSearch
 from app.tools.toolbox import ToolBox
 from backends.base import ToolCall

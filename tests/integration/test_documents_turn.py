@@ -1,7 +1,7 @@
-"""The one turn builder (app/services/documents_turn.py) behind the page and the terminal, with a real collection
-(MiniLM, Chroma) and the fake model, which echoes the prompt's last user message: the numbered passages, then the
-question. The echo puts marker [2] right after passage 1's last sentence, so the citation check must move it to [1]
-and say so, whichever front end asked. (The API's side is in test_api_server.py.)"""
+"""The one turn builder (app/services/answering/documents_turn.py) behind the page and the terminal, with a real
+collection (MiniLM, Chroma) and the fake model, which echoes the prompt's last user message: the numbered passages,
+then the question. The echo puts marker [2] right after passage 1's last sentence, so the citation check must move it
+to [1] and say so, whichever front end asked. (The API's side is in test_api_server.py.)"""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from app.services.ask import AskFinished, AskStarted, ask
-from app.services.chat import TurnSaved, TurnStarted
+from app.services.answering.ask import AskFinished, AskStarted, ask
+from app.services.answering.chat import TurnSaved, TurnStarted
 from app.services.container import Services, build_services
-from app.services.runtime import start_engine
+from app.services.serving.runtime import start_engine
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta
 from tests.helpers import make_inventory, write_tiny_gguf

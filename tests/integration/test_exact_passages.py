@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import CancelToken
 from rag.reading.reader import ReaderProcess

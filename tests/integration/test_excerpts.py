@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.services.sources import excerpts_of
+from app.services.answering.sources import excerpts_of
 from rag.prompt import Candidate
 from rag.retrieval.embeddings import SentenceTransformerEmbedder
 

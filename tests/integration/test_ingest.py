@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.ingest import FileOutcome, IngestEvent
 from rag.manifest import CollectionError
@@ -199,7 +199,7 @@ def test_a_collection_built_by_another_embedder_is_not_mixed(
 
 
 def test_a_bad_new_version_of_an_upload_keeps_the_earlier_one(documents: DocumentServices, tmp_path: Path) -> None:
-    from app.services.uploads import add_uploads
+    from app.services.library.uploads import add_uploads
     from backends.base import CancelToken
 
     browser = tmp_path / "browser"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.documents import build_documents
+from app.services.library.documents import build_documents
 from app.settings import load_settings
 
 pytestmark = pytest.mark.integration

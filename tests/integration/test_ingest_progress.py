@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.documents import DocumentServices
+from app.services.library.documents import DocumentServices
 from backends.base import CancelToken
 from rag.chunking import chunk_sections
 from rag.ingest import FileOutcome, IngestEvent, IngestProgress

@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.installs import Installed, install_model
-from app.services.models import open_model_store, start_model
+from app.services.catalog.installs import Installed, install_model
+from app.services.catalog.models import open_model_store, start_model
 from backends.base import CancelToken
 from backends.plan import Preferences
 from models import catalog

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.retrieval.embeddings import SentenceTransformerEmbedder
 
@@ -32,7 +32,7 @@ KILLER = textwrap.dedent(
     import os, signal, sys, time
     from pathlib import Path
     from app.paths import ensure_data_dir, resolve_data_paths
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from app.settings import load_settings
     from rag.manifest import Manifest
 
@@ -52,7 +52,7 @@ KILLER = textwrap.dedent(
     settings = load_settings()
     documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
     if mode.startswith("upload"):  # as the page adds files: copies kept in the data folder, then indexed
-        from app.services.uploads import add_uploads
+        from app.services.library.uploads import add_uploads
         from backends.base import CancelToken
 
         events = add_uploads(documents, collection, sorted(Path(folder).iterdir()), CancelToken())

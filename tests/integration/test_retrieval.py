@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.ask import AskStarted, ask
-from app.services.chat import ChatService, TurnSaved, TurnStarted
+from app.services.answering.ask import AskStarted, ask
+from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
 from app.services.container import Services, build_services
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta, Usage
 from rag.manifest import CollectionError

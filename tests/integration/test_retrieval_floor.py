@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.evaluation import Retrieved, evaluate, read_questions
 from rag.retrieval.embeddings import SentenceTransformerEmbedder

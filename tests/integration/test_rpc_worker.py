@@ -315,7 +315,7 @@ def test_a_worker_killed_or_hung_mid_answer_ends_the_answer_naming_it_and_the_ne
 ) -> None:
     # hung: stopped, its connections stay open and nothing comes back; the link's heartbeat cuts it
     from app.errors import EngineStopped
-    from app.services.chat import TurnSaved, TurnStarted
+    from app.services.answering.chat import TurnSaved, TurnStarted
     from app.services.container import build_services
     from app.settings import load_settings
     from backends.base import GenerationParams, TextDelta

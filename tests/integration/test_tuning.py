@@ -16,8 +16,8 @@ import pytest
 
 from app.errors import AdapterError, TuningError
 from app.paths import resolve_data_paths
-from app.services import tuning
-from app.services.runtime import start_engine
+from app.services.serving.runtime import start_engine
+from app.services.training import tuning
 from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta
 from backends.llamacpp.backend import LlamaCppBackend
 from models.adapters import AdapterRecord
@@ -278,7 +278,7 @@ def test_an_adapter_attached_to_a_conversation_or_a_collection_answers_there_and
     from dataclasses import replace
 
     from app.cli.main import main
-    from app.services.chat import TurnSaved
+    from app.services.answering.chat import TurnSaved
     from app.services.container import build_services
     from app.settings import load_settings
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services import tuning_estimate
-from app.services.tuning_estimate import SPEED_FILE, cpu_speed, estimate_run
+from app.services.training import tuning_estimate
+from app.services.training.tuning_estimate import SPEED_FILE, cpu_speed, estimate_run
 from models.tuning.options import TuneOptions
 from models.tuning.runs import RunStats
 from tests.integration.conftest import as_other

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services import tuning
+from app.services.training import tuning
 from models.gguf import sha256_of
 from models.tuning.options import TuneOptions
 from tests.helpers import QWEN25_CODER_05B, assembled_model

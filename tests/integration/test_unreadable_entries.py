@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.documents import DocumentServices, build_documents
+from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.ingest import FileOutcome
 from rag.retrieval.embeddings import SentenceTransformerEmbedder

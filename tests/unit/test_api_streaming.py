@@ -15,7 +15,7 @@ from app.api.delivery import _events, _whole
 from app.api.responses import AnswerMeta, Extension
 from app.api.sse import DONE, sse_event
 from app.errors import EngineStopped
-from app.services.documents_turn import FinalAnswer
+from app.services.answering.documents_turn import FinalAnswer
 from backends.base import CancelToken, Finished, TextDelta, Usage
 from rag.citations import Moved
 from rag.prompt import Source

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.services.attachment_plan import WHOLE_SHARE, AttachmentUse, plan_attachments, worth_counting
+from app.services.answering.attachment_plan import WHOLE_SHARE, AttachmentUse, plan_attachments, worth_counting
 from rag.attachments import AttachedPassage, AttachProgress, Searchable, search_attachments, whole_text
 from rag.reading.sections import Section
 

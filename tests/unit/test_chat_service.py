@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import ContextTooLong, EmptyMessage, ModelFileError
-from app.services.chat import TurnSaved, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnStarted
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.base import CancelToken, Finished, GenerationParams, TextDelta
@@ -176,8 +176,8 @@ def test_background_work_can_tell_whether_an_answer_is_being_written(services: S
 
 
 def test_the_answer_is_saved_as_it_is_written_and_the_end_replaces_the_draft(services: Services) -> None:
-    from app.services.chat import ChatService
-    from app.services.drafts import INTERRUPTED
+    from app.services.answering.chat import ChatService
+    from app.services.answering.drafts import INTERRUPTED
 
     chat = ChatService(services.store, services.runtime, draft_every_s=0.0)  # a draft at every piece
     stream = chat.send(None, "one two three four", PARAMS, "sys")
@@ -198,7 +198,7 @@ def test_the_answer_is_saved_as_it_is_written_and_the_end_replaces_the_draft(ser
 
 
 def test_a_draft_is_due_every_interval_of_the_clock() -> None:
-    from app.services.drafts import DraftSchedule
+    from app.services.answering.drafts import DraftSchedule
 
     now = [100.0]
     schedule = DraftSchedule(2.0, clock=lambda: now[0])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import HearthError
+from app.services.catalog.models import open_model_store
 from app.services.container import Services, build_services
-from app.services.models import open_model_store
 from app.settings import load_settings
 from backends.fake import FakeBackend
 from tests.helpers import local_engines, make_inventory, write_tiny_gguf

@@ -5,7 +5,7 @@ import pytest
 
 from app.database import DamagedStore
 from app.errors import ConversationNotFound, StorageError
-from app.services.conversations import AnswerStats, ConversationStore, ToolRecord, make_title
+from app.services.library.conversations import AnswerStats, ConversationStore, ToolRecord, make_title
 from rag.prompt import Source
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.services.cpu_share import MAX_REST_S, REST_WHILE_ANSWERING, CpuShares, CpuSharing, cpu_shares
+from app.services.library.cpu_share import MAX_REST_S, REST_WHILE_ANSWERING, CpuShares, CpuSharing, cpu_shares
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_the_shares_change_as_answers_come_and_go_and_the_plan_returns_after_the
 def test_while_an_answer_is_written_the_embedder_rests_a_share_of_each_batchs_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import app.services.cpu_share as cpu_share
+    import app.services.library.cpu_share as cpu_share
 
     clock = [100.0]
     monkeypatch.setattr(cpu_share.time, "monotonic", lambda: clock[0])

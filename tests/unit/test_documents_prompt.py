@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from app.errors import ContextTooLong
-from app.services.documents_prompt import (
+from app.services.answering.documents_prompt import (
     REFIT_SHARE,
     DocumentsTurn,
     assemble,

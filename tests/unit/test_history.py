@@ -3,7 +3,7 @@ from collections.abc import Sequence
 import pytest
 
 from app.errors import ContextTooLong
-from app.services.history import answer_reserve, fit_history
+from app.services.answering.history import answer_reserve, fit_history
 from backends.base import ChatMessage
 
 

@@ -1,7 +1,7 @@
 import os
 from pathlib import Path
 
-from app.services.instance import ServerRecord, read_record, remove_record, write_record
+from app.services.serving.instance import ServerRecord, read_record, remove_record, write_record
 
 
 def test_a_record_is_read_back_while_its_process_lives_and_only_its_owner_can_read_it(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def test_perplexity_scores_the_second_half_of_each_window_like_llamacpp() -> Non
 
 
 def test_the_models_table_shows_the_facts_the_fit_and_which_is_in_use(store: ModelStore) -> None:
-    from app.services.models import ModelRow
+    from app.services.catalog.models import ModelRow
     from app.ui.models_view import MODEL_HEADERS, chat_cell, model_choices, model_table
     from models.fit import FitVerdict
 
@@ -132,7 +132,7 @@ def test_a_packaged_model_has_one_name_and_its_licence_wherever_it_is_shown(stor
     as the install list and the first-run note do."""
     import dataclasses
 
-    from app.services.models import ModelRow
+    from app.services.catalog.models import ModelRow
     from app.ui.models_view import MODEL_HEADERS, model_table
     from models.catalog import CATALOG, RECOMMENDED_CHAT
     from models.fit import FitVerdict

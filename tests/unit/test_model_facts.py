@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import ModelFileError
-from app.services.models import PathNotImportable, import_typed_path
+from app.services.catalog.models import PathNotImportable, import_typed_path
 from backends import registry
 from backends.plan import Preferences
 from models.fit import fit_verdict

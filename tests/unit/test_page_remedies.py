@@ -56,7 +56,7 @@ OUTSIDE_THE_PAGE = {
     "app/paths.py": "the data folder is checked before any page exists",
     "app/database.py": "a store from a newer Hearth is refused at start, on the terminal",
     "app/desktop/toolkit.py": "no window could open: said on the terminal that started it",
-    "app/services/repair.py": "`hearth repair`'s own refusal",
+    "app/services/upkeep/repair.py": "`hearth repair`'s own refusal",
     "backends/workers/device.py": "`hearth worker --device` on the worker's own terminal",
     "rag/retrieval/rerank.py": "the reranker is on only through that setting: the remedy names where it was set",
     "models/catalog.py": "the installation itself is damaged; no control in the page can mend it",

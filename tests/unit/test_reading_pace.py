@@ -5,7 +5,7 @@ loop's reader passing the reports through."""
 from __future__ import annotations
 
 from app.reading_pace import ReadingPace, reading_line
-from app.services.chat import TurnStarted
+from app.services.answering.chat import TurnStarted
 from app.ui.render import AnswerView
 from backends.base import Finished, Reading, TextDelta, ToolCall
 from backends.tool_calls import calls_in

@@ -1,6 +1,6 @@
-from app.services.chat import TurnSaved, TurnStarted
-from app.services.conversations import AnswerStats, Conversation, StoredMessage, ToolRecord
-from app.services.model_handles import RuntimeStatus
+from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.library.conversations import AnswerStats, Conversation, StoredMessage, ToolRecord
+from app.services.serving.model_handles import RuntimeStatus
 from app.ui.render import (
     AnswerView,
     chat_history,
@@ -183,8 +183,8 @@ def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
 
 
 def test_attached_files_say_their_size_and_how_the_last_answer_used_them() -> None:
-    from app.services.attachment_plan import AttachmentUse
-    from app.services.attachment_store import AttachmentSummary
+    from app.services.answering.attachment_plan import AttachmentUse
+    from app.services.library.attachment_store import AttachmentSummary
     from app.ui.render import attached_files_markdown
 
     files = [AttachmentSummary(1, "notes_v2.txt", None, 1, 1200), AttachmentSummary(2, "guide.pdf", 50, 150, 90000)]
@@ -201,7 +201,7 @@ def test_attached_files_say_their_size_and_how_the_last_answer_used_them() -> No
 
 
 def test_an_answer_says_how_each_attached_file_served_it() -> None:
-    from app.services.attachment_plan import AttachmentUse
+    from app.services.answering.attachment_plan import AttachmentUse
 
     stats = AnswerStats(10, 5, 800.0, 20.0, "stop", attachments=(AttachmentUse("a.pdf", "searched", 3),))
     assert format_stats(stats).endswith(" · a\\.pdf\\: searched\\, 3 passages used")
@@ -291,7 +291,7 @@ def test_a_citation_corrected_after_the_answer_was_shown_is_said_under_it() -> N
 
 
 def test_a_long_prompt_says_what_the_model_reads_until_its_first_word() -> None:
-    from app.services.attachment_plan import AttachmentUse
+    from app.services.answering.attachment_plan import AttachmentUse
 
     source = Source(1, "/docs/guide.pdf", 3, None, "Built in 1852.")
     use = AttachmentUse("notes.txt", "whole")

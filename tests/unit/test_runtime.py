@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from app.errors import Busy, EngineStopped, GenerationError, LoadCancelled, ModelLoadError, ModelNotReady
-from app.services.model_handles import ModelChoice
-from app.services.runtime import ModelRuntime, fits_alongside
-from app.services.supervision import RestartPolicy
+from app.services.serving.model_handles import ModelChoice
+from app.services.serving.runtime import ModelRuntime, fits_alongside
+from app.services.serving.supervision import RestartPolicy
 from backends import registry
 from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, LoadOptions, LoadProgress, TextDelta
 from backends.engine.client import EngineExit

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import DoesNotFit
-from app.services.model_handles import ModelChoice
-from app.services.runtime import ModelRuntime
+from app.services.serving.model_handles import ModelChoice
+from app.services.serving.runtime import ModelRuntime
 from backends import registry
 from backends.hardware import HardwareInventory
 from backends.plan import Preferences

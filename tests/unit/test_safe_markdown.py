@@ -198,7 +198,7 @@ def test_a_growing_answer_renders_as_if_read_whole_at_every_step() -> None:
 
 
 def test_a_finished_answer_is_read_whole() -> None:
-    from app.services.chat import TurnStarted
+    from app.services.answering.chat import TurnStarted
     from app.ui.render import AnswerView
     from backends.base import Finished, TextDelta
 

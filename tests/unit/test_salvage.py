@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from app.services.salvage import LARGEST_ROWID, ReadRange, Row, salvage_range
+from app.services.upkeep.salvage import LARGEST_ROWID, ReadRange, Row, salvage_range
 
 
 def reader(rowids: range, damaged: set[int]) -> ReadRange:

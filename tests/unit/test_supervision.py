@@ -1,6 +1,6 @@
 """When a dead engine is restarted, and when Hearth stops trying."""
 
-from app.services.supervision import RestartPolicy
+from app.services.serving.supervision import RestartPolicy
 
 
 def test_a_crash_while_answering_restarts_at_once() -> None:

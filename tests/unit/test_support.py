@@ -3,8 +3,8 @@ and names no page for it (rag/support.py), through the one turn builder every fr
 
 from __future__ import annotations
 
-from app.services.documents_turn import TurnPrompt, checked_only
-from app.services.sources import FoundSources
+from app.services.answering.documents_turn import TurnPrompt, checked_only
+from app.services.answering.sources import FoundSources
 from backends.base import ChatMessage
 from rag.prompt import Source
 from rag.support import Unsupported, not_found_answer, unsupported

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.tuning_estimate import earlier_pace
+from app.services.training.tuning_estimate import earlier_pace
 from app.ui.tuning_view import estimate_summary
 from models.tuning.estimate import (
     EFFICIENCY,

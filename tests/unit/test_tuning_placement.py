@@ -82,7 +82,7 @@ def test_the_window_never_reaches_the_whole_stack() -> None:
 def test_the_page_plans_on_the_gpu_nvml_lists_when_torch_is_a_cuda_build(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.metadata
 
-    from app.services.tuning import gpu_room
+    from app.services.training.tuning import gpu_room
     from tests.helpers import make_inventory
 
     machine = make_inventory(gpus=(("NVIDIA RTX 4090", 24.0, 20.0),))

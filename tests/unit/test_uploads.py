@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from app.services.uploads import discard_copy, keep_uploads, safe_file_name, tidy_copies, unique_names
+from app.services.library.uploads import discard_copy, keep_uploads, safe_file_name, tidy_copies, unique_names
 from models.gguf import sha256_of
 from rag.manifest import FileRecord
 

@@ -20,12 +20,12 @@ import dataclasses
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from app.services.documents import DocumentServices
-from app.services.documents_prompt import DocumentsTurn, assemble, replayed_cut
-from app.services.history import fit_history, prompt_budget
-from app.services.model_handles import Lease
-from app.services.naming import name_pointed_answer
-from app.services.sources import FoundSources, find_sources
+from app.services.answering.documents_prompt import DocumentsTurn, assemble, replayed_cut
+from app.services.answering.history import fit_history, prompt_budget
+from app.services.answering.naming import name_pointed_answer
+from app.services.answering.sources import FoundSources, find_sources
+from app.services.library.documents import DocumentServices
+from app.services.serving.model_handles import Lease
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
 from rag.attachments import ReadAttachment
 from rag.citations import Moved, check_citations

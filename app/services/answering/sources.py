@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from app.services.attachment_plan import AttachmentUse, plan_attachments, worth_counting
-from app.services.documents import DocumentServices
-from app.services.history import prompt_budget
+from app.services.answering.attachment_plan import AttachmentUse, plan_attachments, worth_counting
+from app.services.answering.history import prompt_budget
+from app.services.library.documents import DocumentServices
 from backends.base import ChatMessage, GenerationParams
 from rag.attachments import ReadAttachment, Searchable, search_attachments
 from rag.excerpts import CANDIDATES, MORE_PASSAGES, choose, excerpt, sentences, windows

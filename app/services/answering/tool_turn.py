@@ -9,8 +9,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from app.errors import ContextTooLong
-from app.services.conversations import ToolRecord
-from app.services.model_handles import Lease
+from app.services.library.conversations import ToolRecord
+from app.services.serving.model_handles import Lease
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import DEFAULT_MAX_CALLS, Ask, CallAsked, CallDone, FirstAnswer, Stream

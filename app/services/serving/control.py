@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from app.errors import InvalidChoice
 from app.paths import DataPaths
-from app.services.model_handles import ModelChoice
-from app.services.models import open_model_store
-from app.services.runtime import ModelRuntime
+from app.services.catalog.models import open_model_store
+from app.services.serving.model_handles import ModelChoice
+from app.services.serving.runtime import ModelRuntime
 from app.settings import BackendSettings, ModelSettings
 from backends import registry
 from backends.base import LoadProgress

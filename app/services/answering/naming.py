@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from app.services.model_handles import Lease
+from app.services.serving.model_handles import Lease
 from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta
 from rag.naming import FOLLOW_UP, Named, fill_name, pointed_at
 from rag.prompt import Source

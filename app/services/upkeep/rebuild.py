@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.services.salvage import LARGEST_ROWID, Salvaged, open_damaged, read_table, table_columns, table_names
+from app.services.upkeep.salvage import LARGEST_ROWID, Salvaged, open_damaged, read_table, table_columns, table_names
 
 SIDE_FILES = ("-wal", "-shm", "-journal")
 

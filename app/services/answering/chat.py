@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.errors import EmptyMessage, HearthError
-from app.services.attachment_plan import AttachmentUse
-from app.services.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
-from app.services.conversations import AnswerStats, ConversationStore, StoredMessage, ToolRecord
-from app.services.documents_prompt import DocumentsTurn
-from app.services.documents_turn import (
+from app.services.answering.attachment_plan import AttachmentUse
+from app.services.answering.documents_prompt import DocumentsTurn
+from app.services.answering.documents_turn import (
     DocumentsQuestion,
     FinalAnswer,
     TurnPrompt,
@@ -27,11 +25,13 @@ from app.services.documents_turn import (
     documents_turn,
     final_answer,
 )
-from app.services.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
-from app.services.history import fit_history, prompt_budget
-from app.services.model_handles import Lease
-from app.services.runtime import ModelRuntime
-from app.services.tool_turn import CallLog, ToolUse, fitted_stream
+from app.services.answering.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
+from app.services.answering.history import fit_history, prompt_budget
+from app.services.answering.tool_turn import CallLog, ToolUse, fitted_stream
+from app.services.library.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
+from app.services.library.conversations import AnswerStats, ConversationStore, StoredMessage, ToolRecord
+from app.services.serving.model_handles import Lease
+from app.services.serving.runtime import ModelRuntime
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, LoopNote, answer_with_tools
 from backends.base import (
@@ -48,7 +48,7 @@ from rag.attachments import AttachProgress, ReadAttachment
 from rag.prompt import Source
 
 if TYPE_CHECKING:
-    from app.services.documents import DocumentServices
+    from app.services.library.documents import DocumentServices
 
 DEFAULT_TOP_K = 3
 # From this many prompt tokens on, the wait before the first word is said in words (TurnStarted.reading).

@@ -21,7 +21,7 @@ from models.gguf import sha256_of
 from rag.manifest import FileRecord
 
 if TYPE_CHECKING:
-    from app.services.documents import DocumentServices
+    from app.services.library.documents import DocumentServices
     from rag.ingest import IngestEvent
 
 PARTIAL_SUFFIX = ".partial"

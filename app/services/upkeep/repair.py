@@ -22,8 +22,8 @@ from pathlib import Path
 
 from app.errors import HearthError
 from app.paths import DataPaths
-from app.services.rebuild import TableSalvage, rebuild_database, repair_stamp, set_aside
-from app.services.store_health import Health, check_database, check_vectors
+from app.services.upkeep.rebuild import TableSalvage, rebuild_database, repair_stamp, set_aside
+from app.services.upkeep.store_health import Health, check_database, check_vectors
 from app.settings import Settings
 from app.wording import plural
 
@@ -69,7 +69,7 @@ class HearthIsRunning(HearthError):
 
 
 def refuse_if_running(paths: DataPaths) -> None:
-    from app.services.instance import read_record
+    from app.services.serving.instance import read_record
 
     running = read_record(paths.server_file)
     if running is not None:
@@ -97,7 +97,7 @@ def repair_at_start(settings: Settings, say: Callable[[str], None]) -> list[Stor
     tables Chroma reads first are damaged. Nothing is done while another Hearth uses the folder. Returns the
     reports of the stores that were repaired."""
     from app.paths import ensure_data_dir, resolve_data_paths
-    from app.services.instance import read_record
+    from app.services.serving.instance import read_record
 
     paths = ensure_data_dir(resolve_data_paths(settings.home))
     databases = [(CONVERSATIONS, paths.conversations_db), (MODELS, paths.models_db), (INDEX, paths.index_db)]
@@ -179,7 +179,7 @@ def _reindex(paths: DataPaths, reindex: Reindex, report: StoreReport, chunks_los
 
 
 def _repair_conversations(paths: DataPaths, report: StoreReport, stamp: str) -> None:
-    from app.services.conversations import ConversationStore
+    from app.services.library.conversations import ConversationStore
 
     def create(path: Path) -> None:
         ConversationStore(path).close()
@@ -217,7 +217,7 @@ def _repair_conversations(paths: DataPaths, report: StoreReport, stamp: str) -> 
 
 
 def _repair_models(paths: DataPaths, report: StoreReport, stamp: str) -> None:
-    from app.services.models import open_model_store
+    from app.services.catalog.models import open_model_store
     from models.store import ModelStore
 
     def create(path: Path) -> None:
@@ -320,7 +320,7 @@ def reindex_collections(
     """Index again the files each collection lists that still exist (unchanged files whose chunks are intact are
     only looked at). For collections in ``lost_chunks_of`` the vector store was rebuilt: files gone from disk
     cannot be indexed again, so they leave the collection and are reported lost."""
-    from app.services.documents import build_documents
+    from app.services.library.documents import build_documents
     from rag.ingest import FileOutcome
 
     documents = build_documents(settings, paths)

@@ -24,14 +24,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady, WorkersStopped
-from app.services.model_handles import (
+from app.services.serving.model_handles import (
     Lease,
     ModelChoice,
     RuntimeStatus,
     State,
 )
-from app.services.probe import PROBE_TIMEOUT_S, answer_first_question
-from app.services.supervision import RestartPolicy
+from app.services.serving.probe import PROBE_TIMEOUT_S, answer_first_question
+from app.services.serving.supervision import RestartPolicy
 from backends.base import Backend, LoadOptions, LoadProgress
 from backends.engine.base import Engine
 from backends.engine.client import EngineExit, EngineProcess

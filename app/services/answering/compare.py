@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from app.services.runtime import ModelRuntime
+from app.services.serving.runtime import ModelRuntime
 from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, TextDelta
 
 COMPARE_SEED = 7

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from app.errors import HearthError
 from app.paths import DataPaths
-from app.services.models import open_model_store
+from app.services.catalog.models import open_model_store
 from backends.base import CancelToken
 from models.catalog import PackagedModel, PackagesDamaged, find, missing_distributions
 from models.install import (

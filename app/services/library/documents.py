@@ -50,7 +50,7 @@ class DocumentServices:
 
     def tidy_uploads(self, info: CollectionInfo) -> list[Path]:
         """Undo what a run killed mid-upload left in ``info``'s upload folder (see ``tidy_copies``)."""
-        from app.services.uploads import tidy_copies
+        from app.services.library.uploads import tidy_copies
 
         removed = tidy_copies(self.uploads_folder(info), self.manifest.files(info.name))
         if removed:
@@ -59,7 +59,7 @@ class DocumentServices:
 
     def remove_file(self, collection: str, path: str) -> CollectionInfo:
         """Take ``path`` out of the collection; delete it too if it is Hearth's own uploaded copy."""
-        from app.services.uploads import discard_copy
+        from app.services.library.uploads import discard_copy
 
         info = self.manifest.get(collection)
         self.ingestor.remove_file(info.name, path)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from app.errors import TrainingDataError
-from app.services.conversations import Conversation
+from app.services.library.conversations import Conversation
 
 
 def conversation_examples(conversations: Iterable[Conversation]) -> list[dict[str, object]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from app.database import Database
 from app.errors import ConversationNotFound
-from app.services.attachment_plan import AttachmentUse
+from app.services.answering.attachment_plan import AttachmentUse
 from app.wording import shorten
 from backends.base import Role
 from rag.prompt import Source
@@ -46,8 +46,8 @@ CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id,
 _MIGRATIONS = {
     # Document chat: the collection a conversation answers from, and the passages each answer cited.
     2: "ALTER TABLE conversations ADD COLUMN collection TEXT; ALTER TABLE messages ADD COLUMN sources TEXT",
-    # Files attached to one conversation (app.services.attachment_store): their text, passages and vectors, deleted
-    # with the conversation.
+    # Files attached to one conversation (app.services.library.attachment_store): their text, passages and vectors,
+    # deleted with the conversation.
     3: """CREATE TABLE attachments (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,

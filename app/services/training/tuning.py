@@ -50,7 +50,7 @@ class BaseModel:
 
 def base_for(paths: DataPaths, path: Path) -> BaseModel:
     """The model at ``path`` as a base to tune, with its content hash (computed once, then remembered)."""
-    from app.services.models import open_model_store
+    from app.services.catalog.models import open_model_store
 
     store = open_model_store(paths)
     try:
