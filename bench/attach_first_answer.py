@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.services.answering.chat import TurnSettings
+
 
 @dataclass
 class Timing:
@@ -41,7 +43,7 @@ def one_run(services: object, question: str, files: list[Path]) -> Timing:
     timing = Timing()
     started = time.perf_counter()
     embedding_began = embedding_ended = None
-    for event in services.chat.send(None, question, params, "", attach=files):
+    for event in services.chat.send(None, question, TurnSettings(params, ""), attach=files):
         now = time.perf_counter()
         if isinstance(event, AttachProgress) and event.step == "embedding":
             embedding_began = embedding_began or now

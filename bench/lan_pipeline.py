@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app.services.answering.chat import TurnSettings
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -245,7 +247,9 @@ def cut_mid_answer(settings: object, carrier: subprocess.Popen[str]) -> Cut:
         pieces, cut_at = 0, 0.0
         story = GenerationParams(temperature=0.7, max_new_tokens=400, seed=3)
         try:
-            for event in services.chat.send(None, "Write a long story about the sea.", story, "You tell stories."):
+            for event in services.chat.send(
+                None, "Write a long story about the sea.", TurnSettings(story, "You tell stories.")
+            ):
                 pieces += isinstance(event, TextDelta)
                 if pieces == 10 and not cut_at:
                     os.kill(carrier.pid, signal.SIGUSR1)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.stats import paired_ratios, spread, spread_lines
+from app.services.answering.chat import TurnSettings
 from backends.base import TextDelta
 
 QUESTIONS = (
@@ -124,14 +125,14 @@ def run_chat_bench(args: argparse.Namespace) -> int:
             samples: list[Sample] = []
             progress("warming up both sides (one short answer each, not counted)")
             list(raw_pieces(raw, "Hello", 8))
-            list(services.chat.send(None, "Hello", GenerationParams(0.0, 8), SYSTEM))
+            list(services.chat.send(None, "Hello", TurnSettings(GenerationParams(0.0, 8), SYSTEM)))
             for index in range(args.runs):
                 question = QUESTIONS[index % len(QUESTIONS)]
                 run = f"run {index + 1} of {args.runs}"
                 progress(f"{run}: raw llama-cpp-python…")
                 samples.append(time_stream("raw", raw_pieces(raw, question, args.max_tokens)))
                 progress(f"{run}: Hearth…")
-                events = services.chat.send(None, question, params, SYSTEM)
+                events = services.chat.send(None, question, TurnSettings(params, SYSTEM))
                 samples.append(time_stream("hearth", (e.text for e in events if isinstance(e, TextDelta))))
                 raw_rate, hearth_rate = samples[-2].decode_tokens_per_s, samples[-1].decode_tokens_per_s
                 ratio = f"{hearth_rate / raw_rate:.2f}" if raw_rate else "n/a"

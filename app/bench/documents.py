@@ -23,6 +23,7 @@ from typing import Any
 from app.bench.chat import open_raw_llama, progress, time_stream
 from app.bench.stats import Spread, format_spread, noise_warning, paired_ratios, spread
 from app.errors import HearthError
+from app.services.answering.chat import TurnSettings
 from backends.base import TextDelta, Usage
 
 DEFAULT_MAX_TOKENS = 128
@@ -240,7 +241,7 @@ def _one_question(
     conversation: str | None = None,
 ) -> tuple[DocumentsSample, str]:
     """One question's figures, and the conversation it went into."""
-    prompt = chat.next_prompt(conversation, question, params, system, collection)
+    prompt = chat.next_prompt(conversation, question, TurnSettings(params, system, collection=collection))
     messages = [{"role": m.role, "content": m.content} for m in prompt]
     if raw_first:
         raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
@@ -265,7 +266,7 @@ def _hearth_answer(
     head: TurnStarted | None = None
     first: float | None = None
     usage: Usage | None = None
-    for event in chat.send(conversation, question, params, system, collection=collection):
+    for event in chat.send(conversation, question, TurnSettings(params, system, collection=collection)):
         if isinstance(event, TurnStarted):
             head = event
         elif isinstance(event, TextDelta) and event.text and first is None:

@@ -18,6 +18,7 @@ from typing import Any
 from app.bench.chat import QUESTIONS, SYSTEM, progress
 from app.bench.stats import Spread, format_spread, noise_warning, spread
 from app.errors import HearthError
+from app.services.answering.chat import TurnSettings
 from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta, Usage
 
 DEFAULT_MAX_TOKENS = 128
@@ -113,7 +114,9 @@ def run_lookup_bench(settings: Any, args: argparse.Namespace) -> int:
                     progress(f"question {number} of {len(asks)} ({kind})")
                     if kind == "documents":
                         system = settings.generation.system_prompt
-                        messages = list(chat.next_prompt(None, question, params, system, args.collection))
+                        messages = list(
+                            chat.next_prompt(None, question, TurnSettings(params, system, collection=args.collection))
+                        )
                     else:
                         messages = [ChatMessage("system", SYSTEM), ChatMessage("user", question)]
                     sample = _both_ways(services.runtime, messages, params, question, kind, lookup_first=number % 2)

@@ -11,6 +11,7 @@ import tempfile
 from typing import Any
 
 from app.bench.chat import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces, time_stream
+from app.services.answering.chat import TurnSettings
 from backends.base import TextDelta
 from backends.memory import format_bytes
 from backends.read_speed import read_bandwidth
@@ -46,12 +47,12 @@ def run_roofline_bench(args: argparse.Namespace) -> int:
                 raw = open_raw_llama(path, 2048, args.threads)
                 params = GenerationParams(temperature=0.0, max_new_tokens=args.max_tokens, repeat_penalty=1.0)
                 list(raw_pieces(raw, "Hello", 8))  # warm-up, not counted
-                list(services.chat.send(None, "Hello", GenerationParams(0.0, 8), SYSTEM))
+                list(services.chat.send(None, "Hello", TurnSettings(GenerationParams(0.0, 8), SYSTEM)))
                 for index in range(args.runs):
                     question = QUESTIONS[index % len(QUESTIONS)]
                     progress(f"{model.display_name}: round {index + 1} of {args.runs}")
                     raw_rates.append(time_stream("raw", raw_pieces(raw, question, args.max_tokens)).decode_tokens_per_s)
-                    events = services.chat.send(None, question, params, SYSTEM)
+                    events = services.chat.send(None, question, TurnSettings(params, SYSTEM))
                     sample = time_stream("hearth", (e.text for e in events if isinstance(e, TextDelta)))
                     hearth_rates.append(sample.decode_tokens_per_s)
                 raw.close()

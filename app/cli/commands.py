@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.errors import HearthError
 from app.reading_pace import ReadingPace
+from app.services.answering.chat import TurnSettings
 from app.services.container import Services, build_services, enforce_offline, model_choice
 from app.services.serving.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings
@@ -251,7 +252,9 @@ def run_chat(
         # how far the model has read a long prompt, on the terminal until the first word
         params = dataclasses.replace(services.generation_params(adapter, adapter_scale), report_reading=True)
         load_model(services)
-        events = services.chat.send(None, question, params, settings.generation.system_prompt, attach=attach)
+        events = services.chat.send(
+            None, question, TurnSettings(params, settings.generation.system_prompt), attach=attach
+        )
         answer = print_answer(events)
         for source in answer.sources:
             _err(f"[{source.number}] {source.label}")

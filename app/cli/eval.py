@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
+from app.services.answering.chat import ChatService, TurnSaved, TurnSettings, TurnStarted
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.wording import shorten
@@ -161,7 +161,7 @@ def _ask(
     usage: Usage | None = None
     reason = "stop"
     saved: str | None = None
-    for event in chat.send(None, question.question, params, system, collection=collection):
+    for event in chat.send(None, question.question, TurnSettings(params, system, collection=collection)):
         if isinstance(event, TurnStarted):
             head = event
         elif isinstance(event, TextDelta):

@@ -14,6 +14,7 @@ from types import FrameType
 
 from app.cli.commands import load_model, print_answer
 from app.errors import HearthError
+from app.services.answering.chat import TurnSettings
 from app.services.container import build_services
 from app.settings import Settings
 from app.terminal_text import for_terminal
@@ -39,7 +40,7 @@ def run_chat_session(settings: Settings) -> int:
         for question in _questions():
             cancel = CancelToken()
             events = services.chat.send(
-                conversation_id, question, params, settings.generation.system_prompt, cancel=cancel
+                conversation_id, question, TurnSettings(params, settings.generation.system_prompt), cancel=cancel
             )
             try:
                 with _stop_on_ctrl_c(cancel):

@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from app.errors import ConversationNotFound, EngineStopped, HearthError
-from app.services.answering.chat import TurnEvent
+from app.services.answering.chat import TurnEvent, TurnSettings
 from app.services.answering.tool_turn import ToolUse
 from app.services.container import Services
 from app.services.training.tuning import forget_scope
@@ -289,7 +289,11 @@ class ChatPage:
             params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
             use = self._tool_use(tools, _session(request), cancel, collection or None)
             events = self.services.chat.send(
-                conversation_id, text, params, system_prompt, collection or None, cancel, attach=files, tools=use
+                conversation_id,
+                text,
+                TurnSettings(params, system_prompt, collection=collection or None, tools=use),
+                cancel=cancel,
+                attach=files,
             )
             return events, history
 
@@ -318,7 +322,9 @@ class ChatPage:
             params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
             use = self._tool_use(tools, _session(request), cancel, collection or None)
             events = self.services.chat.regenerate(
-                conversation_id, params, system_prompt, collection or None, cancel, tools=use
+                conversation_id,
+                TurnSettings(params, system_prompt, collection=collection or None, tools=use),
+                cancel=cancel,
             )
             return events, history
 

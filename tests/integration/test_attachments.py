@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.answering.chat import AttachmentRefused, ChatService, TurnSaved, TurnStarted
+from app.services.answering.chat import AttachmentRefused, ChatService, TurnSaved, TurnSettings, TurnStarted
 from app.services.container import Services
 from app.services.library.attachment_store import AttachmentStore
 from app.services.library.conversations import ConversationStore
@@ -48,7 +48,7 @@ def test_a_short_file_goes_to_the_model_whole_and_is_cited(
     note = tmp_path / "boat.txt"
     note.write_text("The boat Marigold is moored at pier 7. Its engine was serviced by Ewan Ross in March.")
     question = "Who serviced the engine of the Marigold?"
-    events = list(_service(chat, documents).send(None, question, PARAMS, "", attach=[note]))
+    events = list(_service(chat, documents).send(None, question, TurnSettings(PARAMS, ""), attach=[note]))
     assert any(isinstance(e, AttachProgress) and e.name == "boat.txt" for e in events)
     started = next(e for e in events if isinstance(e, TurnStarted))
     assert [u.words for u in started.attachments] == ["boat.txt: whole file in context"]
@@ -68,7 +68,9 @@ def test_a_long_file_is_searched_and_survives_a_restart(
 ) -> None:
     pages = [*FILLER[:40], "The harbour master in 2024 is Isla Munro, reached on channel 14.", *FILLER[40:]]
     pdf = write_pdf(tmp_path / "harbour.pdf", pages)
-    events = list(_service(chat, documents).send(None, "Who is the harbour master?", PARAMS, "", attach=[pdf]))
+    events = list(
+        _service(chat, documents).send(None, "Who is the harbour master?", TurnSettings(PARAMS, ""), attach=[pdf])
+    )
     started = next(e for e in events if isinstance(e, TurnStarted))
     (use,) = started.attachments
     assert use.mode == "searched" and 0 < use.passages == len(started.sources)
@@ -83,7 +85,7 @@ def test_a_long_file_is_searched_and_survives_a_restart(
     reopened = ConversationStore(resolve_data_paths(load_settings().home).conversations_db)
     try:
         again = ChatService(reopened, chat.runtime, lambda: documents)
-        follow = list(again.send(started.conversation_id, "Which radio channel reaches her?", PARAMS, ""))
+        follow = list(again.send(started.conversation_id, "Which radio channel reaches her?", TurnSettings(PARAMS, "")))
         follow_start = next(e for e in follow if isinstance(e, TurnStarted))
         assert follow_start.attachments[0].name == "harbour.pdf"
         assert any("channel 14" in s.text for s in follow_start.sources)
@@ -120,7 +122,7 @@ def test_a_file_that_cannot_be_read_keeps_nothing(chat: Services, documents: Doc
     service = _service(chat, documents)
     for name, reason in expected.items():
         with pytest.raises(AttachmentRefused) as refused:
-            list(service.send(None, "What does it say?", PARAMS, "", attach=[tmp_path / name]))
+            list(service.send(None, "What does it say?", TurnSettings(PARAMS, ""), attach=[tmp_path / name]))
         assert reason in refused.value.message, refused.value.message
         assert "Nothing was sent" in refused.value.remedy
     assert chat.store.list() == []
@@ -129,7 +131,9 @@ def test_a_file_that_cannot_be_read_keeps_nothing(chat: Services, documents: Doc
 def test_cancel_while_attaching_keeps_nothing(chat: Services, documents: DocumentServices, tmp_path: Path) -> None:
     pdf = write_pdf(tmp_path / "harbour.pdf", FILLER)
     cancel = CancelToken()
-    events = _service(chat, documents).send(None, "Summarise it.", PARAMS, "", cancel=cancel, attach=[pdf])
+    events = _service(chat, documents).send(
+        None, "Summarise it.", TurnSettings(PARAMS, ""), cancel=cancel, attach=[pdf]
+    )
     first = next(events)
     assert isinstance(first, AttachProgress)
     cancel.cancel()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
 from app.services.answering.tool_turn import ToolUse
 from app.services.container import Services
 from app.services.library.conversations import ConversationStore
@@ -40,7 +40,9 @@ def _params(chat: Services) -> GenerationParams:
 
 def test_an_allowed_call_runs_and_is_kept_with_the_answer(chat: Services) -> None:
     asked: list[CallAsked] = []
-    events = list(chat.chat.send(None, "What is 12 times 7?", _params(chat), "", tools=_use(chat, "once", asked)))
+    events = list(
+        chat.chat.send(None, "What is 12 times 7?", TurnSettings(_params(chat), "", tools=_use(chat, "once", asked)))
+    )
     assert asked and asked[0].server == BUILT_IN and asked[0].tool == "calculator"
     done = [e for e in events if isinstance(e, CallDone)]
     assert done and done[0].allowed and done[0].call.id == asked[0].call.id
@@ -61,7 +63,9 @@ def test_an_allowed_call_runs_and_is_kept_with_the_answer(chat: Services) -> Non
 
 def test_a_refused_call_does_not_run_and_the_model_goes_on(chat: Services) -> None:
     asked: list[CallAsked] = []
-    events = list(chat.chat.send(None, "What is 12 times 7?", _params(chat), "", tools=_use(chat, "deny", asked)))
+    events = list(
+        chat.chat.send(None, "What is 12 times 7?", TurnSettings(_params(chat), "", tools=_use(chat, "deny", asked)))
+    )
     done = [e for e in events if isinstance(e, CallDone)]
     assert done and not done[0].allowed and done[0].result == REFUSED
     assert any(isinstance(e, Finished) and e.reason in ("stop", "length") for e in events)
@@ -72,11 +76,13 @@ def test_a_refused_call_does_not_run_and_the_model_goes_on(chat: Services) -> No
 
 def test_always_allowed_is_asked_once(chat: Services, isolated_home: Path) -> None:
     asked: list[CallAsked] = []
-    list(chat.chat.send(None, "What is 2 plus 2?", _params(chat), "", tools=_use(chat, "always", asked)))
+    list(chat.chat.send(None, "What is 2 plus 2?", TurnSettings(_params(chat), "", tools=_use(chat, "always", asked))))
     assert len(asked) >= 1
     assert ConsentBook(chat.paths.tool_consent_file).is_allowed(BUILT_IN, "calculator")
     again: list[CallAsked] = []
-    events = list(chat.chat.send(None, "What is 2 plus 2?", _params(chat), "", tools=_use(chat, "deny", again)))
+    events = list(
+        chat.chat.send(None, "What is 2 plus 2?", TurnSettings(_params(chat), "", tools=_use(chat, "deny", again)))
+    )
     assert again == []  # allowed for good: not asked, run
     assert next(e.allowed for e in events if isinstance(e, CallDone)) is True
 
@@ -124,7 +130,11 @@ def test_with_a_collection_the_model_may_search_it_and_what_it_finds_is_numbered
         return "once"
 
     use = ToolUse(box, ask, ConsentBook(chat.paths.tool_consent_file), max_calls=1, first="call", search=search)
-    events = list(chat.chat.send(None, "Who was the last keeper?", _params(chat), "", "Lighthouse", tools=use))
+    events = list(
+        chat.chat.send(
+            None, "Who was the last keeper?", TurnSettings(_params(chat), "", collection="Lighthouse", tools=use)
+        )
+    )
     assert [a.tool for a in asked] == ["search_documents"]
     (given,) = next(e for e in events if isinstance(e, TurnStarted)).sources  # top_k 1: one passage in the prompt
     assert given.number == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.services.answering.ask import AskFinished, AskStarted, ask
-from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
 from app.services.container import Services, build_services
 from app.services.serving.runtime import start_engine
 from app.settings import load_settings
@@ -42,7 +42,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
 
 
 def test_the_page_saves_the_answer_with_the_citation_moved(services: Services) -> None:
-    events = list(services.chat.send(None, QUESTION, PARAMS, "", collection="Coast notes"))
+    events = list(services.chat.send(None, QUESTION, TurnSettings(PARAMS, "", collection="Coast notes")))
     started = next(e for e in events if isinstance(e, TurnStarted))
     assert [s.number for s in started.sources][:2] == [1, 2]
     written = "".join(e.text for e in events if isinstance(e, TextDelta))

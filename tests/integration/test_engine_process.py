@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import EngineStopped
-from app.services.answering.chat import TurnEvent, TurnSaved, TurnStarted
+from app.services.answering.chat import TurnEvent, TurnSaved, TurnSettings, TurnStarted
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta
@@ -65,7 +65,7 @@ def test_the_model_runs_in_its_own_process(services: Services) -> None:
     assert pid is not None and pid != os.getpid() and alive(pid)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert b"backends.engine" in cmdline
-    events = list(services.chat.send(None, "Say hello.", GenerationParams(0.0, 12), "You are brief."))
+    events = list(services.chat.send(None, "Say hello.", TurnSettings(GenerationParams(0.0, 12), "You are brief.")))
     assert texts(events)
     assert isinstance(events[-1], TurnSaved)
 
@@ -75,7 +75,7 @@ def test_sigkill_mid_answer_keeps_what_was_written_and_the_engine_comes_back(ser
     assert first_pid is not None
     seen: list[TurnEvent] = []
     with pytest.raises(EngineStopped) as caught:
-        for event in services.chat.send(None, STORY, LONG, "You are a storyteller."):
+        for event in services.chat.send(None, STORY, TurnSettings(LONG, "You are a storyteller.")):
             seen.append(event)
             if sum(isinstance(e, TextDelta) for e in seen) == 20:
                 os.kill(first_pid, signal.SIGKILL)
@@ -94,7 +94,9 @@ def test_sigkill_mid_answer_keeps_what_was_written_and_the_engine_comes_back(ser
     second_pid = services.runtime.status.engine_pid
     assert second_pid not in (None, first_pid)
     assert not alive(first_pid)
-    follow_up = list(services.chat.send(started.conversation_id, "And then?", GenerationParams(0.0, 16), "sys"))
+    follow_up = list(
+        services.chat.send(started.conversation_id, "And then?", TurnSettings(GenerationParams(0.0, 16), "sys"))
+    )
     assert texts(follow_up) and isinstance(follow_up[-1], TurnSaved)
 
 
@@ -104,7 +106,7 @@ def answer_in_background(services: Services, params: GenerationParams) -> tuple[
     streaming = threading.Event()
 
     def answer() -> None:
-        for event in services.chat.send(None, STORY, params, "sys"):
+        for event in services.chat.send(None, STORY, TurnSettings(params, "sys")):
             events.append(event)
             if isinstance(event, TextDelta):
                 streaming.set()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
 from app.services.container import build_services
 from app.settings import load_settings
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta
@@ -139,7 +139,9 @@ def test_a_template_that_fails_at_a_later_turn_is_answered_in_chatml_with_the_no
         assert engine_pid is not None and len(renderers_of(engine_pid)) == 1
         conversation_id = None
         for turn in range(1, 7):
-            events = list(services.chat.send(conversation_id, f"Say the number {turn}.", SHORT, "You are brief."))
+            events = list(
+                services.chat.send(conversation_id, f"Say the number {turn}.", TurnSettings(SHORT, "You are brief."))
+            )
             opened, saved = events[0], events[-1]
             assert isinstance(opened, TurnStarted) and isinstance(saved, TurnSaved) and saved.message.content
             conversation_id = opened.conversation_id

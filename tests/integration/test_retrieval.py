@@ -9,7 +9,7 @@ import pytest
 
 from app.paths import resolve_data_paths
 from app.services.answering.ask import AskStarted, ask
-from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
+from app.services.answering.chat import ChatService, TurnSaved, TurnSettings, TurnStarted
 from app.services.container import Services, build_services
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
@@ -125,7 +125,9 @@ def test_a_chat_turn_answers_from_a_collection_and_keeps_its_sources(
 ) -> None:
     service = ChatService(chat.store, chat.runtime, lambda: documents)
     params = GenerationParams(0.0, 48)
-    events = list(service.send(None, "Who built the Skerry lighthouse?", params, "Be brief.", collection="facts"))
+    events = list(
+        service.send(None, "Who built the Skerry lighthouse?", TurnSettings(params, "Be brief.", collection="facts"))
+    )
     started, saved = events[0], events[-1]
     assert isinstance(started, TurnStarted) and isinstance(saved, TurnSaved)
     assert Path(started.sources[0].path).name == "lighthouse.pdf"
@@ -137,10 +139,10 @@ def test_a_chat_turn_answers_from_a_collection_and_keeps_its_sources(
     assert conversation.messages[0].content == "Who built the Skerry lighthouse?"  # stored without the passages
     assert conversation.messages[1].sources == started.sources
 
-    again = list(service.regenerate(conversation.id, params, "Be brief.", collection="facts"))
+    again = list(service.regenerate(conversation.id, TurnSettings(params, "Be brief.", collection="facts")))
     assert isinstance(again[0], TurnStarted) and again[0].sources == started.sources
 
-    plain = list(service.send(conversation.id, "Thanks!", params, "Be brief."))
+    plain = list(service.send(conversation.id, "Thanks!", TurnSettings(params, "Be brief.")))
     assert isinstance(plain[0], TurnStarted) and plain[0].sources == ()
     assert chat.store.get(conversation.id).collection is None
     assert len(chat.store.get(conversation.id).messages) == 4
@@ -149,11 +151,11 @@ def test_a_chat_turn_answers_from_a_collection_and_keeps_its_sources(
 def test_a_follow_up_keeps_the_numbers_of_passages_already_shown(documents: DocumentServices, chat: Services) -> None:
     service = ChatService(chat.store, chat.runtime, lambda: documents, top_k=3)
     params = GenerationParams(0.0, 16)
-    events = list(service.send(None, "Who built the Skerry lighthouse?", params, "", collection="facts"))
+    events = list(service.send(None, "Who built the Skerry lighthouse?", TurnSettings(params, "", collection="facts")))
     first = events[0]
     assert isinstance(first, TurnStarted)
     follow_up = "And how much sun do tomato plants need?"
-    list(service.send(first.conversation_id, follow_up, params, "", collection="facts"))
+    list(service.send(first.conversation_id, follow_up, TurnSettings(params, "", collection="facts")))
     follow = chat.store.get(first.conversation_id).messages[-1].sources
     before = {s.text: s.number for s in first.sources}
     assert any(s.text in before for s in follow) and any(s.text not in before for s in follow)
@@ -168,7 +170,7 @@ def test_a_follow_up_keeps_the_numbers_of_passages_already_shown(documents: Docu
 def test_a_question_about_a_missing_collection_stores_nothing(documents: DocumentServices, chat: Services) -> None:
     service = ChatService(chat.store, chat.runtime, lambda: documents)
     with pytest.raises(CollectionError) as caught:
-        list(service.send(None, "Anything?", GenerationParams(0.0, 8), "", collection="no such thing"))
+        list(service.send(None, "Anything?", TurnSettings(GenerationParams(0.0, 8), "", collection="no such thing")))
     assert "facts" in caught.value.message  # names the collections that do exist
     assert chat.store.list() == []
 
@@ -204,11 +206,15 @@ def test_a_follow_up_reads_from_the_cache_what_the_model_has_already_read(
 ) -> None:
     service = ChatService(chat.store, chat.runtime, lambda: documents, top_k=2)
     params = GenerationParams(0.0, 24)
-    first = list(service.send(None, "Who built the Skerry lighthouse?", params, "", collection="facts"))
+    first = list(service.send(None, "Who built the Skerry lighthouse?", TurnSettings(params, "", collection="facts")))
     started = first[0]
     assert isinstance(started, TurnStarted)
     before = next(e for e in first if isinstance(e, Usage))
-    follow = list(service.send(started.conversation_id, "How much sun do tomatoes need?", params, "", "facts"))
+    follow = list(
+        service.send(
+            started.conversation_id, "How much sun do tomatoes need?", TurnSettings(params, "", collection="facts")
+        )
+    )
     usage = next(e for e in follow if isinstance(e, Usage))
     read_before = before.prompt_tokens + before.completion_tokens
     assert usage.cached_tokens >= 0.9 * read_before, (usage, before)

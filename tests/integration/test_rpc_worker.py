@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from app.services.answering.chat import TurnSettings
 from backends.local_socket import parse_local
 from tests.e2e.conftest import free_port
 from tests.helpers import run_hearth, start_worker
@@ -330,7 +331,9 @@ def test_a_worker_killed_or_hung_mid_answer_ends_the_answer_naming_it_and_the_ne
         seen: list[object] = []
         long = GenerationParams(temperature=0.7, max_new_tokens=400, seed=3)
         with pytest.raises(EngineStopped) as caught:
-            for event in services.chat.send(None, "Write a long story about the sea.", long, "You tell stories."):
+            for event in services.chat.send(
+                None, "Write a long story about the sea.", TurnSettings(long, "You tell stories.")
+            ):
                 seen.append(event)
                 if sum(isinstance(e, TextDelta) for e in seen) == 10:
                     os.kill(victim, how)
@@ -345,7 +348,9 @@ def test_a_worker_killed_or_hung_mid_answer_ends_the_answer_naming_it_and_the_ne
             time.sleep(0.1)
         assert services.runtime.status.state == "ready", services.runtime.status
         assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1].address,)
-        follow_up = list(services.chat.send(started.conversation_id, "And then?", GenerationParams(0.0, 12), "s"))
+        follow_up = list(
+            services.chat.send(started.conversation_id, "And then?", TurnSettings(GenerationParams(0.0, 12), "s"))
+        )
         assert isinstance(follow_up[-1], TurnSaved) and follow_up[-1].message.content
     finally:
         services.close()
@@ -472,7 +477,7 @@ def test_a_worker_killed_while_the_model_loads_is_left_out_and_the_model_loads_o
         assert f"Worker {workers[0].address} stopped while loading; loading on llama.cpp split across 1 worker" in said
         assert services.runtime.status.state == "ready", services.runtime.status
         assert services.runtime.choice is not None and services.runtime.choice.prefs.workers == (workers[1].address,)
-        answer = services.chat.send(None, "Name a colour.", GenerationParams(0.0, 8), "Be brief.")
+        answer = services.chat.send(None, "Name a colour.", TurnSettings(GenerationParams(0.0, 8), "Be brief."))
         assert "".join(e.text for e in answer if isinstance(e, TextDelta)).strip()
     finally:
         services.close()

@@ -16,6 +16,7 @@ import pytest
 
 from app.errors import AdapterError, TuningError
 from app.paths import resolve_data_paths
+from app.services.answering.chat import TurnSettings
 from app.services.serving.runtime import start_engine
 from app.services.training import tuning
 from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta
@@ -296,7 +297,11 @@ def test_an_adapter_attached_to_a_conversation_or_a_collection_answers_there_and
         def reply(conversation_id: str) -> tuple[str, str]:
             chosen = services.generation_params(conversation_id=conversation_id)
             params = replace(chosen, temperature=0.0, max_new_tokens=24, repeat_penalty=1.0)
-            saved = [e for e in services.chat.send(conversation_id, QUESTION, params, "") if isinstance(e, TurnSaved)]
+            saved = [
+                e
+                for e in services.chat.send(conversation_id, QUESTION, TurnSettings(params, ""))
+                if isinstance(e, TurnSaved)
+            ]
             stats = saved[0].message.stats
             return saved[0].message.content, stats.adapter if stats else ""
 

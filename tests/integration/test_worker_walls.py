@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from app.services.answering.chat import TurnSettings
 from app.services.container import Services
 from app.services.workers import PairedWorker
 from app.worker_control import MAX_STRANGERS, STRANGER_S
@@ -204,7 +205,7 @@ def test_no_other_account_reaches_llama_cpp_rpc_through_a_worker_or_a_main_using
         # and the main, unharmed, still answers through the worker
         from backends.base import GenerationParams, TextDelta
 
-        answer = services.chat.send(None, "Name a colour.", GenerationParams(0.0, 8), "Be brief.")
+        answer = services.chat.send(None, "Name a colour.", TurnSettings(GenerationParams(0.0, 8), "Be brief."))
         assert "".join(e.text for e in answer if isinstance(e, TextDelta)).strip()
     finally:
         services.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import ContextTooLong, EmptyMessage, ModelFileError
-from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.base import CancelToken, Finished, GenerationParams, TextDelta
@@ -35,7 +35,7 @@ def services(tmp_path: Path) -> Iterator[Services]:
 
 
 def answer(services: Services, conversation_id: str | None, text: str) -> tuple[str, list[object]]:
-    events = list(services.chat.send(conversation_id, text, PARAMS, "sys"))
+    events = list(services.chat.send(conversation_id, text, TurnSettings(PARAMS, "sys")))
     started = events[0]
     assert isinstance(started, TurnStarted)
     return started.conversation_id, events
@@ -60,7 +60,7 @@ def test_a_turn_streams_and_is_stored(services: Services) -> None:
 
 def test_empty_message_is_refused_and_nothing_is_stored(services: Services) -> None:
     with pytest.raises(EmptyMessage) as caught:
-        list(services.chat.send(None, "   \n", PARAMS, "sys"))
+        list(services.chat.send(None, "   \n", TurnSettings(PARAMS, "sys")))
     assert caught.value.remedy
     assert services.store.list() == []
 
@@ -71,7 +71,7 @@ def test_a_message_longer_than_the_context_is_refused_and_the_conversation_kept(
     conversation_id, _ = answer(services, None, "first question")
     before = services.store.get(conversation_id)
     with pytest.raises(ContextTooLong):
-        list(services.chat.send(conversation_id, "word " * 400, PARAMS, "sys"))
+        list(services.chat.send(conversation_id, "word " * 400, TurnSettings(PARAMS, "sys")))
     assert services.store.get(conversation_id) == before
 
 
@@ -98,7 +98,9 @@ def test_stop_keeps_the_partial_answer(tmp_path: Path) -> None:
     services = make_services(tmp_path, backend=FakeBackend(token_delay_s=0.01))
     list(services.runtime.load(services.model_choice()))
     cancel = CancelToken()
-    events = services.chat.send(None, "one two three four five six seven eight nine ten", PARAMS, "sys", cancel=cancel)
+    events = services.chat.send(
+        None, "one two three four five six seven eight nine ten", TurnSettings(PARAMS, "sys"), cancel=cancel
+    )
     seen = []
     for event in events:
         seen.append(event)
@@ -113,7 +115,7 @@ def test_stop_keeps_the_partial_answer(tmp_path: Path) -> None:
 
 
 def test_walking_away_mid_answer_still_saves_what_was_written(services: Services) -> None:
-    events = services.chat.send(None, "alpha beta gamma delta", PARAMS, "sys")
+    events = services.chat.send(None, "alpha beta gamma delta", TurnSettings(PARAMS, "sys"))
     started = next(events)
     assert isinstance(started, TurnStarted)
     next(events)
@@ -128,7 +130,7 @@ def test_walking_away_mid_answer_still_saves_what_was_written(services: Services
 
 def test_regenerate_replaces_the_last_answer(services: Services) -> None:
     conversation_id, _ = answer(services, None, "hello")
-    events = list(services.chat.regenerate(conversation_id, PARAMS, "sys"))
+    events = list(services.chat.regenerate(conversation_id, TurnSettings(PARAMS, "sys")))
     assert isinstance(events[-1], TurnSaved)
     stored = services.store.get(conversation_id)
     assert [m.role for m in stored.messages] == ["user", "assistant"]
@@ -137,7 +139,7 @@ def test_regenerate_replaces_the_last_answer(services: Services) -> None:
 
 def test_changing_the_system_prompt_is_remembered(services: Services) -> None:
     conversation_id, _ = answer(services, None, "hello")
-    list(services.chat.send(conversation_id, "again", PARAMS, "talk like a pirate"))
+    list(services.chat.send(conversation_id, "again", TurnSettings(PARAMS, "talk like a pirate")))
     assert services.store.get(conversation_id).system_prompt == "talk like a pirate"
 
 
@@ -154,7 +156,7 @@ def test_a_bad_model_file_is_reported_on_every_chat_and_nothing_is_lost(tmp_path
         list(services.runtime.load(services.model_choice()))
     assert services.runtime.status.state == "error"
     with pytest.raises(ModelFileError) as caught:
-        list(services.chat.send(conversation_id, "hello?", PARAMS, "sys"))
+        list(services.chat.send(conversation_id, "hello?", TurnSettings(PARAMS, "sys")))
     assert "GGUF" in caught.value.remedy
     assert [m.content for m in services.store.get(conversation_id).messages] == [
         "keep me",
@@ -164,12 +166,12 @@ def test_a_bad_model_file_is_reported_on_every_chat_and_nothing_is_lost(tmp_path
 
 def test_background_work_can_tell_whether_an_answer_is_being_written(services: Services) -> None:
     assert not services.chat.answering
-    events = services.chat.send(None, "hello there", PARAMS, "sys")
+    events = services.chat.send(None, "hello there", TurnSettings(PARAMS, "sys"))
     next(events)  # the turn has started
     assert services.chat.answering
     list(events)
     assert not services.chat.answering
-    events = services.chat.send(None, "walk away", PARAMS, "sys")
+    events = services.chat.send(None, "walk away", TurnSettings(PARAMS, "sys"))
     next(events)
     events.close()  # the page went away mid-answer
     assert not services.chat.answering
@@ -180,7 +182,7 @@ def test_the_answer_is_saved_as_it_is_written_and_the_end_replaces_the_draft(ser
     from app.services.answering.drafts import INTERRUPTED
 
     chat = ChatService(services.store, services.runtime, draft_every_s=0.0)  # a draft at every piece
-    stream = chat.send(None, "one two three four", PARAMS, "sys")
+    stream = chat.send(None, "one two three four", TurnSettings(PARAMS, "sys"))
     started = next(stream)
     assert isinstance(started, TurnStarted)
     seen: list[str] = []

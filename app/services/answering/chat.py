@@ -29,7 +29,7 @@ from app.services.answering.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSched
 from app.services.answering.history import fit_history, prompt_budget
 from app.services.answering.tool_turn import CallLog, ToolUse, fitted_stream
 from app.services.library.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
-from app.services.library.conversations import AnswerStats, ConversationStore, StoredMessage, ToolRecord
+from app.services.library.conversations import AnswerStats, Conversation, ConversationStore, StoredMessage, ToolRecord
 from app.services.serving.model_handles import Lease
 from app.services.serving.runtime import ModelRuntime
 from app.tools.documents_tool import DocumentSearch
@@ -53,6 +53,18 @@ if TYPE_CHECKING:
 DEFAULT_TOP_K = 3
 # From this many prompt tokens on, the wait before the first word is said in words (TurnStarted.reading).
 READING_SAID_FROM_TOKENS = 1_000
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """How a turn is answered, as every front end asks for it (the page, `hearth chat` and `hearth ask`, the
+    evaluations and benchmarks): how to write (sampling, length, the adapter), the system prompt, the collection the
+    answer comes from, and the tools the model may call with how each call is asked about."""
+
+    params: GenerationParams
+    system_prompt: str = ""
+    collection: str | None = None
+    tools: ToolUse | None = None
 
 
 @dataclass(frozen=True)
@@ -141,17 +153,14 @@ class ChatService:
         self,
         conversation_id: str | None,
         text: str,
-        params: GenerationParams,
-        system_prompt: str,
-        collection: str | None = None,
+        settings: TurnSettings,
         cancel: CancelToken | None = None,
         attach: Sequence[Path] = (),
-        tools: ToolUse | None = None,
     ) -> Iterator[TurnEvent]:
-        """Answer ``text``; with ``collection``, from the passages retrieved for it, cited by number; files attached
-        to the conversation (before, or now with ``attach``) are given whole or searched too. With ``tools``, the
-        model may call them, each call asked about as ``tools`` says, and the calls are kept with the answer. The
-        model is held (leased) from the first event to the last; ``cancel`` stops this answer only (and the
+        """Answer ``text``; with a collection in ``settings``, from the passages retrieved for it, cited by number;
+        files attached to the conversation (before, or now with ``attach``) are given whole or searched too. With
+        tools, the model may call them, each call asked about as they say, and the calls are kept with the answer.
+        The model is held (leased) from the first event to the last; ``cancel`` stops this answer only (and the
         attaching before it, which then keeps nothing)."""
         if not text.strip():
             raise EmptyMessage("There is nothing to send.", "Type a question first.")
@@ -173,26 +182,17 @@ class ChatService:
             # Retrieve and fit before storing: a question that cannot be answered must not land in the
             # conversation.
             earlier = conversation.messages if conversation else ()
-            prompt = self._prompt(engine, earlier, text, params, system_prompt, collection, attached)
+            prompt = self._prompt(engine, earlier, text, settings, attached)
             if conversation is None:
-                conversation = self._store.create(system_prompt, collection=collection)
+                conversation = self._store.create(settings.system_prompt, collection=settings.collection)
             else:
-                self._remember_settings(
-                    conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
-                )
+                self._remember_settings(conversation, settings)
             for file in new:
                 self._attachments.add(conversation.id, file)
             self._store.append(conversation.id, "user", text)
-            yield from self._answer(engine, conversation.id, prompt, params, cancel, tools)
+            yield from self._answer(engine, conversation.id, prompt, settings, cancel)
 
-    def next_prompt(
-        self,
-        conversation_id: str | None,
-        text: str,
-        params: GenerationParams,
-        system_prompt: str,
-        collection: str | None = None,
-    ) -> list[ChatMessage]:
+    def next_prompt(self, conversation_id: str | None, text: str, settings: TurnSettings) -> list[ChatMessage]:
         """The messages :meth:`send` would give the model for ``text`` next in the conversation (or a new one), the
         passages and the earlier turns as they would be; nothing is stored. Benchmarks give the very same prompt to
         another engine."""
@@ -200,16 +200,10 @@ class ChatService:
             conversation = self._store.get(conversation_id) if conversation_id else None
             earlier = conversation.messages if conversation else ()
             attached = [a.file for a in self._attachments.load(conversation.id)] if conversation else []
-            return self._prompt(engine, earlier, text, params, system_prompt, collection, attached).messages
+            return self._prompt(engine, earlier, text, settings, attached).messages
 
     def regenerate(
-        self,
-        conversation_id: str,
-        params: GenerationParams,
-        system_prompt: str,
-        collection: str | None = None,
-        cancel: CancelToken | None = None,
-        tools: ToolUse | None = None,
+        self, conversation_id: str, settings: TurnSettings, cancel: CancelToken | None = None
     ) -> Iterator[TurnEvent]:
         with self._runtime.lease() as engine:
             conversation = self._store.get(conversation_id)
@@ -220,35 +214,31 @@ class ChatService:
                 raise EmptyMessage("There is no question to answer again.", "Send a message first.")
             question = stored.pop()
             attached = [a.file for a in self._attachments.load(conversation.id)]
-            prompt = self._prompt(engine, stored, question.content, params, system_prompt, collection, attached)
-            self._remember_settings(
-                conversation.id, conversation.system_prompt, conversation.collection, system_prompt, collection
-            )
+            prompt = self._prompt(engine, stored, question.content, settings, attached)
+            self._remember_settings(conversation, settings)
             self._store.delete_trailing_assistant(conversation.id)
-            yield from self._answer(engine, conversation.id, prompt, params, cancel or CancelToken(), tools)
+            yield from self._answer(engine, conversation.id, prompt, settings, cancel or CancelToken())
 
     def attachments(self, conversation_id: str) -> list[AttachmentSummary]:
         """The files attached to a conversation, oldest first."""
         return self._attachments.summaries(conversation_id)
 
-    def _remember_settings(
-        self, conversation_id: str, old_prompt: str, old_collection: str | None, prompt: str, collection: str | None
-    ) -> None:
-        if old_prompt != prompt:
-            self._store.set_system_prompt(conversation_id, prompt)
-        if old_collection != collection:
-            self._store.set_collection(conversation_id, collection)
+    def _remember_settings(self, conversation: Conversation, settings: TurnSettings) -> None:
+        """The conversation keeps the system prompt and collection it was last answered with."""
+        if conversation.system_prompt != settings.system_prompt:
+            self._store.set_system_prompt(conversation.id, settings.system_prompt)
+        if conversation.collection != settings.collection:
+            self._store.set_collection(conversation.id, settings.collection)
 
     def _prompt(
         self,
         engine: Lease,
         earlier: Sequence[StoredMessage],
         question: str,
-        params: GenerationParams,
-        system_prompt: str,
-        collection: str | None,
+        settings: TurnSettings,
         attached: Sequence[ReadAttachment] = (),
     ) -> _Prompt:
+        params, system_prompt, collection = settings.params, settings.system_prompt, settings.collection
         if collection or attached:
             asked = DocumentsQuestion(question, system_prompt, collection, self._top_k, attached)
             # The turns the previous answer's prompt left out stay out (its cut is kept while it fits).
@@ -298,10 +288,10 @@ class ChatService:
         engine: Lease,
         conversation_id: str,
         prompt: _Prompt,
-        params: GenerationParams,
+        settings: TurnSettings,
         cancel: CancelToken,
-        tools: ToolUse | None = None,
     ) -> Iterator[TurnEvent]:
+        params, tools = settings.params, settings.tools
         turn = prompt.documents
         sources = turn.sources if turn else ()
         retrieve_ms = turn.found.total_ms if turn else 0.0
