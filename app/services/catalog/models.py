@@ -24,7 +24,7 @@ from models.quantize import QuantizeProgress, QuantizeWarning
 from models.store import ModelNotKnown, ModelStore, Source, StoredModel
 
 # The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.
-HELDOUT_TEXT = Path(__file__).resolve().parents[2] / "models" / "data" / "heldout-apache-2.0.txt"
+HELDOUT_TEXT = Path(__file__).resolve().parents[3] / "models" / "data" / "heldout-apache-2.0.txt"
 
 
 @dataclass(frozen=True)

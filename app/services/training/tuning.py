@@ -36,7 +36,7 @@ from models.tuning.plan import TrainingPlan, check_fits, plan_gpu_training
 from models.tuning.prepare import available_memory, prepare_data, shape_of
 from models.tuning.runs import Job, RunError, RunFolder, RunStats
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)

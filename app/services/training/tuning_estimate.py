@@ -16,7 +16,7 @@ from models.tuning.estimate import TimeEstimate, from_arithmetic, from_pace, tok
 from models.tuning.options import TuneOptions
 from models.tuning.runs import RunFolder, RunStats
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 SPEED_FILE = "cpu-speed.json"
 MEASURE_TIMEOUT_S = 60.0
 
