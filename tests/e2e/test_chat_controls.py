@@ -161,12 +161,25 @@ def test_a_conversation_keeps_its_collection_across_new_chat_reopening_reload_an
     assert app.remote_requests == []
 
 
+SIDEBAR_SETTLED = """() => {
+    const sidebar = document.querySelector('#sidebar');
+    if (!sidebar) return false;
+    const box = JSON.stringify(sidebar.getBoundingClientRect());
+    const before = window.hearthSidebarBox;
+    window.hearthSidebarBox = box;
+    const moving = sidebar.getAnimations({subtree: true}).some((a) => a.playState === 'running');
+    return !moving && before === box;
+}"""
+
+
 def open_narrow(browser: Any, app: RunningApp, width: int) -> Any:
     page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
     page.goto(app.entry_url)
     page.wait_for_selector("#message textarea", timeout=30_000)
     page.wait_for_selector("html[data-hearth-layout]", state="attached", timeout=15_000)
-    page.wait_for_timeout(500)  # the sidebar's slide
+    # The sidebar slides open or shut as the page settles; measured only once it has stopped (a fixed pause was
+    # too short once on a busy machine): no transition of its own still running, and the same box twice running.
+    page.wait_for_function(SIDEBAR_SETTLED, polling=200, timeout=15_000)
     return page
 
 
