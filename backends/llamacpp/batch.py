@@ -41,14 +41,7 @@ from backends.base import (
     TextDelta,
     Usage,
 )
-from backends.llamacpp.batch_policy import (
-    CachedSequence,
-    FreeSlot,
-    choose_slot,
-    gap_moves,
-    prefill_shares,
-    prefix_to_borrow,
-)
+from backends.llamacpp.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
 from backends.llamacpp.native import ABORTED
 from backends.llamacpp.prompt_lookup import DraftPolicy, PromptLookup
 from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
@@ -266,7 +259,6 @@ class BatchScheduler:
         if len(slot.cached) > choice.reused:
             self._engine.forget(slot.index, choice.reused)
             del slot.cached[choice.reused :]
-        reused = self._borrow_prefix(slot, request.prompt, choice.reused)
         params = request.params
         steps = sampler_steps(params, self._seeds.getrandbits(32))
         sampler = SamplerChain(steps, self._engine.vocab_size, params.grammar, self._engine.vocab)
@@ -275,35 +267,16 @@ class BatchScheduler:
         slot.answer = _Answer(
             request=request,
             admitted=self._arrivals,
-            pending=request.prompt[reused:],
+            pending=request.prompt[choice.reused :],
             sampler=sampler,
             decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"),
             scanner=StopScanner(request.params.stop),
             budget=min(request.params.max_new_tokens, self._engine.shape.context_length - len(request.prompt)),
-            reused=reused,
+            reused=choice.reused,
             lookup=PromptLookup.over(request.prompt)
             if params.prompt_lookup and params.grammar is None and self._engine.can_trim
             else None,
         )
-
-    def _borrow_prefix(self, slot: _Slot, prompt: list[int], reused: int) -> int:
-        """Copy into ``slot`` another slot's cache when it begins with more of ``prompt`` (the shared system
-        prompt and instructions of a new conversation); the prompt tokens now cached, to be read from there on.
-        Only a cache computed under the slot's adapter counts. The copied cells hold the very values reading the
-        same tokens gave that slot, at the same positions."""
-        others = [
-            CachedSequence(other.index, other.cached)
-            for other in self._slots
-            if other is not slot and other.adapter == slot.adapter and other.cached
-        ]
-        borrow = prefix_to_borrow(others, prompt, reused)
-        if borrow is None:
-            return reused
-        self._engine.copy_sequence(borrow.source, slot.index)
-        self._engine.forget(slot.index, borrow.tokens)
-        slot.cached = list(prompt[: borrow.tokens])
-        log.debug("slot %d took %d prompt tokens from slot %d's cache", slot.index, borrow.tokens, borrow.source)
-        return borrow.tokens
 
     def _retire_unwanted(self) -> None:
         for slot in self._slots:

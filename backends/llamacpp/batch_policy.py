@@ -60,40 +60,6 @@ def choose_slot(free: Sequence[FreeSlot], prompt: Sequence[int]) -> SlotChoice:
     return SlotChoice(best.index, reused)
 
 
-# A prefix that another slot holds is copied instead of read when that saves at least this many tokens. llama.cpp
-# copies between per-sequence caches only whole (the source's every cell, then the rest is dropped), which costs a
-# few milliseconds; reading 32 tokens costs a quarter of a second on the default model here.
-MIN_BORROWED_TOKENS = 32
-
-
-@dataclass(frozen=True)
-class CachedSequence:
-    """Another slot's sequence, busy or not, whose cache may be copied: what it holds."""
-
-    index: int
-    cached: Sequence[int]
-
-
-@dataclass(frozen=True)
-class Borrow:
-    source: int  # the slot whose cache is copied
-    tokens: int  # leading prompt tokens the copy brings
-
-
-def prefix_to_borrow(others: Sequence[CachedSequence], prompt: Sequence[int], reused: int) -> Borrow | None:
-    """The other sequence whose cache begins with the most of ``prompt``, when copying it brings at least
-    ``MIN_BORROWED_TOKENS`` more than the ``reused`` tokens the chosen slot holds already: a new conversation
-    starts from the system prompt and instructions that another conversation's slot has read, instead of reading
-    them again. The last two prompt tokens are always read (see the module's note). Ties go to the lower index."""
-    limit = max(len(prompt) - MIN_PIECE_TOKENS, 0)
-    best: Borrow | None = None
-    for other in sorted(others, key=lambda sequence: sequence.index):
-        shared = min(common_prefix(other.cached, prompt), limit)
-        if shared - reused >= MIN_BORROWED_TOKENS and (best is None or shared > best.tokens):
-            best = Borrow(other.index, shared)
-    return best
-
-
 def prefill_shares(pending: Sequence[int], decoding: int, batch_tokens: int, chunk_tokens: int) -> list[int]:
     """Prompt tokens each prefilling slot evaluates this step, in arrival order (first come, first filled).
 

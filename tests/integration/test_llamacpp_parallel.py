@@ -258,49 +258,6 @@ def test_a_shared_prefix_is_reused_and_the_answer_is_the_same_as_cold(
     assert warm.text == cold.text != ""
 
 
-def test_a_new_conversation_copies_the_system_prompt_a_busy_slot_read_and_answers_as_cold(
-    model_info: ModelInfo,
-) -> None:
-    """Two slots. A long answer is being written in slot 0 under a long system prompt; a new conversation with the
-    same system prompt takes slot 1, copies slot 0's cache for the shared part instead of reading it, and reads only
-    its own question. Its greedy answer is the one read cold, and the answer in slot 0 goes on as it does alone."""
-    document = " ".join(f"Line {n}: the lighthouse keeper wrote down the weather at dusk." for n in range(16))
-    system = ChatMessage("system", "Answer from this log.\n" + document)
-    mine = [system, ChatMessage("user", "When did the keeper write?")]
-    counting = [system, ChatMessage("user", "Count from 1 to 500: " + COUNTING)]
-
-    backend = LlamaCppBackend()
-    list(backend.load(model_info, LoadOptions(CONTEXT, threads=2, slots=2)))
-    try:
-        document_tokens = backend.count_tokens(document)
-        cold = Answer(list(backend.stream_chat(mine, GREEDY, CancelToken())))  # a fresh model: nothing cached
-        alone = Answer(list(backend.stream_chat(counting, GREEDY, CancelToken())))
-        stop = CancelToken()
-        writing = backend.stream_chat(counting, LONG, stop)
-        head = read_until_text(writing, 2)  # slot 0, which holds the system prompt, is writing now
-        copied = Answer(list(backend.stream_chat(mine, GREEDY, CancelToken())))
-        written = head + read_until_length(writing, len(alone.text))
-        stop.cancel()
-        rest = Answer(list(writing))
-    finally:
-        backend.close()
-    assert cold.usage.cached_tokens == 0
-    assert copied.usage.cached_tokens >= document_tokens
-    assert copied.usage.prompt_tokens - copied.usage.cached_tokens < 30  # only its own question was read
-    assert copied.text == cold.text != ""
-    assert rest.reason == "cancelled" and written.startswith(alone.text) and alone.text
-
-
-def read_until_length(stream: Iterator[ChatEvent], characters: int) -> str:
-    text = ""
-    for event in stream:
-        if isinstance(event, TextDelta):
-            text += event.text
-            if len(text) >= characters:
-                return text
-    raise AssertionError("the stream ended early")
-
-
 def test_stop_strings_end_the_answer_before_them(parallel: LlamaCppBackend) -> None:
     full = answer(parallel, QUESTIONS[1])
     words = re.findall(r"\w+ \w+", full.text)

@@ -11,18 +11,7 @@ from app.errors import HearthError
 from app.services.container import preferences
 from app.settings import load_settings
 from backends.base import GenerationParams
-from backends.llamacpp.batch_policy import (
-    MIN_BORROWED_TOKENS,
-    Borrow,
-    CachedSequence,
-    FreeSlot,
-    SlotChoice,
-    choose_slot,
-    common_prefix,
-    gap_moves,
-    prefill_shares,
-    prefix_to_borrow,
-)
+from backends.llamacpp.batch_policy import FreeSlot, SlotChoice, choose_slot, common_prefix, gap_moves, prefill_shares
 from backends.llamacpp.sampling import SamplerStep, sampler_steps
 from backends.memory import GIB, HEADROOM_BYTES, estimate_llamacpp, estimate_offload, layers_that_fit
 from backends.placement import GPU_HEADROOM_BYTES, slot_counts
@@ -145,39 +134,6 @@ def test_the_last_two_prompt_tokens_are_always_read_again() -> None:
     assert choose_slot([FreeSlot(0, [1, 2, 3, 4], 0)], [1, 2, 3, 4, 5]).reused == 3
     assert choose_slot([FreeSlot(0, [1, 2], 0)], [1, 2]).reused == 0
     assert choose_slot([FreeSlot(0, [1], 0)], [1]).reused == 0
-
-
-SYSTEM = list(range(100, 100 + MIN_BORROWED_TOKENS + 8))  # a system prompt long enough to be worth a copy
-
-
-def test_a_new_conversation_copies_the_system_prompt_another_slot_has_read() -> None:
-    """The request took an empty slot (slot 0's conversation shares only the system prompt): slot 0's cache is
-    copied for the shared part, and only the rest is read."""
-    prompt = [*SYSTEM, 1, 2, 3]
-    others = [CachedSequence(0, [*SYSTEM, 50, 51, 52]), CachedSequence(2, [7, 8])]
-    assert prefix_to_borrow(others, prompt, reused=0) == Borrow(0, len(SYSTEM))
-
-
-def test_the_sequence_holding_the_most_of_the_prompt_is_copied() -> None:
-    prompt = [*SYSTEM, 1, 2, 3, 4]
-    others = [CachedSequence(3, [*SYSTEM, 1, 2, 9]), CachedSequence(1, [*SYSTEM, 9]), CachedSequence(0, SYSTEM)]
-    assert prefix_to_borrow(others, prompt, reused=0) == Borrow(3, len(SYSTEM) + 2)
-    # a tie goes to the lower index
-    assert prefix_to_borrow([CachedSequence(2, SYSTEM), CachedSequence(1, SYSTEM)], prompt, 0) == Borrow(1, len(SYSTEM))
-
-
-def test_a_copy_that_brings_too_little_is_not_made() -> None:
-    prompt = [*SYSTEM, 1, 2, 3]
-    # the slot itself holds all but a few of the shared tokens already
-    assert prefix_to_borrow([CachedSequence(0, SYSTEM)], prompt, reused=len(SYSTEM) - 4) is None
-    short = SYSTEM[: MIN_BORROWED_TOKENS - 1]
-    assert prefix_to_borrow([CachedSequence(0, short)], [*short, 1, 2, 3], reused=0) is None
-    assert prefix_to_borrow([], prompt, reused=0) is None
-
-
-def test_a_copied_prefix_still_leaves_the_last_two_prompt_tokens_to_read() -> None:
-    """The whole prompt cached elsewhere (the same question asked again in a new conversation)."""
-    assert prefix_to_borrow([CachedSequence(0, [*SYSTEM, 5])], SYSTEM, reused=0) == Borrow(0, len(SYSTEM) - 2)
 
 
 def test_prompts_are_read_first_come_first_filled() -> None:
