@@ -16,7 +16,7 @@ from app.settings import load_settings
 
 pytestmark = pytest.mark.integration
 
-FILES = 40
+FILES = 12  # the kill comes after 5 are indexed: 7 left to resume
 # Enough passages a file (about 25) that the files after the first take seconds, not the 15 ms a file that five
 # passages took: a Ctrl+C sent when the first is reported must still find work left to stop.
 LINES = 200
