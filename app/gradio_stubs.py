@@ -2,10 +2,9 @@
 
 Every Gradio component class, as it is defined, re-reads its own source file, parses it and rewrites the ``.pyi``
 stub beside it in the installed package (``gradio.component_meta.create_or_modify_pyi``): a tool for Gradio's own
-developers that runs at every import. Here it was most of the time ``import gradio`` took (about 17 of 26 s on the
-2-core machine, `python -X importtime -c "import app.ui.chat_page"`), paid by every start of the page, and it writes
-into site-packages. :func:`install` makes that function do nothing the moment its module is loaded, before any
-component class is made; the components themselves are Gradio's own, unchanged.
+developers that runs at every import and writes into site-packages; pure-Python CPU work, it weighs most on a busy
+machine. :func:`install` makes that function do nothing the moment its module is loaded, before any component class
+is made; the components themselves are Gradio's own, unchanged.
 """
 
 from __future__ import annotations
