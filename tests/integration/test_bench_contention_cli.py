@@ -15,11 +15,11 @@ pytestmark = pytest.mark.integration
 
 
 def _long_text(path: Path) -> Path:
-    """A plain-text file long enough that short answers end while it is indexed (about 200 passages)."""
+    """A plain-text file long enough that short answers end while it is indexed (about 100 passages)."""
     paragraphs = [
         f"Section {n}. The keeper of light {n} logged the tide at {n % 12 + 1} o'clock, trimmed wick number {n * 7}, "
         f"and noted that the beam reached {n % 30 + 5} nautical miles across the bay that night. " * 3
-        for n in range(400)
+        for n in range(200)
     ]
     path.write_text("\n\n".join(paragraphs), encoding="utf-8")
     return path
