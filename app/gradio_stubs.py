@@ -48,7 +48,8 @@ class _StubWriterOff(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Turn the stub writer off for Gradio imported from now on (a no-op once it is imported, or installed)."""
+    """Turn the stub writer off: at once when Gradio's module is loaded already (classes made before keep their
+    stubs as written), otherwise the moment it loads. Installing again adds no second finder."""
     loaded = sys.modules.get(_MODULE)
     if loaded is not None:
         if hasattr(loaded, _WRITER):
