@@ -44,9 +44,8 @@ package-record: setup
 # The whole suite runs as two interpreters: the browser tests' long sessions do not share a process with the native
 # libraries (Chroma, torch, llama.cpp) the unit and integration tests load in-process (CI once saw the one process
 # that ran everything die of SIGSEGV in the e2e part). PYTEST_ARGS runs one pytest with them, as given.
-# The tests start Hearth's own processes a few hundred times; each compiles the project's modules again unless
-# Python may keep their bytecode (__pycache__, ignored by git), which an environment with PYTHONDONTWRITEBYTECODE
-# set forbids.
+# Every Hearth process the tests start (each `hearth` command, engine, page) compiles the project's modules again
+# unless Python may keep their bytecode (__pycache__, ignored by git), which PYTHONDONTWRITEBYTECODE forbids.
 test: export PYTHONDONTWRITEBYTECODE :=
 test: setup-test
 ifeq ($(strip $(PYTEST_ARGS)),)

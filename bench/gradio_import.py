@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 WAYS = {
@@ -39,12 +40,10 @@ def main() -> int:
     for _ in range(args.runs):
         for way, code in WAYS.items():
             seconds[way].append(timed(code))
-    import gradio
-
     lines = [
         f"# {' '.join([Path(sys.executable).name, *sys.argv])}",
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()};"
-        f" gradio {gradio.__version__}; {args.runs} runs each, alternating, each in a fresh interpreter",
+        f" gradio {version('gradio')}; {args.runs} runs each, alternating, each in a fresh interpreter",
     ]
     for way, runs in seconds.items():
         spread = f"{min(runs):.2f}-{max(runs):.2f}"

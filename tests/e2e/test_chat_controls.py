@@ -178,7 +178,7 @@ def open_narrow(browser: Any, app: RunningApp, width: int) -> Any:
     page.wait_for_selector("#message textarea", timeout=30_000)
     page.wait_for_selector("html[data-hearth-layout]", state="attached", timeout=15_000)
     # The sidebar slides open or shut as the page settles; measured only once it has stopped (a fixed pause was
-    # too short once on a busy machine): no transition of its own still running, and the same box twice running.
+    # too short once on a busy machine): no transition of its own still running, and the same box twice in a row.
     page.wait_for_function(SIDEBAR_SETTLED, polling=200, timeout=15_000)
     return page
 

@@ -10,7 +10,6 @@ import pytest
 pytestmark = pytest.mark.integration
 
 PROBE = """
-import sys
 import app
 from app.gradio_stubs import _no_stub
 import gradio as gr

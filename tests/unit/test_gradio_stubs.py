@@ -27,7 +27,9 @@ def test_a_module_without_the_writer_is_left_as_it_is(monkeypatch: pytest.Monkey
 
 def test_the_finder_is_installed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "gradio.component_meta", raising=False)
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    # importing app installed one already: start from a meta path without it
+    others = [finder for finder in sys.meta_path if not isinstance(finder, gradio_stubs._StubWriterOff)]
+    monkeypatch.setattr(sys, "meta_path", others)
     gradio_stubs.install()
     gradio_stubs.install()
     finders = [finder for finder in sys.meta_path if isinstance(finder, gradio_stubs._StubWriterOff)]
