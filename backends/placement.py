@@ -113,7 +113,6 @@ def cpu_option(ctx: PlanContext, cls: type[Backend], rank: int, route: str) -> l
     plan = BackendPlan(
         backend=name,
         label=label,
-        devices=(CPU,),
         threads=ctx.threads,
         context_length=ctx.context,
         memory=memory,

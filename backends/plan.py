@@ -114,7 +114,6 @@ class BackendPlan:
 
     backend: str
     label: str
-    devices: tuple[Device, ...]
     threads: int
     context_length: int
     memory: MemoryEstimate
@@ -124,6 +123,12 @@ class BackendPlan:
     slots: int = 1  # answers written at once; ``context_length`` is each one's
     kv_cache_type: str = "f16"
     output_on_cpu: bool = False  # the output projection on this CPU, the layers elsewhere (see LoadOptions)
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        """The devices that hold a part of the model (this CPU whenever it has a place, even with no layers: it
+        holds the rest)."""
+        return tuple(p.device for p in self.placements if p.layers or p.device.kind == "cpu")
 
     @property
     def cpu_only(self) -> bool:
@@ -165,8 +170,9 @@ class BackendPlan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan as `hearth doctor --json` reports it: devices by their ids, llama.cpp's settings included."""
-        body = asdict(self)
-        body["devices"] = [str(d) for d in self.devices]
+        fields = asdict(self)
+        body = {"backend": fields.pop("backend"), "label": fields.pop("label")}
+        body |= {"devices": [str(d) for d in self.devices]} | fields
         for placement, shown in zip(self.placements, body["placements"], strict=True):
             shown["device"] = str(placement.device)
         return body | {

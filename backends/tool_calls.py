@@ -359,16 +359,16 @@ class CallScanner:
             header = _HEADER.match(self._held)
             if header is None or header.end() == len(self._held):
                 if len(self._held) > _HEADER_LONGEST:
-                    self._streaming = _StreamedCall("", -1)  # never streamed: read whole at its end
+                    self._streaming = _StreamedCall.read_whole()
                 return []
             if self._held[header.end()] != "{":
-                self._streaming = _StreamedCall("", -1)
+                self._streaming = _StreamedCall.read_whole()
                 return []
             streaming = self._streaming = _StreamedCall(new_call_id(), header.end())
             begun: list[Piece] = [CallBegun(streaming.id, json.loads(header.group(1)))]
         else:
             begun = []
-        if streaming.sent < 0:
+        if not streaming.streamed:
             return begun
         upto = streaming.read(self._held, upto)
         if upto <= streaming.sent:
@@ -379,16 +379,22 @@ class CallScanner:
 
 @dataclass
 class _StreamedCall:
-    """A call being given in pieces: its arguments from ``sent`` on are still to go (-1: it is not streamed),
-    and how far a JSON value's end has been looked for."""
+    """A call being given in pieces: its arguments from ``sent`` on are still to go, and how far a JSON value's end
+    has been looked for. One that is not ``streamed`` is read whole at its end."""
 
     id: str
     sent: int
+    streamed: bool = True
     _read: int = -1
     _depth: int = 0
     _string: bool = False
     _escaped: bool = False
     _end: int = -1  # where the arguments' object ends in the held call, once read
+
+    @classmethod
+    def read_whole(cls) -> _StreamedCall:
+        """A call that is not given in pieces (its name or arguments are not in the grammar's form)."""
+        return cls("", 0, streamed=False)
 
     def read(self, held: str, upto: int) -> int:
         """How far into ``held`` (at most ``upto``) the arguments reach, reading on from where it stopped."""

@@ -114,8 +114,7 @@ def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generat
     same function and arguments (small models repeat a call until their answer runs out), is not sent again: the
     answer is stopped there and ends as if the model had stopped. So that a repeat is never half sent, a call's
     pieces are held while its arguments so far begin those of a call already sent to the same function."""
-    made: list[ToolCall] = []
-    written: list[tuple[str, str]] = []  # each call sent: its function and its arguments as the model wrote them
+    sent: list[_Sent] = []
     writing: _Writing | None = None
     stopped = False
     for item in calls_in(events, pieces=True):
@@ -126,17 +125,16 @@ def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generat
         elif isinstance(item, CallArguments) and writing is not None:
             writing.arguments += item.text
             if writing.opened:
-                yield CallPiece(len(made), item.text)
-            elif not any(name == writing.name and earlier.startswith(writing.arguments) for name, earlier in written):
+                yield CallPiece(len(sent), item.text)
+            elif not any(s.call.name == writing.name and s.written.startswith(writing.arguments) for s in sent):
                 writing.opened = True
-                yield CallOpened(len(made), writing.id, writing.name, writing.arguments)
+                yield CallOpened(len(sent), writing.id, writing.name, writing.arguments)
         elif isinstance(item, ToolCall):
             opened = writing is not None and writing.opened
-            repeated = any((c.name, c.arguments) == (item.name, item.arguments) for c in made)
+            repeated = any((s.call.name, s.call.arguments) == (item.name, item.arguments) for s in sent)
             if not repeated or opened:
-                yield Called(item, len(made), streamed=opened)
-                made.append(item)
-                written.append((item.name, writing.arguments if writing is not None else item.arguments))
+                yield Called(item, len(sent), streamed=opened)
+                sent.append(_Sent(item, writing.arguments if writing is not None else item.arguments))
             writing = None
             if repeated:
                 stopped = True
@@ -145,6 +143,14 @@ def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generat
             yield item
         elif not isinstance(item, CallArguments):
             yield Finished("stop") if stopped and isinstance(item, Finished) else item
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A call sent: as read (its arguments normalized) and its arguments as the model wrote them."""
+
+    call: ToolCall
+    written: str
 
 
 @dataclass

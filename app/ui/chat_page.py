@@ -286,15 +286,10 @@ class ChatPage:
         def start(cancel: CancelToken) -> tuple[Iterator[TurnEvent], list[dict[str, str]]]:
             history = self._history(conversation_id)
             history.append({"role": "user", "content": user_text(text)})
-            params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
-            use = self._tool_use(tools, _session(request), cancel, collection or None)
-            events = self.services.chat.send(
-                conversation_id,
-                text,
-                TurnSettings(params, system_prompt, collection=collection or None, tools=use),
-                cancel=cancel,
-                attach=files,
+            settings = self._turn_settings(
+                conversation_id, system_prompt, temperature, max_new_tokens, collection, tools, request, cancel
             )
+            events = self.services.chat.send(conversation_id, text, settings, cancel=cancel, attach=files)
             return events, history
 
         open_ = bool(conversation_id)
@@ -319,16 +314,30 @@ class ChatPage:
             history = self._history(conversation_id)
             if history and history[-1]["role"] == "assistant":
                 history.pop()
-            params = self.params(temperature, max_new_tokens, conversation_id, collection or None)
-            use = self._tool_use(tools, _session(request), cancel, collection or None)
-            events = self.services.chat.regenerate(
-                conversation_id,
-                TurnSettings(params, system_prompt, collection=collection or None, tools=use),
-                cancel=cancel,
+            settings = self._turn_settings(
+                conversation_id, system_prompt, temperature, max_new_tokens, collection, tools, request, cancel
             )
+            events = self.services.chat.regenerate(conversation_id, settings, cancel=cancel)
             return events, history
 
         yield from self._answer(request, chat_controls(True, True), chat_controls(False, True), start, False)
+
+    def _turn_settings(
+        self,
+        conversation_id: str | None,
+        system_prompt: str,
+        temperature: float,
+        max_new_tokens: float,
+        collection: str | None,
+        tools: str | None,
+        request: gr.Request,
+        cancel: CancelToken,
+    ) -> TurnSettings:
+        """The turn's settings from the page's inputs (an empty collection choice is no collection)."""
+        chosen = collection or None
+        params = self.params(temperature, max_new_tokens, conversation_id, chosen)
+        use = self._tool_use(tools, _session(request), cancel, chosen)
+        return TurnSettings(params, system_prompt, collection=chosen, tools=use)
 
     def _answer(
         self,

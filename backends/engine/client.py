@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
 import queue
 import signal
 import socket
@@ -21,10 +20,10 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 from app.errors import EngineStopped, HearthError, ModelLoadError, WorkersStopped
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, LoadOptions, LoadProgress
+from backends.child_env import child_environment
 from backends.engine.protocol import (
     CancelRequest,
     ChatRequest,
@@ -51,7 +50,6 @@ log = logging.getLogger(__name__)
 # How often a waiting caller looks at its cancel token, so Stop reaches the engine even before the next token.
 CANCEL_POLL_S = 0.05
 SHUTDOWN_GRACE_S = 5.0
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -129,8 +127,7 @@ class EngineProcess:
         """Start the process and load the model, yielding its progress. Raises the engine's own typed error if
         the load fails, or :class:`EngineStopped` if the process dies while loading."""
         ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env = child_environment()
         # When llama.cpp aborts (a worker gone, for one) it runs gdb on itself where gdb is installed: seconds of
         # delay and a page of stack frames in the user's terminal for a failure Hearth names and recovers from.
         env.setdefault("GGML_NO_BACKTRACE", "1")

@@ -248,7 +248,6 @@ def _gpu_plan(ctx: PlanContext, label: str, placements: tuple[Placement, ...], r
     plan = BackendPlan(
         backend="llamacpp",
         label=label,
-        devices=tuple(p.device for p in placements if p.layers or p.device.kind == "cpu"),
         threads=ctx.threads,
         context_length=ctx.context,
         memory=sum_memory(p.memory for p in placements),

@@ -94,7 +94,6 @@ def _openvino_accelerator(ctx: PlanContext, cls: type[Backend], device: OpenVino
     plan = BackendPlan(
         backend="openvino",
         label=f"OpenVINO ({device.id})",
-        devices=(openvino_device(device.id),),
         threads=ctx.threads,
         context_length=context,
         memory=memory,

@@ -84,7 +84,6 @@ def pipeline_plan(
     return BackendPlan(
         backend="llamacpp",
         label=label,
-        devices=tuple(p.device for p in placements),
         threads=threads,
         context_length=context_length,
         memory=offload.cpu,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -25,6 +24,7 @@ from typing import Protocol, TypeVar
 
 from app.errors import HearthError
 from backends.base import CancelToken
+from backends.child_env import child_environment
 from rag.reading.limits import ReadLimits, too_much_memory, too_slow
 from rag.reading.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
 from rag.reading.sections import Section, Skipped
@@ -38,7 +38,6 @@ TICK_S = 0.25
 IDLE_CLOSE_S = 60.0
 # Loggers whose warnings only add noise unless Hearth runs verbosely (Hearth reports damaged files itself).
 QUIET_LOGGERS = ("pypdf",)
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ReadCancelled(Exception):
@@ -236,8 +235,7 @@ class ReaderProcess:
 
     def _start(self) -> _Child:
         ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env = child_environment()
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "rag.reading.reader_worker", str(theirs.fileno())],

@@ -11,7 +11,6 @@ from app.ui.render import (
     upload_limit_note,
 )
 from backends.base import Finished, TextDelta, Usage
-from backends.plan import CPU
 from rag.prompt import Source
 
 STATS = AnswerStats(
@@ -153,7 +152,7 @@ def test_the_status_line_names_model_backend_and_context_and_the_hardware_tab_th
     from backends.memory import MemoryEstimate
     from backends.plan import BackendPlan
 
-    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", (CPU,), 2, 2048, MemoryEstimate(0, 0, 0), ())
+    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", 2, 2048, MemoryEstimate(0, 0, 0), ())
     line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
     assert line == "**SmolLM2** · llama.cpp (CPU) · context 2048 tokens · offline"
     assert "2 threads · context 2,048 tokens · up to 4 answers at once" in plan_html(plan, "Ready", 4)
@@ -172,7 +171,7 @@ def test_a_models_own_words_in_the_status_line_cannot_load_anything() -> None:
     from backends.memory import MemoryEstimate
     from backends.plan import BackendPlan
 
-    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", (CPU,), 2, 2048, MemoryEstimate(0, 0, 0), ())
+    plan = BackendPlan("llamacpp", "llama.cpp (CPU)", 2, 2048, MemoryEstimate(0, 0, 0), ())
     name = "![x](http://evil/p.png)"  # general.name of a hostile GGUF
     notes = ("Template refused: <img src=http://evil/q.png> `raise_exception`",)
     line = status_markdown(RuntimeStatus("ready", name, "Ready", plan, notes=notes))

@@ -310,11 +310,13 @@ def test_cancel_at_start_leaves_no_model_and_says_so(choice: ModelChoice) -> Non
 
 def test_only_a_cpu_plan_with_room_to_spare_loads_beside_another() -> None:
     from backends.memory import MemoryEstimate
-    from backends.plan import CPU, BackendPlan, cuda_device
+    from backends.plan import CPU, BackendPlan, Placement, cuda_device
 
     memory = MemoryEstimate(weights_bytes=2 << 30, kv_cache_bytes=1 << 30, compute_bytes=0)
-    cpu = BackendPlan("llamacpp", "CPU", (CPU,), 4, 4096, memory, ())
-    gpu = BackendPlan("llamacpp", "GPU", (cuda_device(0),), 4, 4096, memory, ())
+    on_cpu = (Placement(CPU, "CPU", 24, memory, 8 << 30),)
+    on_gpu = (Placement(CPU, "CPU", 0, memory, 8 << 30), Placement(cuda_device(0), "GPU", 24, memory, 8 << 30))
+    cpu = BackendPlan("llamacpp", "CPU", 4, 4096, memory, (), placements=on_cpu)
+    gpu = BackendPlan("llamacpp", "GPU", 4, 4096, memory, (), placements=on_gpu)
     assert fits_alongside(cpu, free_bytes=5 << 30)
     assert not fits_alongside(cpu, free_bytes=3 << 30)  # fits, but without the margin
     assert not fits_alongside(gpu, free_bytes=64 << 30)

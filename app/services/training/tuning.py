@@ -17,6 +17,7 @@ from pathlib import Path
 from app.errors import AdapterError, DoesNotFit, TrainingDataError, TuningError
 from app.paths import DataPaths
 from backends.base import AdapterUse
+from backends.child_env import child_environment
 from backends.hardware import HardwareInventory
 from models.adapters import (
     MODEL_SCOPE,
@@ -35,8 +36,6 @@ from models.tuning.placement import SMALLEST_WINDOW, GpuRoom, choose_placement
 from models.tuning.plan import TrainingPlan, check_fits, plan_gpu_training
 from models.tuning.prepare import available_memory, prepare_data, shape_of
 from models.tuning.runs import Job, RunError, RunFolder, RunStats
-
-_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -236,10 +235,7 @@ def start_run(
 def launch(run: RunFolder) -> subprocess.Popen[bytes]:
     """Start (or restart) the trainer for ``run``. It runs in a session of its own: it outlives the page or the
     command that started it, which find it again in the run folder."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-    for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
-        env.setdefault(key, value)
+    env = child_environment(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
     with run.log_file.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "models.tuning.worker", str(run.path)],

@@ -9,14 +9,13 @@ import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 from app.paths import DataPaths, write_private_text
+from backends.child_env import child_environment
 from models.tuning.estimate import TimeEstimate, from_arithmetic, from_pace, tokens_per_step
 from models.tuning.options import TuneOptions
 from models.tuning.runs import RunFolder, RunStats
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 SPEED_FILE = "cpu-speed.json"
 MEASURE_TIMEOUT_S = 60.0
 
@@ -70,8 +69,7 @@ def cpu_speed(paths: DataPaths, threads: int) -> float | None:
         known = {}
     if isinstance(known.get(key), int | float) and known[key] > 0:
         return float(known[key])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env = child_environment()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "models.tuning.speed", str(threads)],
