@@ -87,6 +87,11 @@ class DataPaths:
         return self.root / "tuning"
 
     @property
+    def conversation_cache_dir(self) -> Path:
+        """Conversations' llama.cpp caches, one folder per model (``backends.llamacpp.saved_slots``; owner-only)."""
+        return self.root / "cache" / "conversations"
+
+    @property
     def compiled_cache_dir(self) -> Path:
         """Models compiled for a device (OpenVINO), so the second load skips compilation."""
         return self.root / "cache" / "compiled"

@@ -64,6 +64,13 @@ class BackendSettings(BaseModel):
         description="How llama.cpp stores the context cache: f16 (2 bytes a value), q8_0 (about 1.06) or q4_0 "
         "(about 0.56); the quantized ones need flash attention, which Hearth then turns on.",
     )
+    conversation_cache_mb: int = Field(
+        default=2048,
+        ge=0,
+        le=1_048_576,
+        description="Disk for conversations' llama.cpp caches, in the data folder: a follow-up after a restart, or "
+        "after other chats took the model's slots, then reads only what is new. 0 keeps them in memory only.",
+    )
     prompt_lookup: Literal["auto", "off"] = Field(
         default="auto",
         description="Prompt-lookup decoding (llama.cpp): guess the next tokens from the prompt and the answer so "

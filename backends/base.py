@@ -94,6 +94,10 @@ class LoadOptions:
     # llama.cpp: the output projection stays on this CPU while every layer is on workers (only the hidden state, not
     # the logits, then crosses the network per token)
     output_on_cpu: bool = False
+    # llama.cpp: where conversations' caches are saved between turns and starts, and the most disk they may take
+    # (``backends.llamacpp.saved_slots``); None keeps them in memory only
+    saved_slots_dir: str | None = None
+    saved_slots_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,8 @@ class GenerationParams:
     tools: tuple[ToolSpec, ...] = ()  # functions the prompt offers (the grammar then holds calls to them)
     # send :class:`Reading` events while the prompt is read (backends that read it in pieces; others send none)
     report_reading: bool = False
+    # the conversation an answer belongs to: a cache saved from it is deleted with it (llama.cpp's saved slots)
+    cache_owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -355,6 +361,11 @@ class Backend(ABC):
     def set_threads(self, threads: int | None) -> None:
         """Compute with ``threads`` CPU threads from the next step on (None: as loaded), so other work on this
         machine (indexing files) gets the rest. Backends that cannot change it while serving leave it as is."""
+        return
+
+    def forget_owner(self, owner: str) -> None:
+        """The conversation ``owner`` was deleted: drop what is cached of its answers (``cache_owner``) and save
+        none of it. Backends that keep no cache between answers have nothing to do."""
         return
 
     @abstractmethod

@@ -100,7 +100,7 @@ def raw_pieces(llm: object, question: str, max_tokens: int) -> Iterator[str]:
 
 
 def run_chat_bench(args: argparse.Namespace) -> int:
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
     from app.settings import load_settings
     from backends.base import GenerationParams
 
@@ -109,7 +109,7 @@ def run_chat_bench(args: argparse.Namespace) -> int:
         if args.model:
             overrides["model"] = {"path": args.model}
         settings = load_settings(**overrides)
-        services = build_services(settings)
+        services = build_services(measuring(settings))
         try:
             progress("loading the model into Hearth's engine process")
             for step in services.runtime.load(services.model_choice()):

@@ -73,7 +73,7 @@ def report_lines(summary: dict[str, Any], model: str, file: str) -> list[str]:
 def run_contention_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.cli.commands import load_model
     from app.cli.eval import with_model
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
 
     if not args.file.is_file():
         raise HearthError(f"{args.file} is not a file.", "Give a document to index, such as a PDF manual.")
@@ -82,7 +82,7 @@ def run_contention_bench(settings: Any, args: argparse.Namespace) -> int:
     phases: dict[str, Phase] = {}
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as home:
         # A scratch data folder for the collections; the model as the settings (or --model) name it.
-        services = build_services(settings.model_copy(update={"home": Path(home)}))
+        services = build_services(measuring(settings.model_copy(update={"home": Path(home)})))
         try:
             progress("loading the model into Hearth's engine process")
             load_model(services)

@@ -89,13 +89,13 @@ def run_lookup_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.cli.commands import load_model
     from app.cli.eval import with_model
     from app.services.answering.chat import ChatService
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
     from app.services.library.conversations import ConversationStore
 
     questions = chosen_questions(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
-    services = build_services(settings)
+    services = build_services(measuring(settings))
     samples: list[LookupSample] = []
     try:
         documents = services.documents.get()

@@ -37,7 +37,7 @@ class Round:
 
 
 def run_parallel_bench(args: argparse.Namespace) -> int:
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
     from app.settings import load_settings
 
     counts = sorted({int(c) for c in args.streams.split(",")})
@@ -45,7 +45,7 @@ def run_parallel_bench(args: argparse.Namespace) -> int:
         overrides: dict[str, Any] = {"home": home, "backend": {"name": "llamacpp", "slots": max(counts)}}
         if args.model:
             overrides["model"] = {"path": args.model}
-        services = build_services(load_settings(**overrides))
+        services = build_services(measuring(load_settings(**overrides)))
         rounds: list[Round] = []
         try:
             progress("loading the model into Hearth's engine process")

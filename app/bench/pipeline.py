@@ -75,7 +75,7 @@ class Report:
 
 
 def run_pipeline_bench(args: argparse.Namespace) -> int:
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
     from app.settings import load_settings
 
     users = sorted({int(c) for c in args.users.split(",")})
@@ -104,7 +104,7 @@ def run_pipeline_bench(args: argparse.Namespace) -> int:
             for name, settings in plans.items():
                 progress(f"loading: {name}")
                 started = time.perf_counter()
-                services[name] = build_services(settings)
+                services[name] = build_services(measuring(settings))
                 list(services[name].control.start())
                 report.load_s[name] = time.perf_counter() - started
             model = services[SINGLE].runtime.model

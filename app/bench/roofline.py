@@ -18,7 +18,7 @@ from backends.read_speed import read_bandwidth
 
 
 def run_roofline_bench(args: argparse.Namespace) -> int:
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
     from app.settings import load_settings
     from backends.base import GenerationParams
     from backends.roofline import bytes_per_token, ceiling_tokens_per_s, share_of_ceiling
@@ -40,7 +40,7 @@ def run_roofline_bench(args: argparse.Namespace) -> int:
                 backend={"threads": args.threads, "slots": 1},
                 generation={"temperature": 0.0},
             )
-            services = build_services(settings)
+            services = build_services(measuring(settings))
             try:
                 progress(f"{model.display_name}: loading Hearth's engine and raw llama-cpp-python")
                 list(services.runtime.load(services.model_choice()))

@@ -52,7 +52,7 @@ def run_eval_answers(
     part: str | None = None,
 ) -> int:
     from app.cli.commands import load_model
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
     from app.services.library.conversations import ConversationStore
 
     if max_tokens < 1:
@@ -60,7 +60,7 @@ def run_eval_answers(
     questions = chosen_questions(read_answer_questions, questions_path, part, limit, output)
     if model is not None:
         settings = with_model(settings, model)
-    services = build_services(settings)
+    services = build_services(measuring(settings))
     results: list[AnswerResult] = []
     try:
         documents = services.documents.get()

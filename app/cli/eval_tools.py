@@ -51,12 +51,12 @@ def run_eval_tools(
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> int:
     from app.cli.commands import load_model
-    from app.services.container import build_services
+    from app.services.container import build_services, measuring
 
     questions = chosen_questions(read_tool_questions, questions_path, part, limit, output)
     if model is not None:
         settings = with_model(settings, model)
-    services = build_services(settings)
+    services = build_services(measuring(settings))
     results: list[Asked] = []
     model_name = "?"
     try:

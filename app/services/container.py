@@ -78,6 +78,17 @@ class Services:
         use = attached_use(self.paths, self.control.choice.path, conversation_id, collection)
         return dataclasses.replace(params, adapter=use) if use is not None else params
 
+    def delete_conversation(self, conversation_id: str) -> None:
+        """The conversation, the adapter attached for it, and the model caches saved from its answers."""
+        from app.services.training.tuning import forget_scope
+        from backends.llamacpp.saved_slots import forget_owner
+        from models.adapters import conversation_scope
+
+        self.store.delete(conversation_id)
+        forget_scope(self.paths, conversation_scope(conversation_id))
+        self.runtime.forget_owner(conversation_id)  # what its slots hold now, before the files (it saves none)
+        forget_owner(self.paths.conversation_cache_dir, conversation_id)
+
     def close(self) -> None:
         self.runtime.close()
         self.store.close()
@@ -119,7 +130,18 @@ def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoic
     path, why = (pick.path, pick.why) if pick else (embedded_chat_model(), RULE_WORDS["fallback"])
     cache = str(paths.compiled_cache_dir)
     links = tuple(worker.link for worker in paired)
-    return StartChoice(ModelChoice(path, prefs, settings.generation.seed or 0, cache, links), why)
+    saved_bytes = settings.backend.conversation_cache_mb << 20
+    saved = str(paths.conversation_cache_dir) if saved_bytes else None
+    choice = ModelChoice(path, prefs, settings.generation.seed or 0, cache, links, saved, saved_bytes)
+    return StartChoice(choice, why)
+
+
+def measuring(settings: Settings) -> Settings:
+    """``settings`` for a benchmark or an evaluation: every prompt is read as it would be the first time, not
+    loaded from a conversation cache an earlier run saved (which would time the disk, and could round a near tie
+    otherwise than reading does)."""
+    backend = settings.backend.model_copy(update={"conversation_cache_mb": 0})
+    return settings.model_copy(update={"backend": backend})
 
 
 def preferences(settings: Settings, paired: Sequence[PairedWorker] | None = None) -> Preferences:

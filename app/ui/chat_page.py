@@ -23,7 +23,6 @@ from app.errors import ConversationNotFound, EngineStopped, HearthError
 from app.services.answering.chat import TurnEvent, TurnSettings
 from app.services.answering.tool_turn import ToolUse
 from app.services.container import Services
-from app.services.training.tuning import forget_scope
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, Decision, FirstAnswer
@@ -56,7 +55,6 @@ from app.ui.safe_markdown import literal
 from app.ui.streaming import BatchedStream
 from app.ui.tab_answers import TabAnswers
 from backends.base import CancelToken, GenerationParams
-from models.adapters import conversation_scope
 
 # How often the page is redrawn while an answer streams; the model itself never waits for the page.
 UPDATE_INTERVAL_S = 0.05
@@ -242,10 +240,9 @@ class ChatPage:
     def delete_conversation(self, conversation_id: str | None) -> tuple[Any, ...]:
         if conversation_id:
             try:
-                self.services.store.delete(conversation_id)
+                self.services.delete_conversation(conversation_id)
             except HearthError as exc:
                 raise as_gradio_error(exc) from exc
-            forget_scope(self.services.paths, conversation_scope(conversation_id))
         return [], None, self.sidebar(None), "", NO_COLLECTION
 
     # --- answers ------------------------------------------------------------------------------------------

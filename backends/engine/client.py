@@ -30,6 +30,7 @@ from backends.engine.protocol import (
     CompletionRequest,
     CountRequest,
     Failed,
+    ForgetRequest,
     LoadFailed,
     LogLine,
     NotesChanged,
@@ -228,6 +229,9 @@ class EngineProcess:
 
     def set_threads(self, threads: int | None) -> None:
         self._send_quietly(ThreadsRequest(threads))
+
+    def forget_owner(self, owner: str) -> None:
+        self._send_quietly(ForgetRequest(owner))
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return self._call(lambda id_: CountRequest(id_, messages=tuple(messages)))

@@ -62,5 +62,8 @@ class LocalEngine:
     def set_threads(self, threads: int | None) -> None:
         self.backend.set_threads(threads)
 
+    def forget_owner(self, owner: str) -> None:
+        self.backend.forget_owner(owner)
+
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return self.backend.count_chat_tokens(messages)

@@ -52,6 +52,13 @@ class CancelRequest:
 
 
 @dataclass(frozen=True)
+class ForgetRequest:
+    """A conversation was deleted: keep nothing more of ``owner``'s (``GenerationParams.cache_owner``)."""
+
+    owner: str
+
+
+@dataclass(frozen=True)
 class ThreadsRequest:
     """Compute with ``threads`` CPU threads from now on (None: as loaded); nothing is answered."""
 
@@ -63,7 +70,7 @@ class Shutdown:
     pass
 
 
-Request = ChatRequest | CompletionRequest | CountRequest | CancelRequest | ThreadsRequest | Shutdown
+Request = ChatRequest | CompletionRequest | CountRequest | CancelRequest | ThreadsRequest | ForgetRequest | Shutdown
 
 # --- from the engine ------------------------------------------------------------------------------------------
 

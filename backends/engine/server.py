@@ -24,6 +24,7 @@ from backends.engine.protocol import (
     CountRequest,
     ErrorInfo,
     Failed,
+    ForgetRequest,
     LoadFailed,
     LogLine,
     NotesChanged,
@@ -103,6 +104,8 @@ class EngineServer:
                     token.cancel()
             elif isinstance(request, ThreadsRequest):
                 self._backend.set_threads(request.threads)
+            elif isinstance(request, ForgetRequest):
+                self._backend.forget_owner(request.owner)
             elif isinstance(request, CountRequest) and request.messages is None:
                 self._count(request)
             elif isinstance(request, CountRequest):

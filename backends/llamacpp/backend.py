@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.errors import ContextTooLong, EmptyMessage, HearthError, ModelLoadError, ModelNotReady
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from backends.llamacpp.batch import BatchScheduler
     from backends.llamacpp.native import NativeModel
+    from backends.llamacpp.saved_slots import SavedSlots
     from models.gguf import ModelInfo
 
 log = logging.getLogger("llama.cpp")
@@ -190,7 +192,8 @@ class LlamaCppBackend(Backend):
         batch = TokenBatch(BATCH_TOKENS)
         self._stack.callback(batch.close)
         # Answers that name no seed draw a fresh one from here: a fixed load seed makes a run repeatable.
-        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None))
+        saved = _saved_slots(model, options)
+        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None), saved)
         self._stack.callback(scheduler.close)
         yield LoadProgress(0.9, "Checking the model's chat template")
         formatter.probe()
@@ -204,6 +207,11 @@ class LlamaCppBackend(Backend):
         scheduler = self._scheduler
         if scheduler is not None:
             scheduler.set_threads(threads or self._loaded_threads)
+
+    def forget_owner(self, owner: str) -> None:
+        scheduler = self._scheduler
+        if scheduler is not None and owner:
+            scheduler.forget_owner(owner)
 
     def _require(self) -> tuple[NativeModel, ChatFormatter]:
         if self._engine is None or self._formatter is None:
@@ -277,3 +285,21 @@ class LlamaCppBackend(Backend):
         self._formatter = None
         self._stack.close()
         self._stack = ExitStack()
+
+
+def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
+    """Where this model's conversation caches are kept, when saving them is on: keyed by the model file (its path,
+    size and modification time), the context cache type and the llama.cpp build, which a cache is good only for."""
+    if options.saved_slots_dir is None or options.saved_slots_bytes <= 0:
+        return None
+    import llama_cpp
+
+    from backends.llamacpp.saved_slots import SavedSlots
+
+    try:
+        stat = model.path.stat()
+    except OSError:
+        return None
+    parts = (model.path.resolve(), stat.st_size, stat.st_mtime_ns, options.kv_cache_type, llama_cpp.__version__)
+    key = "|".join(str(part) for part in parts)
+    return SavedSlots(Path(options.saved_slots_dir), key, options.saved_slots_bytes)

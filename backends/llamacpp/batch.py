@@ -26,14 +26,12 @@ import random
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.errors import GenerationError, HearthError, ModelNotReady
 from backends.base import (
     AdapterUse,
     CancelToken,
-    ChatEvent,
     Finished,
     FinishReason,
     GenerationParams,
@@ -42,13 +40,16 @@ from backends.base import (
     Usage,
 )
 from backends.llamacpp.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
+from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot
 from backends.llamacpp.native import ABORTED
 from backends.llamacpp.prompt_lookup import DraftPolicy, PromptLookup
 from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
+from backends.llamacpp.slot_keeper import SlotKeeper
 from backends.stops import StopScanner
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel, TokenBatch
+    from backends.llamacpp.saved_slots import SavedSlots
 
 log = logging.getLogger(__name__)
 
@@ -58,66 +59,20 @@ log = logging.getLogger(__name__)
 PREFILL_CHUNK_TOKENS = 128
 _POLL_S = 0.5  # how often a reader checks that the scheduler is still alive while it waits
 
-Outcome = ChatEvent | HearthError
 _ANY = object()  # no answer in progress: any adapter may be applied
-
-
-@dataclass(eq=False)
-class Request:
-    """One answer asked for: the caller reads ``events`` until a ``Finished`` (or an error) arrives."""
-
-    prompt: list[int]
-    params: GenerationParams
-    cancel: CancelToken
-    started: float  # time.perf_counter() when the caller asked
-    events: queue.SimpleQueue[Outcome] = field(default_factory=queue.SimpleQueue)
-    _abandoned: threading.Event = field(default_factory=threading.Event)
-
-    def abandon(self) -> None:
-        """The reader is gone (its generator was closed or collected): stop writing at the next step."""
-        self._abandoned.set()
-
-    def unwanted(self) -> bool:  # a method, so that llama.cpp's abort callback can ask it
-        return self.cancel.cancelled or self._abandoned.is_set()
-
-
-@dataclass(eq=False)
-class _Answer:
-    """What one request's answer needs while a slot writes it."""
-
-    request: Request
-    admitted: int  # arrival order, for first-come prompt reading
-    pending: list[int]  # prompt tokens still to read
-    sampler: SamplerChain
-    decoder: codecs.IncrementalDecoder
-    scanner: StopScanner
-    budget: int  # most tokens it may write
-    reused: int  # prompt tokens found in the slot's cache
-    next_token: int | None = None  # sampled and shown, to be evaluated in the next step
-    produced: int = 0
-    first_token_at: float | None = None
-    lookup: PromptLookup | None = None  # guesses of the next tokens, when the request asked for prompt lookup
-
-
-@dataclass(eq=False)
-class _Slot:
-    """One KV sequence (seq_id == index), what it caches, and the answer it is writing, if any."""
-
-    index: int
-    cached: list[int] = field(default_factory=list)  # exactly the tokens in this sequence's KV cache
-    last_used: int = 0  # the step its last answer ended
-    answer: _Answer | None = None
-    adapter: AdapterUse | None = None  # the adapter its cache was computed with (a cache is good only under it)
 
 
 class BatchScheduler:
     """Serves requests on ``engine``'s slots from one thread; ``close()`` ends whatever is left as cancelled."""
 
-    def __init__(self, engine: NativeModel, batch: TokenBatch, seeds: random.Random) -> None:
+    def __init__(
+        self, engine: NativeModel, batch: TokenBatch, seeds: random.Random, saved: SavedSlots | None = None
+    ) -> None:
         self._engine = engine
+        self._keeper = SlotKeeper(engine, saved)  # conversation caches on disk
         self._batch = batch
         self._seeds = seeds
-        self._slots = [_Slot(index) for index in range(engine.shape.slots)]
+        self._slots = [Slot(index) for index in range(engine.shape.slots)]
         self._waiting: deque[Request] = deque()
         self._wake = threading.Condition()
         self._closing = False
@@ -126,6 +81,7 @@ class BatchScheduler:
         self._adapter: AdapterUse | None = None  # the adapter every slot answers with now
         self._drafts = DraftPolicy()  # how many guessed tokens pay on this machine, learnt as it answers
         self._threads: int | None = None  # threads asked for, applied before the next step
+        self._to_forget: set[str] = set()  # asked for, applied before the next step
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -144,6 +100,13 @@ class BatchScheduler:
         llama_decode calls)."""
         with self._wake:
             self._threads = threads
+
+    def forget_owner(self, owner: str) -> None:
+        """Drop the caches of the deleted conversation ``owner`` (idle slots at the next step; a slot still answering
+        for it keeps going and is never saved)."""
+        with self._wake:
+            self._to_forget.add(owner)
+            self._wake.notify()
 
     def next_event(self, request: Request) -> Outcome:
         """Wait for the request's next event; an error if the scheduler died without ending it."""
@@ -165,12 +128,14 @@ class BatchScheduler:
 
     # --- the scheduler thread ------------------------------------------------------------------------------
     def _run(self) -> None:
+        clean = False
         try:
             while self._admit_waiting():
                 self._apply_threads()
                 self._retire_unwanted()
                 self._close_gaps()
                 self._step()
+            clean = True
         except Exception:  # a bug here must not leave readers waiting forever
             log.exception("the llama.cpp scheduler stopped")
             failure = GenerationError("llama.cpp stopped in the middle of the answer.", "Reload the model.")
@@ -188,6 +153,15 @@ class BatchScheduler:
             for slot in self._slots:
                 if slot.answer is not None:
                     self._finish(slot, "cancelled")
+            if clean:  # closed as asked: what the slots hold is kept for the next start
+                for slot in self._slots:
+                    self._keeper.save(slot, kept=0)
+
+    def _apply_forgetting(self) -> None:
+        with self._wake:
+            owners, self._to_forget = self._to_forget, set()
+        if owners:
+            self._keeper.forget(owners, (slot for slot in self._slots if slot.answer is None))
 
     def _apply_threads(self) -> None:
         with self._wake:
@@ -199,7 +173,7 @@ class BatchScheduler:
     def _admit_waiting(self) -> bool:
         """Wait until there is work, then give free slots to waiting requests in arrival order. False: closing."""
         with self._wake:
-            while not self._closing and not self._waiting and not self._busy():
+            while not self._closing and not self._waiting and not self._busy() and not self._to_forget:
                 self._wake.wait()
             if self._closing:
                 return False
@@ -207,6 +181,7 @@ class BatchScheduler:
             for request in gone:
                 self._waiting.remove(request)
             admitted = self._admissible()
+        self._apply_forgetting()  # before a slot of a deleted conversation can be taken (and saved)
         for request in gone:
             self._end(request, "cancelled")
         if admitted and admitted[0].params.adapter != self._adapter:
@@ -252,27 +227,32 @@ class BatchScheduler:
         ]
         choice = choose_slot(free, request.prompt)
         slot = self._slots[choice.index]
+        reused = choice.reused
         if slot.adapter != adapter:
+            self._keeper.save(slot, kept=0)
             self._engine.forget(slot.index)
             slot.cached.clear()
             slot.adapter = adapter
-        if len(slot.cached) > choice.reused:
-            self._engine.forget(slot.index, choice.reused)
-            del slot.cached[choice.reused :]
+        reused = self._keeper.restore(slot, request.prompt, reused)
+        if len(slot.cached) > reused:
+            self._keeper.save(slot, kept=reused)
+            self._engine.forget(slot.index, reused)
+            del slot.cached[reused:]
+        slot.owner = request.params.cache_owner
         params = request.params
         steps = sampler_steps(params, self._seeds.getrandbits(32))
         sampler = SamplerChain(steps, self._engine.vocab_size, params.grammar, self._engine.vocab)
         sampler.accept(request.prompt[-PENALTY_LAST_N:])
         self._arrivals += 1
-        slot.answer = _Answer(
+        slot.answer = Answer(
             request=request,
             admitted=self._arrivals,
-            pending=request.prompt[choice.reused :],
+            pending=request.prompt[reused:],
             sampler=sampler,
             decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"),
             scanner=StopScanner(request.params.stop),
             budget=min(request.params.max_new_tokens, self._engine.shape.context_length - len(request.prompt)),
-            reused=choice.reused,
+            reused=reused,
             lookup=PromptLookup.over(request.prompt)
             if params.prompt_lookup and params.grammar is None and self._engine.can_trim
             else None,
@@ -290,7 +270,7 @@ class BatchScheduler:
             self._engine.copy_sequence(source, target)
             moved, into = self._slots[source], self._slots[target]
             into.cached = list(moved.cached)
-            into.adapter = moved.adapter
+            into.adapter, into.owner = moved.adapter, moved.owner
             into.answer, moved.answer = moved.answer, None
 
     def _step(self) -> None:
@@ -311,7 +291,7 @@ class BatchScheduler:
             if share:
                 self._evaluate([(slot, answer.pending[:share])])
 
-    def _evaluate(self, pieces: list[tuple[_Slot, list[int]]]) -> None:
+    def _evaluate(self, pieces: list[tuple[Slot, list[int]]]) -> None:
         """One llama_decode over ``pieces`` (slot, tokens it reads), then a token sampled for every slot whose
         piece ends where its logits are wanted: every answer token, and the last token of a prompt.
 
@@ -356,7 +336,7 @@ class BatchScheduler:
             if row is not None:
                 self._take(slot, answer, answer.sampler.sample(self._engine.ctx, row))
 
-    def _draft(self, writing: list[tuple[_Slot, list[int]]]) -> list[int]:
+    def _draft(self, writing: list[tuple[Slot, list[int]]]) -> list[int]:
         """The guessed tokens to evaluate after the one answer being written, within its budget and the batch;
         none when several answers are written (their tokens already share each step's reading of the weights)."""
         if len(writing) != 1:
@@ -368,7 +348,7 @@ class BatchScheduler:
         candidate = answer.lookup.draft(room)
         return candidate[: self._drafts.length(len(candidate))] if candidate else []
 
-    def _evaluate_draft(self, slot: _Slot, draft: list[int]) -> None:
+    def _evaluate_draft(self, slot: Slot, draft: list[int]) -> None:
         """The answer's next token and the guesses after it in one llama_decode, with logits at each position.
         Each position's token is drawn through the answer's own sampler chain; a guess is kept while it equals the
         draw (at temperature 0: the greedy choice; with sampling, the speculative rule for a single guessed token,
@@ -405,7 +385,7 @@ class BatchScheduler:
         lookup.record(len(draft), kept)
         self._drafts.observe_draft(len(draft), kept)
 
-    def _take(self, slot: _Slot, answer: _Answer, token: int) -> None:
+    def _take(self, slot: Slot, answer: Answer, token: int) -> None:
         if answer.lookup is not None:
             answer.lookup.append(token)
         if answer.first_token_at is None:
@@ -426,14 +406,14 @@ class BatchScheduler:
         else:
             answer.next_token = token
 
-    def _stopped_while_reading(self, slot: _Slot) -> None:
+    def _stopped_while_reading(self, slot: Slot) -> None:
         """Its request was cancelled while llama.cpp read a piece of its prompt, and the evaluation stopped there.
         llama.cpp drops what the call wrote; the part of the prompt read before it stays cached for reuse."""
         log.debug("stopped reading the prompt in slot %d at token %d (cancelled)", slot.index, len(slot.cached))
         self._engine.forget(slot.index, len(slot.cached))
         self._finish(slot, "cancelled")
 
-    def _decode_failed(self, slots: list[_Slot], status: int) -> None:
+    def _decode_failed(self, slots: list[Slot], status: int) -> None:
         """llama_decode refused or failed: the affected answers end with an error and their sequences are
         cleared (llama.cpp keeps what earlier sub-batches wrote); the other slots carry on."""
         log.error("llama_decode failed with status %d for slots %s", status, [slot.index for slot in slots])
@@ -453,7 +433,7 @@ class BatchScheduler:
             )
             self._release(slot)
 
-    def _finish(self, slot: _Slot, reason: FinishReason) -> None:
+    def _finish(self, slot: Slot, reason: FinishReason) -> None:
         answer = slot.answer
         assert answer is not None
         if reason != "cancelled":  # an unfinished character, or text that turned out not to be a stop string
@@ -463,7 +443,7 @@ class BatchScheduler:
         self._end(answer.request, reason, answer)
         self._release(slot)
 
-    def _end(self, request: Request, reason: FinishReason, answer: _Answer | None = None) -> None:
+    def _end(self, request: Request, reason: FinishReason, answer: Answer | None = None) -> None:
         """Usage and Finished for ``request``; ``answer`` is None when it never reached a slot."""
         finished = time.perf_counter()
         first_token_at = answer.first_token_at if answer else None
@@ -480,14 +460,14 @@ class BatchScheduler:
         )
         request.events.put(Finished(reason))
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         if slot.answer is not None:
             slot.answer.sampler.close()
         slot.answer = None
         slot.last_used = self._steps
 
 
-def _lone_prompt_piece(pieces: list[tuple[_Slot, list[int]]]) -> _Answer | None:
+def _lone_prompt_piece(pieces: list[tuple[Slot, list[int]]]) -> Answer | None:
     """The answer whose prompt piece is the whole of this call, if it is one: the only call safe to abort (an
     answer-token call holds every writing slot's token)."""
     if len(pieces) != 1:

@@ -234,6 +234,27 @@ class NativeModel:
 
         llama_cpp.llama_memory_seq_cp(self.memory, source, target, -1, -1)
 
+    def sequence_state(self, sequence: int) -> bytes:
+        """The keys and values a sequence's cache holds, as llama.cpp writes them (``llama_state_seq_get_data``)."""
+        import llama_cpp
+
+        size = int(llama_cpp.llama_state_seq_get_size(self.ctx, sequence))
+        buffer = (ctypes.c_uint8 * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(self.ctx, buffer, size, sequence))
+        return ctypes.string_at(buffer, written)
+
+    def restore_sequence(self, sequence: int, state: bytes) -> bool:
+        """Replace a sequence's cache with ``state`` (from :meth:`sequence_state`); False, with the sequence left
+        empty, when llama.cpp refuses it (another model's, or more tokens than a slot holds)."""
+        import llama_cpp
+
+        self.forget(sequence)
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if int(llama_cpp.llama_state_seq_set_data(self.ctx, buffer, len(state), sequence)) != len(state):
+            self.forget(sequence)
+            return False
+        return True
+
     def use_adapter(self, adapter: AdapterUse | None) -> None:
         """Answer with ``adapter`` from the next llama_decode on (None: the base model alone). Switching loads the
         adapter's file once and keeps it; the model's own weights stay as they are."""

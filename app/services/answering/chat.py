@@ -291,7 +291,8 @@ class ChatService:
         settings: TurnSettings,
         cancel: CancelToken,
     ) -> Iterator[TurnEvent]:
-        params, tools = settings.params, settings.tools
+        # Its caches saved by the engine are the conversation's own: deleted with it.
+        params, tools = dataclasses.replace(settings.params, cache_owner=conversation_id), settings.tools
         turn = prompt.documents
         sources = turn.sources if turn else ()
         retrieve_ms = turn.found.total_ms if turn else 0.0

@@ -38,6 +38,8 @@ class ModelChoice:
     seed: int = 0
     cache_dir: str | None = None
     worker_links: tuple[WorkerLink, ...] = ()  # how to reach the paired workers among ``prefs.workers``
+    saved_slots_dir: str | None = None  # where llama.cpp keeps conversations' caches (None: in memory only)
+    saved_slots_bytes: int = 0
 
 
 class Lease:

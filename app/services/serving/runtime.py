@@ -339,7 +339,11 @@ class ModelRuntime:
             self._last_generation += 1
             generation = self._last_generation
             self._cancel_requested = False
-        options = plan.load_options(choice.seed, choice.cache_dir, choice.worker_links)
+        options = dataclasses.replace(
+            plan.load_options(choice.seed, choice.cache_dir, choice.worker_links),
+            saved_slots_dir=choice.saved_slots_dir,
+            saved_slots_bytes=choice.saved_slots_bytes,
+        )
         engine = self._make_engine(plan.backend, model, options, lambda exit_: self._engine_exited(generation, exit_))
         with self._changed:
             self._booting = engine
@@ -381,6 +385,13 @@ class ModelRuntime:
             engine, plan = self._engine, self._plan
         if engine is not None and plan is not None:
             engine.set_threads(None if threads is None else min(threads, plan.threads))
+
+    def forget_owner(self, owner: str) -> None:
+        """The conversation ``owner`` was deleted: the serving engine drops its caches and saves none of them."""
+        with self._changed:
+            engine = self._engine
+        if engine is not None:
+            engine.forget_owner(owner)
 
     def _stop_engine(self) -> None:
         with self._changed:
