@@ -41,16 +41,20 @@ package: setup
 package-record: setup
 	@bash packaging/record-bundle.sh bench/data/bundle-smoke.txt
 
-# The whole suite runs as two interpreters: the browser tests' long sessions do not share a process with the native
+# The whole suite runs as two pytest runs: the browser tests' long sessions do not share a process with the native
 # libraries (Chroma, torch, llama.cpp) the unit and integration tests load in-process (CI once saw the one process
-# that ran everything die of SIGSEGV in the e2e part). PYTEST_ARGS runs one pytest with them, as given.
+# that ran everything die of SIGSEGV in the e2e part). Each run has TEST_WORKERS workers side by side, a file's
+# tests kept together (their module fixtures are made once): most tests wait on one process at a time (a page, an
+# engine, a browser), and one pytest alone kept a 2-core machine about half idle (`/usr/bin/time` on
+# tests/integration/test_cli.py: 103% of the CPU). PYTEST_ARGS runs one pytest with them, as given.
+TEST_WORKERS ?= 2
 # Every Hearth process the tests start (each `hearth` command, engine, page) compiles the project's modules again
 # unless Python may keep their bytecode (__pycache__, ignored by git), which PYTHONDONTWRITEBYTECODE forbids.
 test: export PYTHONDONTWRITEBYTECODE :=
 test: setup-test
 ifeq ($(strip $(PYTEST_ARGS)),)
-	$(PY) -m pytest tests/unit tests/integration
-	$(PY) -m pytest tests/e2e
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests/e2e
 else
 	$(PY) -m pytest $(PYTEST_ARGS)
 endif

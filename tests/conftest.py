@@ -9,10 +9,50 @@ from pathlib import Path
 import pytest
 
 from backends.hardware import block_telemetry_modules
-from tests.helpers import require
+from tests.helpers import remove_made_accounts, require
 
 # Test processes import OpenVINO directly too; it must not phone home from them either.
 block_telemetry_modules()
+
+
+# Files that took a minute or more in a full run (/tmp stamps of `make test`, 2026-11-29), heaviest first: they are
+# started first, so that the two workers of `make test` end together instead of one waiting out the last long
+# file. The other files keep their order behind them.
+HEAVY_FIRST = (
+    "test_tuning.py",
+    "test_cli.py",
+    "test_tuning_memory.py",
+    "test_rpc_worker.py",
+    "test_retrieval_floor.py",
+    "test_bench_contention_cli.py",
+    "test_ingest_crash.py",
+    "test_quantize.py",
+    "test_worker_walls.py",
+    "test_hostile_templates.py",
+    "test_embedding_limits.py",
+    "test_llamacpp_parallel.py",
+    "test_chat_page.py",
+    "test_documents_page.py",
+    "test_tuning_page.py",
+    "test_models_page.py",
+    "test_tool_calls_page.py",
+    "test_page_security.py",
+    "test_api_clients.py",
+    "test_bench_page.py",
+    "test_chat_controls.py",
+    "test_desktop_window.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests stay in order
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's main process (not one of its parallel workers) deletes the test accounts the run made."""
+    if not hasattr(session.config, "workerinput"):
+        remove_made_accounts()
 
 
 @pytest.fixture(autouse=True)

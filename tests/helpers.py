@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -53,6 +54,41 @@ def require(available: bool, component: str, remedy: str) -> None:
     if IN_CI:
         pytest.fail(f"CI requires {message}", pytrace=False)
     pytest.skip(message)
+
+
+ACCOUNTS_MADE = Path("/tmp/hearth-test-accounts-made")  # the accounts this run made, one name a line
+_ACCOUNTS_LOCK = Path("/tmp/hearth-test-accounts.lock")
+
+
+def _id_of(name: str, flag: str) -> int | None:
+    found = subprocess.run(["id", flag, name], capture_output=True, text=True, check=False)
+    return int(found.stdout) if found.returncode == 0 else None
+
+
+def ensure_account(name: str) -> tuple[int, int]:
+    """``name``'s uid and gid, made as an account without a home or a shell when there is none. The suite's
+    workers run side by side, so this happens under a lock, and an account made here is written down for
+    ``remove_made_accounts`` to delete when the whole run ends (not when the first worker's module ends, while
+    another worker may still use it)."""
+    _ACCOUNTS_LOCK.touch(mode=0o600, exist_ok=True)
+    with _ACCOUNTS_LOCK.open("r") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _id_of(name, "-u") is None:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+            with ACCOUNTS_MADE.open("a") as made:
+                made.write(name + "\n")
+        uid, gid = _id_of(name, "-u"), _id_of(name, "-g")
+    assert uid is not None and gid is not None, f"the account {name} vanished as it was made"
+    return uid, gid
+
+
+def remove_made_accounts() -> None:
+    """Deletes the accounts ``ensure_account`` made in this run (called once, by the run's main process)."""
+    if not ACCOUNTS_MADE.exists():
+        return
+    for name in set(ACCOUNTS_MADE.read_text().split()):
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+    ACCOUNTS_MADE.unlink(missing_ok=True)
 
 
 def make_inventory(
@@ -287,7 +323,11 @@ def assembled_model(key: str) -> Path:
     model = catalog.find(key)
     missing = catalog.missing_distributions(model)
     require(not missing, model.file_name, f"{', '.join(missing)} not installed; run `make setup-test`")
-    return catalog.assemble(model, Path.home() / ".cache" / "hearth" / "test-models" / model.file_name)
+    target = Path.home() / ".cache" / "hearth" / "test-models" / model.file_name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.with_name(f".{target.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the suite's parallel workers join it once, not each into one file
+        return catalog.assemble(model, target)
 
 
 def local_engines(make_backend: Callable[[], Backend]) -> EngineFactory:

@@ -233,7 +233,8 @@ def test_trimming_old_turns_is_shown(
     page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
     for topic in ("the sea", "the mountains", "a city at night"):
         send(page, f"Write a long, detailed story about {topic}.")
-        watch_answer(page, lambda text: "tokens/s" in text)
+        # Each answer fills what is left of the context: minutes when another test runs beside this one.
+        watch_answer(page, lambda text: "tokens/s" in text, timeout_s=300)
         if "left out to fit the context" in answer_text(page):
             break
     assert "earlier messages left out to fit the context" in answer_text(page)

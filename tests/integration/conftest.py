@@ -15,7 +15,7 @@ from backends.base import LoadOptions
 from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo, read_model_info
 from rag.retrieval.embeddings import SentenceTransformerEmbedder, default_embedder
-from tests.helpers import require
+from tests.helpers import ensure_account, require
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +64,10 @@ OTHER_ACCOUNT = "hearth-test-other"
 
 @pytest.fixture(scope="module")
 def other_account() -> Iterator[tuple[int, int]]:
-    """A throwaway unprivileged account (the tests run as root in CI), removed afterwards; with the system's
-    python3, which it can run (one under root's home, as pyenv's and the venv's are, it cannot)."""
+    """A throwaway unprivileged account (the tests run as root in CI); with the system's python3, which it can run
+    (one under root's home, as pyenv's and the venv's are, it cannot). Made once under a lock, since the suite's
+    workers run side by side (`make test` runs two), and removed when the whole run ends
+    (`tests/conftest.py`)."""
     require(os.geteuid() == 0, "root (to create a second account)", "run the suite as root, as CI does")
     require(
         shutil.which("useradd") is not None and shutil.which("setpriv") is not None,
@@ -73,14 +75,7 @@ def other_account() -> Iterator[tuple[int, int]]:
         "apt-get install -y passwd util-linux",
     )
     require(Path("/usr/bin/python3").exists(), "the system's python3", "apt-get install -y python3")
-    created = subprocess.run(["id", "-u", OTHER_ACCOUNT], capture_output=True).returncode != 0
-    if created:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_ACCOUNT], check=True)
-    uid = int(subprocess.run(["id", "-u", OTHER_ACCOUNT], capture_output=True, text=True, check=True).stdout)
-    gid = int(subprocess.run(["id", "-g", OTHER_ACCOUNT], capture_output=True, text=True, check=True).stdout)
-    yield uid, gid
-    if created:
-        subprocess.run(["userdel", OTHER_ACCOUNT], check=False)
+    yield ensure_account(OTHER_ACCOUNT)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import select
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,17 +32,32 @@ class Terminal:
 
     def read_until(self, text: str, timeout_s: float = 120, after: str = "") -> str:
         """What the terminal showed, once ``text`` is shown (after the last ``after``, when given)."""
+        return self._wait(lambda: self._shown(text, after), timeout_s, repr(text))
+
+    def read_words(self, after: str, count: int, timeout_s: float = 120) -> str:
+        """What the terminal showed, once ``count`` words follow the line that ends with ``after`` (an answer is
+        being written: waiting a fixed time is not enough on a busy machine)."""
+
+        def written() -> bool:
+            if after not in self.seen:
+                return False
+            rest = self.seen.rsplit(after, 1)[-1].split("\n", 1)
+            return len(rest) == 2 and len(rest[1].split()) >= count
+
+        return self._wait(written, timeout_s, f"{count} words after {after!r}")
+
+    def _wait(self, shown: Callable[[], bool], timeout_s: float, what: str) -> str:
         deadline = time.monotonic() + timeout_s
-        while not self._shown(text, after):
+        while not shown():
             left = deadline - time.monotonic()
-            assert left > 0, f"never saw {text!r}; the terminal shows:\n{self.seen[-3000:]}"
+            assert left > 0, f"never saw {what}; the terminal shows:\n{self.seen[-3000:]}"
             ready, _, _ = select.select([self.fd], [], [], min(left, 1.0))
             if ready:
                 try:
                     self.seen += os.read(self.fd, 65536).decode("utf-8", errors="replace")
                 except OSError:  # the child ended and closed its side
                     break
-        assert self._shown(text, after), f"never saw {text!r}; the terminal shows:\n{self.seen[-3000:]}"
+        assert shown(), f"never saw {what}; the terminal shows:\n{self.seen[-3000:]}"
         return self.seen
 
     def _shown(self, text: str, after: str) -> bool:
@@ -72,8 +88,7 @@ def test_a_conversation_in_the_terminal_with_stop_and_leave(isolated_home: Path,
     terminal.type("What is the capital of France?\n")
     terminal.read_until("you> ", timeout_s=120, after="tokens/s]")
     terminal.type("Write a very long story about a lighthouse keeper and the sea.\n")
-    terminal.read_until("Write a very long story")
-    time.sleep(1.0)  # the answer is being written
+    terminal.read_words(after="and the sea.", count=3)  # the answer is being written
     terminal.type("\x03")  # Ctrl+C
     terminal.read_until("you> ", timeout_s=60, after="[stopped: what was written is kept]")
     terminal.type("\x04")  # Ctrl+D

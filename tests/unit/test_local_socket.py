@@ -5,9 +5,11 @@ cleared without touching a folder in use."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,10 +27,21 @@ from backends.local_socket import (
 
 
 @pytest.fixture
-def temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def short_tmp() -> Iterator[Path]:
+    """A folder of its own with a short path: a socket's path is at most about 100 bytes, and pytest's folders
+    (longer again in a parallel worker's) can be longer than that."""
+    folder = Path(tempfile.mkdtemp(prefix="hs-", dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def temporary(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return tmp_path
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    return short_tmp
 
 
 def test_endpoints_read_back() -> None:
@@ -46,15 +59,15 @@ def test_a_private_folder_is_new_owner_only_and_short_enough(temporary: Path) ->
 
 
 def test_the_runtime_folder_is_used_only_when_it_is_this_accounts_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime = tmp_path / "run"
+    runtime = short_tmp / "run"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     assert runtime_base() == runtime and private_folder("hearth-test-").parent == runtime
     runtime.chmod(0o755)  # others may enter: not a private base
     assert runtime_base() is None
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_tmp / "missing"))
     assert runtime_base() is None
 
 
