@@ -43,18 +43,19 @@ package-record: setup
 
 # The whole suite runs as two pytest runs: the browser tests' long sessions do not share a process with the native
 # libraries (Chroma, torch, llama.cpp) the unit and integration tests load in-process (CI once saw the one process
-# that ran everything die of SIGSEGV in the e2e part). Each run has TEST_WORKERS workers side by side, a file's
-# tests kept together (their module fixtures are made once): most tests wait on one process at a time (a page, an
-# engine, a browser), and one pytest alone kept a 2-core machine about half idle (`/usr/bin/time` on
-# tests/integration/test_cli.py: 103% of the CPU). PYTEST_ARGS runs one pytest with them, as given.
-TEST_WORKERS ?= 2
+# that ran everything die of SIGSEGV in the e2e part). PYTEST_ARGS runs one pytest with them, as given.
+# TEST_WORKERS=2 runs two test files at a time (pytest-xdist, a file's tests together, the longest first). It is not
+# the default: on a 2-core machine it saved little (the heavy tests keep both cores busy) and some tests that wait
+# on the model with a time limit ran out of it (bench/data/suite-time.parallel.txt).
+TEST_WORKERS ?= 1
+PARALLEL := $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 # Every Hearth process the tests start (each `hearth` command, engine, page) compiles the project's modules again
 # unless Python may keep their bytecode (__pycache__, ignored by git), which PYTHONDONTWRITEBYTECODE forbids.
 test: export PYTHONDONTWRITEBYTECODE :=
 test: setup-test
 ifeq ($(strip $(PYTEST_ARGS)),)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests/e2e
+	$(PY) -m pytest $(PARALLEL) tests/unit tests/integration
+	$(PY) -m pytest $(PARALLEL) tests/e2e
 else
 	$(PY) -m pytest $(PYTEST_ARGS)
 endif
