@@ -76,6 +76,14 @@ class WorkerLink:
 
 
 @dataclass(frozen=True)
+class SavedCaches:
+    """Where llama.cpp saves conversations' caches on disk, and the most room all of them may take."""
+
+    folder: str
+    cap_bytes: int
+
+
+@dataclass(frozen=True)
 class LoadOptions:
     context_length: int
     threads: int
@@ -94,10 +102,9 @@ class LoadOptions:
     # llama.cpp: the output projection stays on this CPU while every layer is on workers (only the hidden state, not
     # the logits, then crosses the network per token)
     output_on_cpu: bool = False
-    # llama.cpp: where conversations' caches are saved between turns and starts, and the most disk they may take
-    # (``backends.llamacpp.saved_slots``); None keeps them in memory only
-    saved_slots_dir: str | None = None
-    saved_slots_bytes: int = 0
+    # llama.cpp: where conversations' caches are saved between turns and starts (``backends.llamacpp.saved_slots``);
+    # None keeps them in memory only
+    saved_caches: SavedCaches | None = None
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def _messages(chars: int, first_answer: str | None) -> list[Any]:
 
 
 def _engine(model: Any, context: int, threads: int, saved: Path | None) -> Any:
-    from backends.base import LoadOptions
+    from backends.base import LoadOptions, SavedCaches
     from backends.llamacpp.backend import LlamaCppBackend
 
     backend = LlamaCppBackend()
@@ -57,8 +57,7 @@ def _engine(model: Any, context: int, threads: int, saved: Path | None) -> Any:
         context_length=context,
         threads=threads,
         seed=7,
-        saved_slots_dir=str(saved) if saved is not None else None,
-        saved_slots_bytes=4 << 30,
+        saved_caches=SavedCaches(str(saved), 4 << 30) if saved is not None else None,
     )
     list(backend.load(model, options))
     return backend
@@ -74,18 +73,9 @@ def _answer(backend: Any, messages: list[Any], tokens: int) -> tuple[str, Any]:
 
 
 def _raw_first_token_ms(path: Path, prompt: list[int], context: int, threads: int) -> float:
-    from backends.llamacpp.buffers import open_llama
-    from backends.llamacpp.native import FLASH_ATTENTION
+    from app.bench.chat import open_raw_llama
 
-    llm = open_llama(
-        model_path=str(path),
-        n_ctx=context,
-        n_batch=512,
-        n_threads=threads,
-        n_threads_batch=threads,
-        flash_attn=FLASH_ATTENTION,
-        verbose=False,
-    )
+    llm = open_raw_llama(path, context, threads, n_batch=512)
     try:
         began = time.perf_counter()
         llm.create_completion(prompt, max_tokens=1, temperature=0.0)

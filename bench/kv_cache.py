@@ -29,20 +29,10 @@ QUESTION = "In bash, which builtin runs a command in the current shell without l
 
 
 def _open(path: Path, kind: str, context: int, threads: int, logits_all: bool = False) -> Any:
-    from backends.llamacpp.buffers import open_llama
+    from app.bench.chat import open_raw_llama
 
-    return open_llama(
-        model_path=str(path),
-        n_ctx=context,
-        n_batch=512,
-        n_threads=threads,
-        n_threads_batch=threads,
-        type_k=TYPES[kind],
-        type_v=TYPES[kind],
-        flash_attn=kind != "f16",
-        logits_all=logits_all,
-        verbose=True,
-    )
+    settings = {"type_k": TYPES[kind], "type_v": TYPES[kind], "flash_attn": kind != "f16", "logits_all": logits_all}
+    return open_raw_llama(path, context, threads, n_batch=512, **settings)
 
 
 def measure(path: Path, kind: str, context: int, threads: int, prompt_tokens: int, decode: int) -> dict[str, Any]:

@@ -33,18 +33,9 @@ def prompt_text() -> str:
 
 def measure(model: Path, batch: int, flash: bool, threads: int, tokens: list[int]) -> tuple[float, float]:
     """Prefill and decode tokens/s for one setting, on a freshly loaded model."""
-    from backends.llamacpp.buffers import open_llama  # weights kept off llama.cpp's AMX path, as Hearth loads them
+    from app.bench.chat import open_raw_llama  # weights kept off llama.cpp's AMX path, as Hearth loads them
 
-    llm = open_llama(
-        model_path=str(model),
-        n_ctx=4096,
-        n_batch=batch,
-        n_ubatch=batch,
-        n_threads=threads,
-        n_threads_batch=threads,
-        flash_attn=flash,
-        verbose=False,
-    )
+    llm = open_raw_llama(model, 4096, threads, n_batch=batch, n_ubatch=batch, flash_attn=flash)
     try:
         started = time.perf_counter()
         llm.eval(tokens)

@@ -68,21 +68,19 @@ def time_stream(side: str, pieces: Iterable[str]) -> Sample:
     return Sample(side, ttft, count, rate)
 
 
-def open_raw_llama(path: Path, context_length: int, threads: int) -> Any:
-    """Bare llama-cpp-python on the same GGUF: the "raw" side of every benchmark. Loaded verbose with its logs
-    routed to logging, as Hearth's own backend does (verbose=False redirects the process's stdout while loading)."""
+def open_raw_llama(path: Path, context_length: int, threads: int, tensor_overrides: Any = None, **settings: Any) -> Any:
+    """Bare llama-cpp-python on the same GGUF: the "raw" side of every benchmark, with the context Hearth's engine
+    creates (flash attention, its threads for reading and writing) unless ``settings`` (``Llama``'s own keywords)
+    say otherwise. Loaded verbose with its logs routed to logging, as Hearth's own backend does (verbose=False
+    redirects the process's stdout while loading)."""
     from backends.llamacpp.backend import route_llama_logs
     from backends.llamacpp.buffers import open_llama
     from backends.llamacpp.native import FLASH_ATTENTION
 
     route_llama_logs()
+    engine_like = {"n_threads": threads, "n_threads_batch": threads, "flash_attn": FLASH_ATTENTION}
     llm = open_llama(
-        model_path=str(path),
-        n_ctx=context_length,
-        n_threads=threads,
-        n_threads_batch=threads,
-        flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
-        verbose=True,
+        tensor_overrides, model_path=str(path), n_ctx=context_length, verbose=True, **(engine_like | settings)
     )
     llm.verbose = False
     return llm

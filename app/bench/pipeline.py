@@ -260,27 +260,15 @@ def _hearth_round(
 def _raw_split(path: Path, endpoints: Sequence[str], plan: Any, threads: int) -> Any:
     """llama-cpp-python's own ``Llama`` on llama.cpp's RPC client, placing the weights as ``plan`` does: the same
     layer split and offload count, and the output projection on this CPU when the plan keeps it here."""
-    from backends.llamacpp.backend import route_llama_logs
-    from backends.llamacpp.buffers import open_llama
-    from backends.llamacpp.native import FLASH_ATTENTION
+    from app.bench.chat import open_raw_llama
     from backends.local_socket import parse_local
     from backends.workers.rpc import attach_workers, output_on_cpu_overrides
 
     attach_workers(tuple(where for e in endpoints if (where := parse_local(e)) is not None))
-    route_llama_logs()
-    llm = open_llama(
-        tensor_overrides=output_on_cpu_overrides() if plan.output_on_cpu else None,
-        model_path=str(path),
-        n_ctx=1024,
-        n_threads=threads,
-        n_threads_batch=threads,
-        n_gpu_layers=plan.gpu_layers,
-        tensor_split=list(plan.tensor_split),
-        flash_attn=FLASH_ATTENTION,  # as Hearth's engine creates its context
-        verbose=True,
+    overrides = output_on_cpu_overrides() if plan.output_on_cpu else None
+    return open_raw_llama(
+        path, 1024, threads, overrides, n_gpu_layers=plan.gpu_layers, tensor_split=list(plan.tensor_split)
     )
-    llm.verbose = False
-    return llm
 
 
 def _raw_round(raw: Any, max_tokens: int) -> Round:

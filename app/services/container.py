@@ -19,7 +19,7 @@ from app.services.serving.model_handles import ModelChoice
 from app.services.serving.runtime import EngineFactory, ModelRuntime, start_engine
 from app.settings import Settings
 from backends import registry
-from backends.base import GenerationParams
+from backends.base import GenerationParams, SavedCaches
 from backends.hardware import HardwareInventory, probe, with_current_memory
 from backends.plan import Preferences
 from models.embedded import embedded_chat_model
@@ -131,8 +131,8 @@ def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoic
     cache = str(paths.compiled_cache_dir)
     links = tuple(worker.link for worker in paired)
     saved_bytes = settings.backend.conversation_cache_mb << 20
-    saved = str(paths.conversation_cache_dir) if saved_bytes else None
-    choice = ModelChoice(path, prefs, settings.generation.seed or 0, cache, links, saved, saved_bytes)
+    saved = SavedCaches(str(paths.conversation_cache_dir), saved_bytes) if saved_bytes > 0 else None
+    choice = ModelChoice(path, prefs, settings.generation.seed or 0, cache, links, saved)
     return StartChoice(choice, why)
 
 

@@ -290,7 +290,8 @@ class LlamaCppBackend(Backend):
 def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
     """Where this model's conversation caches are kept, when saving them is on: keyed by the model file (its path,
     size and modification time), the context cache type and the llama.cpp build, which a cache is good only for."""
-    if options.saved_slots_dir is None or options.saved_slots_bytes <= 0:
+    caches = options.saved_caches
+    if caches is None:
         return None
     import llama_cpp
 
@@ -302,4 +303,4 @@ def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
         return None
     parts = (model.path.resolve(), stat.st_size, stat.st_mtime_ns, options.kv_cache_type, llama_cpp.__version__)
     key = "|".join(str(part) for part in parts)
-    return SavedSlots(Path(options.saved_slots_dir), key, options.saved_slots_bytes)
+    return SavedSlots(Path(caches.folder), key, caches.cap_bytes, model.path)

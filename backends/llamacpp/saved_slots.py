@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
+import shutil
 import struct
 import tempfile
 import time
@@ -37,6 +39,7 @@ MAGIC = b"HEARTHKV"
 VERSION = 1
 _HEAD = struct.Struct("<8sIIQ32s")  # magic, version, token count, state size, digest
 SUFFIX = ".kv"
+_SOURCE = "model.json"  # in each folder: the model file its caches were computed with
 _TEMPORARY = ".saving-"
 LEFTOVER_AGE_S = 600.0
 
@@ -52,10 +55,11 @@ def _digest(key: bytes, tokens: bytes, state: bytes) -> bytes:
     return hasher.digest()
 
 
-def encode(key: bytes, tokens: Sequence[int], state: bytes) -> bytes:
-    """A saved cache's file: the header, the tokens, the state."""
+def encode(key: bytes, tokens: Sequence[int], state: bytes) -> tuple[bytes, bytes, bytes]:
+    """A saved cache's file in its three parts, written one after another (a state is tens of megabytes: it is not
+    copied into one buffer with the rest): the header, the tokens, the state."""
     packed = struct.pack(f"<{len(tokens)}I", *tokens)
-    return _HEAD.pack(MAGIC, VERSION, len(tokens), len(state), _digest(key, packed, state)) + packed + state
+    return _HEAD.pack(MAGIC, VERSION, len(tokens), len(state), _digest(key, packed, state)), packed, state
 
 
 def read_tokens(path: Path) -> tuple[tuple[int, ...], int] | None:
@@ -96,21 +100,28 @@ class SavedSlots:
     """The saved caches under ``root`` for one loaded model (``model_key``), within ``cap_bytes`` for all models.
     Only the scheduler thread calls it."""
 
-    def __init__(self, root: Path, model_key: str, cap_bytes: int) -> None:
+    def __init__(self, root: Path, model_key: str, cap_bytes: int, model_file: Path | None = None) -> None:
+        """``model_file``: the GGUF the caches are computed with, named in each folder so that its caches go when
+        it is removed or changed (they could never be loaded again)."""
         self.root = root
         self.cap_bytes = cap_bytes
         self._model_key = model_key
+        self._model_file = model_file
         self._index: dict[str, tuple[int, list[Saved]]] = {}  # folder name -> (the folder's mtime, its caches)
         self._sweep()
 
     def _sweep(self) -> None:
         """Delete what a write cut short left (an engine killed while saving): temporary files older than any
-        write takes, so another engine's write in progress is left alone."""
+        write takes, so another engine's write in progress is left alone; and the folders of model files that
+        were removed or changed since."""
         now = time.time()
         for path in self.root.glob(f"*/{_TEMPORARY}*"):
             with contextlib.suppress(OSError):
                 if now - path.stat().st_mtime > LEFTOVER_AGE_S:
                     path.unlink()
+        for marker in self.root.glob(f"*/{_SOURCE}"):
+            if _source_gone(marker):
+                shutil.rmtree(marker.parent, ignore_errors=True)
 
     def _key(self, adapter: AdapterUse | None) -> bytes:
         return f"{self._model_key}\n{adapter_key(adapter)}".encode()
@@ -176,6 +187,8 @@ class SavedSlots:
         try:
             _private_folder(self.root)
             _private_folder(folder)
+            if self._model_file is not None and not (folder / _SOURCE).exists():
+                _write_private(folder / _SOURCE, [_source_of(self._model_file).encode()])
             digest = hashlib.sha256(struct.pack(f"<{len(tokens)}I", *tokens)).hexdigest()[:32]
             name = f"{owner_tag(owner)}-{digest}{SUFFIX}"
             _write_private(folder / name, encode(self._key(adapter), tokens, state))
@@ -219,18 +232,38 @@ def forget_owner(root: Path, owner: str) -> int:
     return deleted
 
 
+def _source_of(model_file: Path) -> str:
+    stat = model_file.stat()
+    return json.dumps({"path": str(model_file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+
+
+def _source_gone(marker: Path) -> bool:
+    """Whether the model file a folder's caches were computed with is no longer there as it was."""
+    try:
+        source = json.loads(marker.read_text())
+        path, size, mtime_ns = Path(source["path"]), int(source["size"]), int(source["mtime_ns"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # not one to judge: the cap takes its caches in time
+    try:
+        stat = path.stat()
+    except OSError:
+        return True
+    return (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns)
+
+
 def _private_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if folder.stat().st_mode & 0o077:
         folder.chmod(0o700)
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """``data`` as ``path``, owner-only, appearing whole or not at all."""
+def _write_private(path: Path, parts: Sequence[bytes]) -> None:
+    """``parts`` one after another as ``path``, owner-only, appearing whole or not at all."""
     descriptor, temporary = tempfile.mkstemp(prefix=_TEMPORARY, dir=path.parent)  # mkstemp makes it 0600
     try:
         with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
+            for part in parts:
+                file.write(part)
         Path(temporary).replace(path)
     except BaseException:
         with contextlib.suppress(OSError):

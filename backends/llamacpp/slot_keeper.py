@@ -67,6 +67,13 @@ class SlotKeeper:
         """The conversations ``owners`` were deleted: the ``idle`` slots holding them are emptied, and no slot of
         theirs is saved from now on (one still answering keeps going)."""
         self._forgotten |= owners
+        if self._saved is not None:
+            # Deleted here too, on the only thread that saves: a save that was under way as the conversation was
+            # deleted (and so wrote its file after Hearth deleted the others) cannot outlive it.
+            from backends.llamacpp.saved_slots import forget_owner
+
+            for owner in owners:
+                forget_owner(self._saved.root, owner)
         for slot in idle:
             if slot.owner in owners:
                 self._engine.forget(slot.index)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta, Usage
+from backends.base import CancelToken, ChatMessage, GenerationParams, LoadOptions, SavedCaches, TextDelta, Usage
 from backends.llamacpp.backend import LlamaCppBackend
 from backends.llamacpp.saved_slots import SUFFIX, forget_owner, owner_tag
 from models.gguf import ModelInfo
@@ -40,8 +40,7 @@ def load(model_info: ModelInfo, folder: Path | None) -> LlamaCppBackend:
         context_length=2048,
         threads=2,
         seed=7,
-        saved_slots_dir=str(folder) if folder is not None else None,
-        saved_slots_bytes=256 << 20,
+        saved_caches=SavedCaches(str(folder), 256 << 20) if folder is not None else None,
     )
     list(backend.load(model_info, options))
     return backend
@@ -51,6 +50,15 @@ def answer(backend: LlamaCppBackend, messages: list[ChatMessage], owner: str = "
     events = list(backend.stream_chat(messages, replace(GREEDY, cache_owner=owner), CancelToken()))
     usage = next(e for e in events if isinstance(e, Usage))
     return "".join(e.text for e in events if isinstance(e, TextDelta)), usage
+
+
+def answers(model_info: ModelInfo, folder: Path | None, *conversations: list[ChatMessage]) -> list[tuple[str, Usage]]:
+    """Each conversation answered in turn by one freshly loaded model, which then stops (a clean stop saves)."""
+    backend = load(model_info, folder)
+    try:
+        return [answer(backend, conversation) for conversation in conversations]
+    finally:
+        backend.close()
 
 
 def follow_up(first_answer: str) -> list[ChatMessage]:
@@ -74,11 +82,7 @@ def kept_in_memory(model_info: ModelInfo) -> Iterator[tuple[str, str, Usage]]:
 def read_whole(model_info: ModelInfo, kept_in_memory: tuple[str, str, Usage]) -> str:
     """The follow-up's answer when a fresh model reads the whole conversation (llama.cpp's kernels may round a
     long piece otherwise than the short one after a cache, so this can differ from the answer above in a near tie)."""
-    backend = load(model_info, None)
-    try:
-        return answer(backend, follow_up(kept_in_memory[0]))[0]
-    finally:
-        backend.close()
+    return answers(model_info, None, follow_up(kept_in_memory[0]))[0][0]
 
 
 def saved_files(folder: Path) -> list[Path]:
@@ -90,21 +94,13 @@ def test_a_follow_up_after_a_restart_reads_only_what_is_new_and_writes_the_same_
 ) -> None:
     first_answer, second_answer, in_memory = kept_in_memory
     folder = tmp_path / "saved"
-    before = load(model_info, folder)
-    try:
-        assert answer(before, FIRST)[0] == first_answer
-    finally:
-        before.close()  # a clean stop saves the slot
+    assert answers(model_info, folder, FIRST)[0][0] == first_answer  # its clean stop saves the slot
     files = saved_files(folder)
     assert len(files) == 1
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
 
-    after = load(model_info, folder)
-    try:
-        text, usage = answer(after, follow_up(first_answer))
-    finally:
-        after.close()
+    ((text, usage),) = answers(model_info, folder, follow_up(first_answer))
     assert (text, usage.cached_tokens) == (second_answer, in_memory.cached_tokens)
     assert len(saved_files(folder)) == 1  # the longer conversation replaced the shorter one it holds
 
@@ -113,20 +109,9 @@ def test_a_conversation_whose_slot_went_to_another_comes_back_from_its_saved_cac
     model_info: ModelInfo, kept_in_memory: tuple[str, str, Usage], tmp_path: Path
 ) -> None:
     first_answer, second_answer, in_memory = kept_in_memory
-    without = load(model_info, None)
-    try:
-        answer(without, FIRST)
-        answer(without, OTHER)  # the only slot now holds another conversation
-        _, read_again = answer(without, follow_up(first_answer))
-    finally:
-        without.close()
-    saving = load(model_info, tmp_path / "saved")
-    try:
-        answer(saving, FIRST)
-        answer(saving, OTHER)
-        text, usage = answer(saving, follow_up(first_answer))
-    finally:
-        saving.close()
+    # Between the two turns the only slot takes another conversation.
+    *_, (_, read_again) = answers(model_info, None, FIRST, OTHER, follow_up(first_answer))
+    *_, (text, usage) = answers(model_info, tmp_path / "saved", FIRST, OTHER, follow_up(first_answer))
     assert read_again.cached_tokens < 64  # without saving, only the shared system prompt was left
     assert (text, usage.cached_tokens) == (second_answer, in_memory.cached_tokens)
 
@@ -136,21 +121,13 @@ def test_a_damaged_cache_is_deleted_and_the_prompt_read_again(
 ) -> None:
     first_answer = kept_in_memory[0]
     folder = tmp_path / "saved"
-    before = load(model_info, folder)
-    try:
-        answer(before, FIRST)
-    finally:
-        before.close()
+    answers(model_info, folder, FIRST)
     (damaged,) = saved_files(folder)
     data = bytearray(damaged.read_bytes())
     data[-100] ^= 0x01  # one bit of the keys and values
     damaged.write_bytes(bytes(data))
 
-    after = load(model_info, folder)
-    try:
-        text, usage = answer(after, follow_up(first_answer))
-    finally:
-        after.close()
+    ((text, usage),) = answers(model_info, folder, follow_up(first_answer))
     assert usage.cached_tokens == 0 and text == read_whole
     assert not damaged.exists()
 
@@ -161,9 +138,13 @@ def test_a_deleted_conversations_caches_are_dropped_and_never_saved(model_info: 
     try:
         answer(backend, FIRST, owner="kept")
         answer(backend, OTHER, owner="deleted")  # the first is saved as this one takes the only slot
+        # A save of the deleted conversation that was under way as Hearth deleted its files, written after them:
+        late = next(folder.iterdir()) / f"{owner_tag('deleted')}-late{SUFFIX}"
+        late.write_bytes(b"written after the deletion")
         backend.forget_owner("deleted")
         _, usage = answer(backend, OTHER, owner="another")
         assert usage.cached_tokens == 0  # its slot's cache was dropped, not only left unsaved
+        assert not late.exists()  # the engine deletes its files too, on the thread that saves them
     finally:
         backend.close()
     owners = sorted(path.name.split("-", 1)[0] for path in saved_files(folder))

@@ -67,7 +67,7 @@ def test_the_least_recently_used_go_first_until_the_rest_fit() -> None:
 
 def test_a_file_comes_back_only_whole_unchanged_and_for_its_own_key() -> None:
     state = bytes(range(256)) * 4
-    data = encode(b"model", LONG, state)
+    data = b"".join(encode(b"model", LONG, state))
     assert decode(b"model", data) == (LONG, state)
     assert decode(b"other model", data) is None
     flipped = bytearray(data)
@@ -149,3 +149,21 @@ def test_a_conversations_caches_are_named_for_it_and_deleted_with_it_for_every_m
     assert forget_owner(tmp_path, "conversation-1") == 2
     left = sorted(path.name.split("-", 1)[0] for path in tmp_path.glob(f"*/*{SUFFIX}"))
     assert left == sorted([owner_tag("conversation-2"), "anyone"])
+
+
+def test_the_caches_of_a_removed_or_changed_model_file_go_at_the_next_start(tmp_path: Path) -> None:
+    kept_model, changed_model, removed_model = (tmp_path / f"{name}.gguf" for name in ("kept", "changed", "removed"))
+    for model in (kept_model, changed_model, removed_model):
+        model.write_bytes(b"GGUF weights")
+    root = tmp_path / "saved"
+    folders = {}
+    for model in (kept_model, changed_model, removed_model):
+        slots = SavedSlots(root, f"{model}|key", 1 << 20, model)
+        slots.save(None, LONG, b"state")
+        folders[model.stem] = slots.folder(None)
+    assert all(folder.is_dir() for folder in folders.values())
+    removed_model.unlink()
+    changed_model.write_bytes(b"GGUF other weights")  # another size: the caches no longer fit its weights
+    SavedSlots(root, "another model", 1 << 20)  # an engine starts
+    assert folders["kept"].is_dir() and len(list(folders["kept"].glob(f"*{SUFFIX}"))) == 1
+    assert not folders["changed"].exists() and not folders["removed"].exists()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, WorkerLink
+from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, SavedCaches, WorkerLink
 from backends.engine.base import Engine
 from backends.plan import BackendPlan, Preferences
 from models.gguf import ModelInfo
@@ -38,8 +38,7 @@ class ModelChoice:
     seed: int = 0
     cache_dir: str | None = None
     worker_links: tuple[WorkerLink, ...] = ()  # how to reach the paired workers among ``prefs.workers``
-    saved_slots_dir: str | None = None  # where llama.cpp keeps conversations' caches (None: in memory only)
-    saved_slots_bytes: int = 0
+    saved_caches: SavedCaches | None = None  # where llama.cpp keeps conversations' caches (None: in memory only)
 
 
 class Lease:

@@ -341,8 +341,7 @@ class ModelRuntime:
             self._cancel_requested = False
         options = dataclasses.replace(
             plan.load_options(choice.seed, choice.cache_dir, choice.worker_links),
-            saved_slots_dir=choice.saved_slots_dir,
-            saved_slots_bytes=choice.saved_slots_bytes,
+            saved_caches=choice.saved_caches,
         )
         engine = self._make_engine(plan.backend, model, options, lambda exit_: self._engine_exited(generation, exit_))
         with self._changed:
