@@ -80,6 +80,13 @@ class ContextShape:
     context_length: int
 
 
+# With one slot, the cache is one stream shared by the slot's sequence (0) and a scratch sequence (1) that holds
+# nothing between two calls: a span of the slot's cells is copied to it to be saved alone, and a saved span is loaded
+# into it, moved to its place and handed to the slot — in one stream both are changes of the cells' sequence ids,
+# not copies of keys and values (``NativeModel.span_state``, ``join_span``).
+SCRATCH = 1
+
+
 def _context_params(options: LoadOptions, slots: int) -> Any:
     """llama.cpp's context parameters for ``slots`` sequences of ``options.context_length`` tokens each."""
     import llama_cpp
@@ -88,8 +95,11 @@ def _context_params(options: LoadOptions, slots: int) -> Any:
     context_params.n_ctx = slots * options.context_length
     context_params.n_seq_max = slots
     # One KV stream per sequence: each slot has its whole context_length of its own, and attention reads
-    # only its own cells (a unified cache would make every token attend over all slots' cells).
-    context_params.kv_unified = False
+    # only its own cells (a unified cache would make every token attend over all slots' cells). One slot has
+    # one stream either way; its scratch sequence shares it and holds cells only for the length of a call.
+    context_params.kv_unified = slots == 1
+    if slots == 1:
+        context_params.n_seq_max = SCRATCH + 1
     context_params.n_batch = BATCH_TOKENS
     context_params.n_ubatch = BATCH_TOKENS
     context_params.n_threads = options.threads
@@ -165,9 +175,10 @@ class NativeModel:
                 page_remedy="Close other programs and load it again, or pick a smaller model in the Models tab.",
             )
         self.memory: Any = llama_cpp.llama_get_memory(self.ctx)
-        self.shape = ContextShape(
-            slots=int(llama_cpp.llama_n_seq_max(self.ctx)), context_length=int(llama_cpp.llama_n_ctx_seq(self.ctx))
-        )
+        self.shape = ContextShape(slots=slots, context_length=int(llama_cpp.llama_n_ctx_seq(self.ctx)))
+        # Whether a span of cells can be saved alone and joined elsewhere (one slot, and a cache whose positions
+        # can be moved: llama.cpp turns the keys again for their new positions).
+        self.can_join = slots == 1 and bool(llama_cpp.llama_memory_can_shift(self.memory))
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self.vocab_size = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         # Whether a sequence's last tokens can be dropped alone (a transformer's cache can; a recurrent state
@@ -253,6 +264,41 @@ class NativeModel:
         if int(llama_cpp.llama_state_seq_set_data(self.ctx, buffer, len(state), sequence)) != len(state):
             self.forget(sequence)
             return False
+        return True
+
+    def span_state(self, sequence: int, start: int, stop: int) -> bytes:
+        """The keys and values of ``sequence``'s cells at positions ``start`` to ``stop`` (exclusive), alone, as
+        llama.cpp writes a sequence's state: copied to the scratch sequence (in one stream, only the cells'
+        sequence ids change), written, and dropped there. Only between two decodes, when no move is pending."""
+        import llama_cpp
+
+        if not self.can_join:
+            raise RuntimeError("spans are saved only with one slot")
+        llama_cpp.llama_memory_seq_rm(self.memory, SCRATCH, -1, -1)
+        llama_cpp.llama_memory_seq_cp(self.memory, sequence, SCRATCH, start, stop)
+        try:
+            return self.sequence_state(SCRATCH)
+        finally:
+            llama_cpp.llama_memory_seq_rm(self.memory, SCRATCH, -1, -1)
+
+    def join_span(self, sequence: int, state: bytes, computed_at: int, place_at: int) -> bool:
+        """Append a span saved by :meth:`span_state` (its first position was ``computed_at``) to ``sequence`` from
+        position ``place_at`` on, which must follow the sequence's last one: loaded into the scratch sequence,
+        moved (llama.cpp turns its keys for the new positions at the next decode) and handed over; an empty
+        ``sequence`` may begin anywhere. False, with ``sequence`` unchanged, when llama.cpp refuses the state."""
+        import llama_cpp
+
+        if not self.can_join:
+            raise RuntimeError("spans are joined only with one slot")
+        last = int(llama_cpp.llama_memory_seq_pos_max(self.memory, sequence))
+        if last >= 0 and place_at != last + 1:
+            raise ValueError(f"a span must follow the sequence: position {place_at}, expected {last + 1}")
+        if not self.restore_sequence(SCRATCH, state):
+            return False
+        if place_at != computed_at:
+            llama_cpp.llama_memory_seq_add(self.memory, SCRATCH, -1, -1, place_at - computed_at)
+        llama_cpp.llama_memory_seq_cp(self.memory, SCRATCH, sequence, -1, -1)
+        llama_cpp.llama_memory_seq_rm(self.memory, SCRATCH, -1, -1)
         return True
 
     def use_adapter(self, adapter: AdapterUse | None) -> None:

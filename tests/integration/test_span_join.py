@@ -1,0 +1,169 @@
+"""Spans of a sequence's cache saved alone and joined into another sequence (issue 39, item 1's mechanism), on the
+real llama.cpp with the embedded model: joined where they were computed, the next token's scores are those of
+reading them; moved elsewhere, llama.cpp turns their keys for the new positions and the answer is the one read
+there; a state llama.cpp refuses, or a span that would not follow the sequence, changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from backends.base import LoadOptions
+from backends.llamacpp.native import NativeModel, TokenBatch
+from models.gguf import ModelInfo
+
+pytestmark = pytest.mark.integration
+
+SYSTEM = "<|im_start|>system\nAnswer from the passages.<|im_end|>\n<|im_start|>user\n"
+TOWER = (
+    "The Eiffel Tower was finished in 1889 for the World's Fair in Paris. It is 330 metres tall and was the "
+    "tallest man-made structure for 41 years."
+)
+MOUNTAIN = (
+    "Mount Everest is 8,849 metres high. Tenzing Norgay and Edmund Hillary first reached its summit on 29 May 1953."
+)
+QUESTION = "\nWhen was the Eiffel Tower finished?<|im_end|>\n<|im_start|>assistant\n"
+
+
+class Reader:
+    """The model's context, read a piece at a time into sequence 0."""
+
+    def __init__(self, model: NativeModel) -> None:
+        self.model = model
+        self.batch = TokenBatch(512)
+
+    def tokens(self, text: str, first: bool = False) -> list[int]:
+        return self.model.tokenize(text, first, True)
+
+    def read(self, tokens: list[int], start: int) -> np.ndarray:
+        """The pieces' tokens at positions from ``start``; the scores for the token after the last."""
+        import llama_cpp
+
+        self.batch.clear()
+        for offset, token in enumerate(tokens):
+            self.batch.add(token, start + offset, 0, offset == len(tokens) - 1)
+        assert self.model.decode(self.batch) == 0
+        scores = llama_cpp.llama_get_logits_ith(self.model.ctx, self.batch.size - 1)
+        return np.ctypeslib.as_array(scores, shape=(self.model.vocab_size,)).copy()
+
+    def greedy(self, scores: np.ndarray, position: int, count: int = 12) -> list[int]:
+        written = [int(np.argmax(scores))]
+        for _ in range(count - 1):
+            written.append(int(np.argmax(self.read([written[-1]], position))))
+            position += 1
+        return written
+
+    def last_position(self) -> int:
+        import llama_cpp
+
+        return int(llama_cpp.llama_memory_seq_pos_max(self.model.memory, 0))
+
+
+def divergence(expected: np.ndarray, got: np.ndarray) -> float:
+    """Kullback-Leibler divergence of the next-token distribution ``got`` from ``expected`` (both raw scores)."""
+    p = np.exp(expected - expected.max())
+    p /= p.sum()
+    log_p = np.log(p + 1e-30)
+    log_q = got - got.max() - np.log(np.exp(got - got.max()).sum())
+    return float(np.sum(p * (log_p - log_q)))
+
+
+def top(scores: np.ndarray, count: int) -> list[int]:
+    return [int(i) for i in np.argsort(scores)[::-1][:count]]
+
+
+@pytest.fixture(scope="module")
+def reader(model_info: ModelInfo) -> Iterator[Reader]:
+    model = NativeModel(model_info.path, LoadOptions(context_length=1024, threads=2))
+    try:
+        yield Reader(model)
+    finally:
+        model.close()
+
+
+def test_spans_joined_where_they_were_read_give_the_scores_of_reading_them(reader: Reader) -> None:
+    model = reader.model
+    assert model.can_join and model.shape.slots == 1
+    pieces = [
+        reader.tokens(SYSTEM + "[1] tower.txt\n", first=True),
+        reader.tokens(TOWER),
+        reader.tokens("\n[2] everest.txt\n"),
+        reader.tokens(MOUNTAIN),
+        reader.tokens(QUESTION),
+    ]
+    starts = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+    model.forget(0)
+    for piece, start in zip(pieces[:-1], starts[:-1], strict=True):
+        reader.read(piece, start)
+    tower = model.span_state(0, starts[1], starts[2])
+    mountain = model.span_state(0, starts[3], starts[4])
+    read = reader.read(pieces[-1], starts[-1])
+    read_answer = reader.greedy(read, starts[-1] + len(pieces[-1]))
+
+    model.forget(0)
+    reader.read(pieces[0], 0)
+    assert model.join_span(0, tower, computed_at=starts[1], place_at=starts[1])
+    reader.read(pieces[2], starts[2])
+    assert model.join_span(0, mountain, computed_at=starts[3], place_at=starts[3])
+    assert reader.last_position() == starts[4] - 1
+    joined = reader.read(pieces[-1], starts[-1])
+    assert np.array_equal(joined, read)
+    assert reader.greedy(joined, starts[-1] + len(pieces[-1])) == read_answer
+
+
+def test_a_span_moved_to_other_positions_answers_as_if_read_there(reader: Reader) -> None:
+    model = reader.model
+    tower, question = reader.tokens(TOWER), reader.tokens(QUESTION)
+    moved_to = 300
+    model.forget(0)
+    reader.read(tower, 0)  # read from position 0, with nothing before it
+    state = model.span_state(0, 0, len(tower))
+
+    model.forget(0)
+    reader.read(tower, moved_to)  # the same text read where it will be moved
+    read = reader.read(question, moved_to + len(tower))
+    read_answer = reader.greedy(read, moved_to + len(tower) + len(question))
+
+    model.forget(0)
+    assert model.join_span(0, state, computed_at=0, place_at=moved_to)
+    assert reader.last_position() == moved_to + len(tower) - 1
+    joined = reader.read(question, moved_to + len(tower))  # llama.cpp turns the keys before this is read
+    assert int(np.argmax(joined)) == int(np.argmax(read))
+    assert reader.greedy(joined, moved_to + len(tower) + len(question)) == read_answer
+    # Not bit for bit: the keys were turned from their stored values instead of computed at the new positions, and
+    # every layer after the first reads them (measured here: 0.006 nats, the same five likeliest tokens but the last).
+    assert divergence(read, joined) < 0.02
+    assert top(joined, 4) == top(read, 4)
+
+    model.forget(0)
+    assert model.join_span(0, state, computed_at=0, place_at=0)  # not moved: the scores are those first read
+    unmoved = reader.read(question, len(tower))
+    model.forget(0)
+    reader.read(tower, 0)
+    assert np.array_equal(unmoved, reader.read(question, len(tower)))
+
+
+def test_a_refused_state_or_a_span_that_would_not_follow_changes_nothing(reader: Reader) -> None:
+    model = reader.model
+    tower = reader.tokens(TOWER)
+    model.forget(0)
+    reader.read(tower, 0)
+    state = model.span_state(0, 0, 10)
+    assert not model.join_span(0, b"not a state", computed_at=0, place_at=len(tower))
+    with pytest.raises(ValueError, match="must follow"):
+        model.join_span(0, state, computed_at=0, place_at=len(tower) + 5)
+    assert reader.last_position() == len(tower) - 1
+    assert model.join_span(0, state, computed_at=0, place_at=len(tower))
+    assert reader.last_position() == len(tower) + 9
+
+
+def test_with_several_slots_spans_are_not_offered(model_info: ModelInfo) -> None:
+    model = NativeModel(model_info.path, LoadOptions(context_length=512, threads=2, slots=2))
+    try:
+        assert not model.can_join and model.shape.slots == 2
+        with pytest.raises(RuntimeError, match="one slot"):
+            model.span_state(0, 0, 1)
+    finally:
+        model.close()
