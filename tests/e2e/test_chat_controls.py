@@ -5,6 +5,7 @@ chat, reopening, reload and a restart, and a narrow window keeps the sidebar off
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -192,23 +193,35 @@ def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
     )
 
 
+def narrow_layout_problems(page: Any, width: float = 500.0) -> list[str]:
+    """What is wrong with the page's layout in a window ``width`` wide: the message box narrower than 60% of it, the
+    sidebar (closed) over the page, Send or Stop outside the window or off the message box's line."""
+    box = page.locator("#message").bounding_box()  # the box: its text area and the clip that attaches a file
+    sidebar = page.locator("#sidebar").bounding_box()
+    if box is None or sidebar is None:
+        return [f"not laid out: message box {box}, sidebar {sidebar}"]
+    problems = [] if box["width"] >= 0.6 * width else [f"message box narrow: {box}"]
+    if overlaps(sidebar, {"x": 0.0, "y": 0.0, "width": width, "height": 900.0}):
+        problems.append(f"sidebar over the page: {sidebar}")
+    for button in ("#send", "#stop"):
+        button_box = page.locator(button).bounding_box()
+        inside = button_box is not None and button_box["x"] + button_box["width"] <= width
+        if not inside or not overlaps({**button_box, "x": 0.0, "width": width}, {**box, "x": 0.0, "width": width}):
+            problems.append(f"{button} not on the message box's line inside the window: {button_box}, box {box}")
+    return problems
+
+
 def test_a_narrow_window_keeps_the_sidebar_off_the_chat_and_the_message_box_wide(
     start_app: Callable[..., RunningApp], browser_session: Any
 ) -> None:
     app = start_app()
     page = open_narrow(browser_session, app, 500)
-    box = page.locator("#message").bounding_box()  # the box: its text area and the clip that attaches a file
-    sidebar = page.locator("#sidebar").bounding_box()
-    assert box is not None and sidebar is not None
-    assert box["width"] >= 0.6 * 500, box
-    on_screen = {"x": 0.0, "y": 0.0, "width": 500.0, "height": 900.0}
-    assert not overlaps(sidebar, on_screen), sidebar  # closed: nothing of it over the page
-    for button in ("#send", "#stop"):
-        button_box = page.locator(button).bounding_box()
-        assert button_box is not None
-        assert button_box["x"] + button_box["width"] <= 500 and overlaps(
-            {**button_box, "x": 0.0, "width": 500.0}, {**box, "x": 0.0, "width": 500.0}
-        ), button  # on the message box's line, inside the window
+    # Measured again until it holds (at most 15 s): on a busy machine the page can still be laying itself out
+    # after the sidebar has settled (CI once measured a layout in between).
+    deadline = time.monotonic() + 15
+    while (problems := narrow_layout_problems(page)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not problems, problems
     page.click("#sidebar .toggle-button")  # its toggle still opens it
     expect(page.locator("#new-chat")).to_be_in_viewport()
     page.context.close()
