@@ -15,9 +15,9 @@ from tests.helpers import remove_made_accounts, require
 block_telemetry_modules()
 
 
-# Files that took a minute or more in a full run (/tmp stamps of `make test`, 2026-11-29), heaviest first: they are
-# started first, so that the two workers of `make test` end together instead of one waiting out the last long
-# file. The other files keep their order behind them.
+# Files that took a minute or more in a full run (bench/data/suite-time.parallel.txt), heaviest first: they are
+# started first, so that with TEST_WORKERS=2 both workers end together instead of one waiting out the last long
+# file (in one worker the order changes nothing). The other files keep their order behind them.
 HEAVY_FIRST = (
     "test_tuning.py",
     "test_cli.py",

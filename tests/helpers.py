@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -56,8 +57,19 @@ def require(available: bool, component: str, remedy: str) -> None:
     pytest.skip(message)
 
 
-ACCOUNTS_MADE = Path("/tmp/hearth-test-accounts-made")  # the accounts this run made, one name a line
-_ACCOUNTS_LOCK = Path("/tmp/hearth-test-accounts.lock")
+# What the account helpers below keep between the suite's processes: a folder of this account's alone, so that no
+# other account can plant a name for root to delete or a link for root to write through.
+ACCOUNTS_STATE = Path("/tmp") / f"hearth-test-accounts-{os.getuid()}"
+ACCOUNT_PREFIX = "hearth-test-"  # the only accounts these helpers make, and so the only ones they delete
+
+
+def _accounts_state() -> Path:
+    """The state folder, made owner-only; refused when it is a link, another account's, or open to others."""
+    ACCOUNTS_STATE.mkdir(mode=0o700, exist_ok=True)
+    found = ACCOUNTS_STATE.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise RuntimeError(f"{ACCOUNTS_STATE} is not a folder of this account's alone; remove it and run again")
+    return ACCOUNTS_STATE
 
 
 def _id_of(name: str, flag: str) -> int | None:
@@ -67,15 +79,16 @@ def _id_of(name: str, flag: str) -> int | None:
 
 def ensure_account(name: str) -> tuple[int, int]:
     """``name``'s uid and gid, made as an account without a home or a shell when there is none. The suite's
-    workers run side by side, so this happens under a lock, and an account made here is written down for
+    workers may run side by side, so this happens under a lock, and an account made here is written down for
     ``remove_made_accounts`` to delete when the whole run ends (not when the first worker's module ends, while
     another worker may still use it)."""
-    _ACCOUNTS_LOCK.touch(mode=0o600, exist_ok=True)
-    with _ACCOUNTS_LOCK.open("r") as lock:
+    assert name.startswith(ACCOUNT_PREFIX), name
+    state = _accounts_state()
+    with (state / "lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _id_of(name, "-u") is None:
             subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-            with ACCOUNTS_MADE.open("a") as made:
+            with (state / "made").open("a") as made:
                 made.write(name + "\n")
         uid, gid = _id_of(name, "-u"), _id_of(name, "-g")
     assert uid is not None and gid is not None, f"the account {name} vanished as it was made"
@@ -83,12 +96,15 @@ def ensure_account(name: str) -> tuple[int, int]:
 
 
 def remove_made_accounts() -> None:
-    """Deletes the accounts ``ensure_account`` made in this run (called once, by the run's main process)."""
-    if not ACCOUNTS_MADE.exists():
+    """Deletes the accounts ``ensure_account`` made in this run (called once, by the run's main process); only
+    names these helpers make are ever deleted."""
+    made = ACCOUNTS_STATE / "made"
+    if not ACCOUNTS_STATE.is_dir() or ACCOUNTS_STATE.is_symlink() or not made.is_file():
         return
-    for name in set(ACCOUNTS_MADE.read_text().split()):
-        subprocess.run(["userdel", name], capture_output=True, check=False)
-    ACCOUNTS_MADE.unlink(missing_ok=True)
+    for name in set(made.read_text().split()):
+        if name.startswith(ACCOUNT_PREFIX):
+            subprocess.run(["userdel", name], capture_output=True, check=False)
+    made.unlink(missing_ok=True)
 
 
 def make_inventory(
