@@ -39,7 +39,7 @@ from backends.base import (
     TextDelta,
     Usage,
 )
-from backends.llamacpp.batch_policy import FreeSlot, choose_slot, gap_moves, prefill_shares
+from backends.llamacpp.batch_policy import Donor, FreeSlot, choose_slot, gap_moves, prefill_shares, prefix_donor
 from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot
 from backends.llamacpp.native import ABORTED
 from backends.llamacpp.prompt_lookup import DraftPolicy, PromptLookup
@@ -82,6 +82,9 @@ class BatchScheduler:
         self._drafts = DraftPolicy()  # how many guessed tokens pay on this machine, learnt as it answers
         self._threads: int | None = None  # threads asked for, applied before the next step
         self._to_forget: set[str] = set()  # asked for, applied before the next step
+        # Slots whose cache llama.cpp copies at the next llama_decode (``NativeModel.copy_sequence``): until one has
+        # run, no request is admitted, so no cache is loaded or saved under a copy that is still to happen.
+        self._copying: list[Slot] = []
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -155,7 +158,8 @@ class BatchScheduler:
                     self._finish(slot, "cancelled")
             if clean:  # closed as asked: what the slots hold is kept for the next start
                 for slot in self._slots:
-                    self._keeper.save(slot, kept=0)
+                    if slot not in self._copying:  # its keys and values are still to be copied in
+                        self._keeper.save(slot, kept=0)
 
     def _apply_forgetting(self) -> None:
         with self._wake:
@@ -180,7 +184,8 @@ class BatchScheduler:
             gone = [request for request in self._waiting if request.unwanted()]
             for request in gone:
                 self._waiting.remove(request)
-            admitted = self._admissible()
+            self._settle_copies()
+            admitted = [] if self._copying else self._admissible()
         self._apply_forgetting()  # before a slot of a deleted conversation can be taken (and saved)
         for request in gone:
             self._end(request, "cancelled")
@@ -192,9 +197,23 @@ class BatchScheduler:
                     request.events.put(exc)
                 return True
             self._adapter = admitted[0].params.adapter
-        for request in admitted:
+        for number, request in enumerate(admitted):
             self._start(request)
+            if self._copying:  # the others wait for the copy (one step)
+                with self._wake:
+                    self._waiting.extendleft(reversed(admitted[number + 1 :]))
+                break
         return True
+
+    def _settle_copies(self) -> None:
+        """With copies still to happen and no answer left to run the llama_decode that makes them (the ones that
+        would have were cancelled), the target slots are emptied instead: the copy then lands in cells no sequence
+        names."""
+        if self._copying and not self._busy():
+            for slot in self._copying:
+                self._engine.forget(slot.index)
+                slot.cached.clear()
+            self._copying.clear()
 
     def _admissible(self) -> list[Request]:
         """Waiting requests that may take free slots now, in arrival order. One context answers with one adapter
@@ -234,6 +253,7 @@ class BatchScheduler:
             slot.cached.clear()
             slot.adapter = adapter
         reused = self._keeper.restore(slot, request.prompt, reused)
+        reused = self._copy_prefix(slot, request.prompt, reused)
         if len(slot.cached) > reused:
             self._keeper.save(slot, kept=reused)
             self._engine.forget(slot.index, reused)
@@ -258,6 +278,29 @@ class BatchScheduler:
             else None,
         )
 
+    def _copy_prefix(self, slot: Slot, prompt: list[int], reused: int) -> int:
+        """When another free slot's cache holds more of the prompt's beginning than ``slot`` does (the system prompt
+        and instructions that every new conversation starts with), that beginning is copied into ``slot`` instead of
+        being read again; how many prompt tokens the slot then holds. What the slot held is saved first, as when a
+        prompt replaces it.
+
+        Only free slots give: their caches are settled, so what is copied does not depend on when this request
+        arrived. From a busy slot it would (the part read so far), and in a test of two answers at once a copy from
+        the other answer's slot made a greedy answer drift from its text alone 40 tokens in."""
+        donors = [
+            Donor(other.index, other.cached)
+            for other in self._slots
+            if other is not slot and other.answer is None and other.cached and other.adapter == slot.adapter
+        ]
+        choice = prefix_donor(donors, prompt, reused)
+        if choice is None:
+            return reused
+        self._keeper.save(slot, kept=reused)
+        self._engine.copy_sequence(choice.index, slot.index, stop=choice.reused)
+        slot.cached[:] = prompt[: choice.reused]
+        self._copying.append(slot)
+        return choice.reused
+
     def _retire_unwanted(self) -> None:
         for slot in self._slots:
             if slot.answer is not None and slot.answer.request.unwanted():
@@ -269,6 +312,7 @@ class BatchScheduler:
         for source, target in gap_moves(slot.index for slot in self._slots if slot.answer is not None):
             self._engine.copy_sequence(source, target)
             moved, into = self._slots[source], self._slots[target]
+            self._copying.append(into)
             into.cached = list(moved.cached)
             into.adapter, into.owner = moved.adapter, moved.owner
             into.answer, moved.answer = moved.answer, None
@@ -314,6 +358,8 @@ class BatchScheduler:
         reader = _lone_prompt_piece(pieces)
         began = time.perf_counter()
         status = self._engine.decode(batch, stop_when=None if reader is None else reader.request.unwanted)
+        if status == 0:
+            self._copying.clear()  # llama.cpp made them before evaluating the batch
         if reader is None and len(pieces) == 1 and status == 0:  # one answer's next token: a plain step's time
             self._drafts.observe_step(1, time.perf_counter() - began)
         if status == ABORTED and reader is not None and reader.request.unwanted():
@@ -364,6 +410,8 @@ class BatchScheduler:
         rows = [batch.add(token, start + offset, slot.index, logits=True) for offset, token in enumerate(tokens)]
         began = time.perf_counter()
         status = self._engine.decode(batch)
+        if status == 0:
+            self._copying.clear()
         self._drafts.observe_step(len(tokens), time.perf_counter() - began)
         if status != 0:
             self._decode_failed([slot], status)

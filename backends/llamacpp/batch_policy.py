@@ -103,3 +103,25 @@ def gap_moves(busy: Iterable[int]) -> list[tuple[int, int]]:
         occupied.remove(highest)
         occupied.add(holes[0])
     return moves
+
+
+@dataclass(frozen=True)
+class Donor:
+    """A slot whose cache a new request's slot may copy: any other slot, busy or free, whose cache was computed
+    under the adapter the request uses."""
+
+    index: int
+    cached: Sequence[int]
+
+
+def prefix_donor(donors: Sequence[Donor], prompt: Sequence[int], reused: int) -> SlotChoice | None:
+    """The slot whose cache holds the longest beginning of ``prompt``, and how many of its tokens to take, when that
+    is more than the ``reused`` tokens the chosen slot holds already; None otherwise. The last two prompt tokens
+    are read again all the same (see the module's note). Ties go to the lower index."""
+    limit = max(len(prompt) - MIN_PIECE_TOKENS, 0)
+    best: SlotChoice | None = None
+    for donor in donors:
+        shared = min(common_prefix(donor.cached, prompt), limit)
+        if shared > (best.reused if best else reused):
+            best = SlotChoice(donor.index, shared)
+    return best

@@ -237,13 +237,16 @@ class NativeModel:
 
         llama_cpp.llama_set_n_threads(self.ctx, threads, threads)
 
-    def copy_sequence(self, source: int, target: int) -> None:
-        """Make ``target``'s cache a copy of ``source``'s (its own is dropped). With a cache per sequence this
-        copies the whole stream; llama.cpp does it at the start of the next llama_decode, before anything is
-        written, so neither sequence may change until then."""
+    def copy_sequence(self, source: int, target: int, stop: int = -1) -> None:
+        """Make ``target``'s cache a copy of ``source``'s positions before ``stop`` (all of them with -1); its own is
+        dropped. With a cache per sequence llama.cpp copies the whole stream at the start of the next llama_decode,
+        before anything is written, so until then neither sequence's keys and values may be written or read
+        (``restore_sequence``, ``sequence_state``); dropping cells is safe."""
         import llama_cpp
 
         llama_cpp.llama_memory_seq_cp(self.memory, source, target, -1, -1)
+        if stop >= 0:
+            self.forget(target, stop)
 
     def sequence_state(self, sequence: int) -> bytes:
         """The keys and values a sequence's cache holds, as llama.cpp writes them (``llama_state_seq_get_data``)."""

@@ -213,6 +213,68 @@ def test_an_answer_moved_to_close_a_gap_goes_on_unchanged(parallel: LlamaCppBack
     assert head + rest.text == alone.text != ""
 
 
+def test_a_new_conversation_copies_the_system_prompt_another_slot_read(
+    parallel: LlamaCppBackend, model_info: ModelInfo
+) -> None:
+    """A second conversation takes the slot that never answered (the other holds too little of its prompt to be
+    chosen), copies the system prompt's cache from the first one's slot instead of reading it, and answers as it
+    does anywhere else, bit for bit."""
+    long_question = (
+        "Describe how a bicycle gear system works, and explain why riders change to a lower gear when they climb "
+        "a steep hill on a windy day."
+    )
+    reference = answer(parallel, long_question)
+    backend = LlamaCppBackend()
+    list(backend.load(model_info, LoadOptions(512, threads=2, slots=2)))
+    try:
+        first = answer(backend, QUESTIONS[0])
+        second = answer(backend, long_question)
+    finally:
+        backend.close()
+    assert first.usage.cached_tokens == 0
+    system_tokens = len(backend_tokens_of_system(model_info))
+    assert 0 < second.usage.cached_tokens == system_tokens < second.usage.prompt_tokens / 2
+    assert second.text == reference.text != ""
+
+
+def test_two_new_conversations_at_once_both_copy_the_system_prompt(
+    parallel: LlamaCppBackend, model_info: ModelInfo
+) -> None:
+    """Two new conversations arrive together while a free slot holds the system prompt: the first copies it, the
+    second waits one step for that copy to be made (no cache is loaded or saved under a copy still to come), then
+    copies it too. Both answer as they do elsewhere."""
+    questions = [f"{question} Answer in two sentences, and give one example of it." for question in QUESTIONS[1:3]]
+    references = [answer(parallel, question) for question in questions]
+    backend = LlamaCppBackend()
+    list(backend.load(model_info, LoadOptions(512, threads=2, slots=3)))
+    try:
+        answer(backend, QUESTIONS[0])
+        both = together([lambda q=question: answer(backend, q) for question in questions])  # type: ignore[misc]
+    finally:
+        backend.close()
+    system_tokens = len(backend_tokens_of_system(model_info))
+    assert [a.usage.cached_tokens for a in both] == [system_tokens, system_tokens]
+    assert [a.text for a in both] == [a.text for a in references]
+
+
+def backend_tokens_of_system(model_info: ModelInfo) -> list[int]:
+    """The tokens two chats with this module's system prompt share: the prompt up to the user's words."""
+    from backends.chat_template import ChatFormatter
+    from backends.llamacpp.native import Vocabulary
+
+    formatter = ChatFormatter(model_info.chat_template, model_info.bos_token, model_info.eos_token)
+    vocabulary = Vocabulary(model_info.path)
+    try:
+        left, right = (vocabulary.tokenize(formatter.render_chat(chat(q)), True) for q in ("alpha", "omega"))
+    finally:
+        vocabulary.close()
+        formatter.close()
+    shared = 0
+    while left[shared] == right[shared]:
+        shared += 1
+    return left[:shared]
+
+
 def test_an_abandoned_generator_frees_its_slot(parallel: LlamaCppBackend) -> None:
     """All four slots busy with long answers; two readers walk away (one closes its generator, the other drops
     it). Two new requests are answered while the other two long answers are still running."""
