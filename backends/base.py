@@ -183,6 +183,9 @@ class GenerationParams:
     report_reading: bool = False
     # the conversation an answer belongs to: a cache saved from it is deleted with it (llama.cpp's saved slots)
     cache_owner: str = ""
+    # texts in the prompt (the passages of an answer from documents) whose caches are kept when read and joined
+    # instead of read when a later prompt holds them again (llama.cpp with one slot; others read them)
+    passages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ class Usage:
     cached_tokens: int = 0  # leading prompt tokens found already evaluated (prefix reuse), not read again
     drafted_tokens: int = 0  # prompt lookup: tokens guessed from the prompt and the answer so far
     accepted_tokens: int = 0  # of them, the ones the model agreed with (written without a step of their own)
+    joined_tokens: int = 0  # passage tokens whose kept cache was joined instead of read (``GenerationParams.passages``)
 
     @property
     def decode_tokens_per_s(self) -> float:

@@ -66,6 +66,7 @@ class AnswerResult:
     finish_reason: str
     sources: tuple[Source, ...] = ()  # the passages given, numbered as the answer cites them
     written: str | None = None  # the answer as the model wrote it, where checking its citations changed it
+    joined_tokens: int = 0  # passage tokens joined from kept caches instead of read (`--keep-passages`)
 
     @property
     def written_cites_right(self) -> bool:
@@ -240,6 +241,7 @@ def result_record(result: AnswerResult) -> dict[str, object]:
         "passages": result.passages,
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
+        "joined_tokens": result.joined_tokens,
         "seconds": round(result.seconds, 2),
         "finish_reason": result.finish_reason,
         "cited_holds_answer": result.score.cited_holds_answer,

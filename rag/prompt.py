@@ -53,7 +53,12 @@ class Source:
 
 def source_block(source: Source) -> str:
     # Just the number and the text: with the file and section inline, small models tend to recite the labels.
-    return f"[{source.number}] {' '.join(source.text.split())}"
+    return f"[{source.number}] {shown_text(source)}"
+
+
+def shown_text(source: Source) -> str:
+    """A passage's text as the prompt shows it (its whitespace made single spaces)."""
+    return " ".join(source.text.split())
 
 
 # The section shown for a file attached to a conversation and given to the model whole.

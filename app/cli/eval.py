@@ -23,7 +23,7 @@ from app.services.answering.chat import ChatService, TurnSaved, TurnSettings, Tu
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.wording import shorten
-from backends.base import Finished, GenerationParams, TextDelta, Usage
+from backends.base import Finished, TextDelta, Usage
 from rag.answer_eval import (
     AnswerQuestion,
     AnswerReport,
@@ -50,7 +50,10 @@ def run_eval_answers(
     output: Path | None,
     max_tokens: int,
     part: str | None = None,
+    keep_passages: bool = False,
 ) -> int:
+    """``keep_passages``: answer with one slot, keeping each passage's cache as it is read and joining it when a
+    later question retrieves the passage (issue 39), to measure what that does to the answers."""
     from app.cli.commands import load_model
     from app.services.container import build_services, measuring
     from app.services.library.conversations import ConversationStore
@@ -60,6 +63,8 @@ def run_eval_answers(
     questions = chosen_questions(read_answer_questions, questions_path, part, limit, output)
     if model is not None:
         settings = with_model(settings, model)
+    if keep_passages:  # llama.cpp joins a kept cache only into a slot that shares its stream with a scratch one
+        settings = settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
     services = build_services(measuring(settings))
     results: list[AnswerResult] = []
     try:
@@ -78,7 +83,10 @@ def run_eval_answers(
                     file=sys.stderr,
                 )
                 for number, question in enumerate(questions, start=1):
-                    result = _ask(chat, question, params, settings.generation.system_prompt, collection)
+                    turn = TurnSettings(
+                        params, settings.generation.system_prompt, collection, keep_passages=keep_passages
+                    )
+                    result = _ask(chat, question, turn)
                     results.append(result)
                     print(_progress_line(number, len(questions), result), flush=True)
             except KeyboardInterrupt:
@@ -152,16 +160,14 @@ def split_part(questions: Sequence[T], questions_path: Path, part: str) -> list[
     return [questions[n - 1] for n in lines]
 
 
-def _ask(
-    chat: ChatService, question: AnswerQuestion, params: GenerationParams, system: str, collection: str
-) -> AnswerResult:
+def _ask(chat: ChatService, question: AnswerQuestion, turn: TurnSettings) -> AnswerResult:
     started = time.perf_counter()
     head: TurnStarted | None = None
     parts: list[str] = []
     usage: Usage | None = None
     reason = "stop"
     saved: str | None = None
-    for event in chat.send(None, question.question, TurnSettings(params, system, collection=collection)):
+    for event in chat.send(None, question.question, turn):
         if isinstance(event, TurnStarted):
             head = event
         elif isinstance(event, TextDelta):
@@ -187,6 +193,7 @@ def _ask(
         finish_reason=reason,
         sources=head.sources if head else (),
         written=written if answer != written else None,
+        joined_tokens=usage.joined_tokens if usage else 0,
     )
 
 

@@ -269,7 +269,15 @@ def _evaluation(args: argparse.Namespace, settings: Settings) -> int:
 
         path, collection, model = args.questions, args.collection, args.eval_model
         return run_eval_answers(
-            settings, path, collection, model, args.limit, args.output, args.eval_max_tokens, args.part
+            settings,
+            path,
+            collection,
+            model,
+            args.limit,
+            args.output,
+            args.eval_max_tokens,
+            args.part,
+            keep_passages=args.keep_passages,
         )
     from app.cli import documents as commands_documents
 

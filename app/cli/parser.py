@@ -264,6 +264,11 @@ def _evaluation(commands: Commands) -> None:
         "--max-tokens", dest="eval_max_tokens", type=int, default=200, help="longest answer (default 200)"
     )
     eval_answers.add_argument("--output", type=Path, help="also write each answer and its score to this JSON file")
+    eval_answers.add_argument(
+        "--keep-passages",
+        action="store_true",
+        help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
+    )
 
     eval_tools = eval_kinds.add_parser(
         "tools", help="right calls, right abstentions and invalid calls over a JSONL function-calling question set"

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from backends.llamacpp.batch import BatchScheduler
     from backends.llamacpp.native import NativeModel
+    from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
     from models.gguf import ModelInfo
 
@@ -239,7 +240,20 @@ class LlamaCppBackend(Backend):
         self, messages: Sequence[ChatMessage], params: GenerationParams, cancel: CancelToken
     ) -> Iterator[ChatEvent]:
         started = time.perf_counter()
-        yield from self._answer(self._tokenize_chat(messages, params.tools), params, cancel, started)
+        engine, formatter = self._require()
+        if not (params.passages and engine.can_join):
+            yield from self._answer(self._tokenize_chat(messages, params.tools), params, cancel, started)
+            return
+        # The prompt is read in pieces cut at its passages, so each passage is the same tokens wherever it stands
+        # and its kept cache can be found (``backends.llamacpp.prompt_spans``).
+        from backends.llamacpp.prompt_spans import segments, tokenized
+
+        prompt = formatter.render_chat(messages, params.tools)
+        bos = self._wants_bos(prompt)
+        tokens, spans = tokenized(
+            segments(prompt, params.passages), lambda text, first: engine.tokenize(text, first and bos, True)
+        )
+        yield from self._answer(tokens, params, cancel, started, spans)
 
     def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
         started = time.perf_counter()
@@ -251,7 +265,12 @@ class LlamaCppBackend(Backend):
         yield from self._answer(tokens, params, cancel, started)
 
     def _answer(
-        self, prompt: list[int], params: GenerationParams, cancel: CancelToken, started: float
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        cancel: CancelToken,
+        started: float,
+        spans: Sequence[Span] = (),
     ) -> Iterator[ChatEvent]:
         engine, scheduler = self._engine, self._scheduler
         if engine is None or scheduler is None:
@@ -264,7 +283,7 @@ class LlamaCppBackend(Backend):
             )
         if params.grammar is not None:
             check_grammar(engine.vocab, params.grammar)  # refused here, before it could fail inside a batch
-        request = scheduler.submit(prompt, params, cancel, started)
+        request = scheduler.submit(prompt, params, cancel, started, spans)
         try:
             while True:
                 event = scheduler.next_event(request)

@@ -26,6 +26,7 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.errors import GenerationError, HearthError, ModelNotReady
@@ -39,9 +40,18 @@ from backends.base import (
     TextDelta,
     Usage,
 )
-from backends.llamacpp.batch_policy import Donor, FreeSlot, choose_slot, gap_moves, prefill_shares, prefix_donor
+from backends.llamacpp.batch_policy import (
+    MIN_PIECE_TOKENS,
+    Donor,
+    FreeSlot,
+    choose_slot,
+    gap_moves,
+    prefill_shares,
+    prefix_donor,
+)
 from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot
 from backends.llamacpp.native import ABORTED
+from backends.llamacpp.passage_store import KeptPassage, PassageStore
 from backends.llamacpp.prompt_lookup import DraftPolicy, PromptLookup
 from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.llamacpp.slot_keeper import SlotKeeper
@@ -49,6 +59,7 @@ from backends.stops import StopScanner
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel, TokenBatch
+    from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
 
 log = logging.getLogger(__name__)
@@ -85,12 +96,21 @@ class BatchScheduler:
         # Slots whose cache llama.cpp copies at the next llama_decode (``NativeModel.copy_sequence``): until one has
         # run, no request is admitted, so no cache is loaded or saved under a copy that is still to happen.
         self._copying: list[Slot] = []
+        self._passages = PassageStore()  # kept passage caches (requests carry spans only when the engine can join)
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
     # --- any thread ----------------------------------------------------------------------------------------
-    def submit(self, prompt: list[int], params: GenerationParams, cancel: CancelToken, started: float) -> Request:
-        request = Request(prompt, params, cancel, started)
+    def submit(
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        cancel: CancelToken,
+        started: float,
+        spans: Sequence[Span] = (),
+    ) -> Request:
+        """Queue an answer to ``prompt``; ``spans`` say where its passages lie (their caches are kept and joined)."""
+        request = Request(prompt, params, cancel, started, spans=tuple(spans))
         with self._wake:
             if self._closing or not self._thread.is_alive():
                 raise ModelNotReady("The model was closed.", "Load a model, then send the message again.")
@@ -254,6 +274,7 @@ class BatchScheduler:
             slot.adapter = adapter
         reused = self._keeper.restore(slot, request.prompt, reused)
         reused = self._copy_prefix(slot, request.prompt, reused)
+        reused = self._stop_before_kept_passage(request, slot.adapter, reused)
         if len(slot.cached) > reused:
             self._keeper.save(slot, kept=reused)
             self._engine.forget(slot.index, reused)
@@ -301,6 +322,14 @@ class BatchScheduler:
         self._copying.append(slot)
         return choice.reused
 
+    def _stop_before_kept_passage(self, request: Request, adapter: AdapterUse | None, reused: int) -> int:
+        """Where the reused cache ends inside a passage whose cache is kept (the passage that stood there before
+        began with the same tokens), it is cut back to the passage's start, so the whole passage is joined."""
+        for span in request.spans:
+            if span.start < reused < span.stop and self._passages.has(adapter, request.prompt[span.start : span.stop]):
+                return span.start
+        return reused
+
     def _retire_unwanted(self) -> None:
         for slot in self._slots:
             if slot.answer is not None and slot.answer.request.unwanted():
@@ -322,8 +351,13 @@ class BatchScheduler:
         active = [(slot, slot.answer) for slot in self._slots if slot.answer is not None]
         writing = [(slot, [answer.next_token]) for slot, answer in active if answer.next_token is not None]
         reading = sorted(((slot, answer) for slot, answer in active if answer.pending), key=lambda p: p[1].admitted)
+        for slot, answer in reading:
+            self._advance_spans(slot, answer)
         shares = prefill_shares(
-            [len(answer.pending) for _, answer in reading], len(writing), self._batch.capacity, PREFILL_CHUNK_TOKENS
+            [self._readable(slot, answer) for slot, answer in reading],
+            len(writing),
+            self._batch.capacity,
+            PREFILL_CHUNK_TOKENS,
         )
         self._steps += 1
         draft = self._draft(writing)
@@ -334,6 +368,51 @@ class BatchScheduler:
         for (slot, answer), share in zip(reading, shares, strict=True):
             if share:
                 self._evaluate([(slot, answer.pending[:share])])
+                self._advance_spans(slot, answer)
+
+    def _advance_spans(self, slot: Slot, answer: Answer) -> None:
+        """Keep the caches of the passages the slot has just read, and join the kept caches of the passages that
+        come next instead of reading them (each right where the slot's cache ends). A passage that ends within the
+        prompt's last two tokens is read (sampling needs a piece of two), and one llama.cpp refuses is dropped and
+        read."""
+        spans, prompt = answer.request.spans, answer.request.prompt
+        while answer.spans_seen < len(spans):
+            span = spans[answer.spans_seen]
+            at = len(slot.cached)
+            tokens = prompt[span.start : span.stop]
+            if span.stop <= at:  # read by now (in this answer, or found in the slot's cache)
+                if span.start >= answer.reused and not self._passages.has(slot.adapter, tokens):
+                    state = self._engine.span_state(slot.index, span.start, span.stop)
+                    self._passages.put(slot.adapter, tokens, KeptPassage(state, span.start))
+                answer.spans_seen += 1
+                continue
+            if slot.answer is not answer or answer.next_token is not None:
+                return  # ended, or its prompt is read
+            if span.start != at or span.stop > len(prompt) - MIN_PIECE_TOKENS:
+                return
+            kept = self._passages.get(slot.adapter, tokens)
+            if kept is None:
+                return
+            if not self._engine.join_span(slot.index, kept.state, kept.computed_at, at):
+                log.warning("llama.cpp refused a kept passage cache; the passage is read instead")
+                self._passages.drop(slot.adapter, tokens)
+                return
+            slot.cached.extend(tokens)
+            del answer.pending[: len(tokens)]
+            answer.joined += len(tokens)
+            answer.spans_seen += 1
+
+    def _readable(self, slot: Slot, answer: Answer) -> int:
+        """How much of the prompt left to read goes before the next passage whose cache is kept (all of it when
+        none is), leaving that passage to be joined at the next step."""
+        spans, prompt = answer.request.spans, answer.request.prompt
+        at = len(slot.cached)
+        for span in spans[answer.spans_seen :]:
+            ahead = span.start - at
+            fits = span.stop <= len(prompt) - MIN_PIECE_TOKENS
+            if ahead >= MIN_PIECE_TOKENS and fits and self._passages.has(slot.adapter, prompt[span.start : span.stop]):
+                return ahead
+        return len(answer.pending)
 
     def _evaluate(self, pieces: list[tuple[Slot, list[int]]]) -> None:
         """One llama_decode over ``pieces`` (slot, tokens it reads), then a token sampled for every slot whose
@@ -504,6 +583,7 @@ class BatchScheduler:
                 cached_tokens=answer.reused if answer else 0,
                 drafted_tokens=answer.lookup.drafted if answer and answer.lookup else 0,
                 accepted_tokens=answer.lookup.accepted if answer and answer.lookup else 0,
+                joined_tokens=answer.joined if answer else 0,
             )
         )
         request.events.put(Finished(reason))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from app.errors import HearthError
 from backends.base import AdapterUse, CancelToken, ChatEvent, GenerationParams
 from backends.llamacpp.prompt_lookup import PromptLookup
+from backends.llamacpp.prompt_spans import Span
 from backends.llamacpp.sampling import SamplerChain
 from backends.stops import StopScanner
 
@@ -25,6 +26,7 @@ class Request:
     cancel: CancelToken
     started: float  # time.perf_counter() when the caller asked
     events: queue.SimpleQueue[Outcome] = field(default_factory=queue.SimpleQueue)
+    spans: tuple[Span, ...] = ()  # where the prompt's passages lie (``GenerationParams.passages``), in order
     _abandoned: threading.Event = field(default_factory=threading.Event)
 
     def abandon(self) -> None:
@@ -51,6 +53,8 @@ class Answer:
     produced: int = 0
     first_token_at: float | None = None
     lookup: PromptLookup | None = None  # guesses of the next tokens, when the request asked for prompt lookup
+    joined: int = 0  # passage tokens joined from kept caches instead of read
+    spans_seen: int = 0  # of the request's spans, how many are behind the slot's cache (joined, read or reused)
 
 
 @dataclass(eq=False)

@@ -79,6 +79,31 @@ def test_eval_answers_reports_accuracy_and_citations(isolated_home: Path, tmp_pa
             assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
 
 
+@pytest.mark.timeout(900)
+def test_eval_answers_with_kept_passages_joins_what_an_earlier_question_read(
+    isolated_home: Path, tmp_path: Path, embedded_model: Path
+) -> None:
+    """`--keep-passages`: the collection's two passages come back for every question. The second question has them
+    in the first one's order, so the slot's cache holds them already; the third has them in the other order, so
+    their caches, kept when the first question read them, are joined instead of read. The report says how many
+    tokens were joined."""
+    _collection(tmp_path / "notes", isolated_home)
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS[:3]), encoding="utf-8")
+    output = tmp_path / "results.json"
+    result = hearth(
+        "eval", "answers", str(questions), "-c", "Skerry", "--model", str(embedded_model),
+        "--max-tokens", "16", "--output", str(output), "--keep-passages",
+        home=isolated_home, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(output.read_text(encoding="utf-8"))["results"]
+    order = [[source["file"] for source in row["sources"]] for row in rows]
+    assert order == [["keepers.md", "ferry.md"]] * 2 + [["ferry.md", "keepers.md"]]
+    assert [row["joined_tokens"] > 0 for row in rows] == [False, False, True]
+    assert rows[2]["joined_tokens"] < rows[2]["prompt_tokens"] / 2
+
+
 def test_eval_answers_names_the_bad_line_before_loading_anything(isolated_home: Path, tmp_path: Path) -> None:
     questions = tmp_path / "qa.jsonl"
     questions.write_text(json.dumps(QUESTIONS[0]) + '\n{"question": "No expected list"}\n', encoding="utf-8")

@@ -45,7 +45,7 @@ from backends.base import (
     Usage,
 )
 from rag.attachments import AttachProgress, ReadAttachment
-from rag.prompt import Source
+from rag.prompt import Source, shown_text
 
 if TYPE_CHECKING:
     from app.services.library.documents import DocumentServices
@@ -65,6 +65,9 @@ class TurnSettings:
     system_prompt: str = ""
     collection: str | None = None
     tools: ToolUse | None = None
+    # the passages' caches kept and joined when a later question holds them (issue 39; llama.cpp with one slot
+    # only, and not yet on by default: `hearth eval answers --keep-passages` measures what it does to answers)
+    keep_passages: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,8 @@ class ChatService:
         params, tools = dataclasses.replace(settings.params, cache_owner=conversation_id), settings.tools
         turn = prompt.documents
         sources = turn.sources if turn else ()
+        if settings.keep_passages and sources:
+            params = dataclasses.replace(params, passages=tuple(shown_text(source) for source in sources))
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
         uses = turn.found.uses if turn else ()

@@ -1,0 +1,118 @@
+"""Passages read once (issue 39, item 1) through the scheduler, on the real engine with the embedded model and one
+slot: the first answer that reads a passage keeps its cache; a later prompt holding the same passage joins it
+instead of reading it; joined where it was read (after the same text), the answer is the one read there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
+from backends.llamacpp.backend import LlamaCppBackend
+from backends.llamacpp.passage_store import KeptPassage
+from models.gguf import ModelInfo
+from rag.prompt import Source, rag_question, rag_system_prompt
+
+pytestmark = pytest.mark.integration
+
+PASSAGES = {
+    "tower.txt": (
+        "The Eiffel Tower was finished in 1889 for the World's Fair in Paris. It is 330 metres tall and was the "
+        "tallest man-made structure in the world for 41 years, until the Chrysler Building was finished."
+    ),
+    "everest.txt": (
+        "Mount Everest is 8,849 metres high. Tenzing Norgay and Edmund Hillary first reached its summit on 29 May "
+        "1953, coming up the south-east ridge from Nepal."
+    ),
+    "nile.txt": (
+        "The Nile flows north for about 6,650 kilometres through eleven countries and ends in a delta on the "
+        "Mediterranean Sea, north of Cairo."
+    ),
+}
+GREEDY = GenerationParams(temperature=0.0, max_new_tokens=24, repeat_penalty=1.0)
+
+
+def documents_chat(question: str, names: list[str]) -> tuple[list[ChatMessage], tuple[str, ...]]:
+    sources = [Source(n, name, None, None, PASSAGES[name]) for n, name in enumerate(names, start=1)]
+    messages = [ChatMessage("system", rag_system_prompt("")), ChatMessage("user", rag_question(question, sources))]
+    return messages, tuple(PASSAGES[name] for name in names)
+
+
+def ask(backend: LlamaCppBackend, question: str, names: list[str], keep: bool = True) -> tuple[str, Usage]:
+    messages, passages = documents_chat(question, names)
+    params = GenerationParams(**{**GREEDY.__dict__, "passages": passages if keep else ()})
+    events = list(backend.stream_chat(messages, params, CancelToken()))
+    assert isinstance(events[-1], Finished)
+    usage = next(e for e in events if isinstance(e, Usage))
+    return "".join(e.text for e in events if isinstance(e, TextDelta)), usage
+
+
+@pytest.fixture
+def one_slot(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
+    backend = LlamaCppBackend()
+    list(backend.load(model_info, LoadOptions(2048, threads=2, slots=1)))
+    yield backend
+    backend.close()
+
+
+def passage_tokens(backend: LlamaCppBackend, names: list[str]) -> int:
+    return sum(backend.count_tokens(" " + PASSAGES[name]) for name in names)
+
+
+def test_passages_read_once_are_joined_when_a_later_question_holds_them(one_slot: LlamaCppBackend) -> None:
+    names = ["tower.txt", "everest.txt", "nile.txt"]
+    text, first = ask(one_slot, "When was the Eiffel Tower finished?", names)
+    assert first.joined_tokens == 0 and text.strip()
+    # Another question, the passages in another order: each is joined at another place than it was read.
+    text, second = ask(one_slot, "Who first reached the summit of Everest?", ["nile.txt", "tower.txt", "everest.txt"])
+    assert second.joined_tokens == passage_tokens(one_slot, names)
+    assert text.strip()
+    assert second.prompt_tokens - second.cached_tokens - second.joined_tokens < second.prompt_tokens / 3
+
+
+def test_joined_after_the_same_text_the_answer_is_the_one_read(one_slot: LlamaCppBackend) -> None:
+    names = ["everest.txt", "nile.txt", "tower.txt"]
+    read_text, read = ask(one_slot, "How long is the Nile?", names)
+    ask(one_slot, "How tall is the Eiffel Tower?", ["tower.txt"])  # the slot's cache now holds another prompt
+    joined_text, joined = ask(one_slot, "How long is the Nile?", names)
+    assert read.joined_tokens == 0 and joined.joined_tokens == passage_tokens(one_slot, names)
+    assert joined_text == read_text != ""
+
+
+def test_without_passages_named_or_with_several_slots_nothing_is_joined(model_info: ModelInfo) -> None:
+    backend = LlamaCppBackend()
+    list(backend.load(model_info, LoadOptions(1024, threads=2, slots=2)))
+    try:
+        names = ["tower.txt", "nile.txt"]
+        ask(backend, "How long is the Nile?", names)
+        _, usage = ask(backend, "When was the Eiffel Tower finished?", names[::-1])
+        assert usage.joined_tokens == 0
+    finally:
+        backend.close()
+    backend = LlamaCppBackend()
+    list(backend.load(model_info, LoadOptions(1024, threads=2, slots=1)))
+    try:
+        ask(backend, "How long is the Nile?", names, keep=False)
+        _, usage = ask(backend, "When was the Eiffel Tower finished?", names[::-1])
+        assert usage.joined_tokens == 0  # nothing was kept: the first answer named no passages
+    finally:
+        backend.close()
+
+
+def test_a_kept_cache_llama_cpp_refuses_is_dropped_and_the_passage_read(one_slot: LlamaCppBackend) -> None:
+    names = ["nile.txt", "everest.txt"]
+    ask(one_slot, "How high is Mount Everest?", names)
+    scheduler = one_slot._scheduler
+    assert scheduler is not None
+    store = scheduler._passages
+    assert len(store) == 2
+    for key, kept in list(store._kept.items()):
+        store._kept[key] = KeptPassage(b"not a state" + kept.state[11:100], kept.computed_at)
+    ask(one_slot, "How long is the Nile?", ["tower.txt"])  # the slot's cache now holds another prompt
+    text, usage = ask(one_slot, "How high is Mount Everest?", names)
+    assert usage.joined_tokens == 0 and text.strip()
+    # Read again, they were kept again, and those caches join.
+    assert len(store) == 2 and all(not kept.state.startswith(b"not a state") for kept in store._kept.values())
+    _, again = ask(one_slot, "Where does the Nile end?", names[::-1])
+    assert again.joined_tokens == passage_tokens(one_slot, names)
