@@ -24,9 +24,7 @@ For each question, alternating the order between runs:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -100,6 +98,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from app.bench.chat import open_raw_llama
+    from app.bench.stats import report, summarise
     from backends.base import ChatMessage, LoadOptions
     from backends.chat_template import ChatFormatter
     from backends.llamacpp.backend import route_llama_logs
@@ -211,9 +210,6 @@ def main() -> int:
         formatter.close()
         model.close()
 
-    def spread(values: list[float]) -> dict[str, float]:
-        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
     result = {
         "command": "bench/passage_join.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.machine()}, {platform.python_version()}",
@@ -221,18 +217,16 @@ def main() -> int:
         "threads": args.threads,
         "recompute_tokens": args.recompute,
         "passage_tokens": sorted({r["from_cache"] for r in rows}),
-        "ms": {way: spread([r[f"{way}_ms"] for r in rows]) for way in ("read", "joined", "raw")},
+        "ms": {way: summarise([r[f"{way}_ms"] for r in rows]) for way in ("read", "joined", "raw")},
         "ratios": {
-            "joined / read": spread([r["joined_ms"] / r["read_ms"] for r in rows]),
-            "joined / raw": spread([r["joined_ms"] / r["raw_ms"] for r in rows]),
-            "read / raw": spread([r["read_ms"] / r["raw_ms"] for r in rows]),
+            "joined / read": summarise([r["joined_ms"] / r["read_ms"] for r in rows]),
+            "joined / raw": summarise([r["joined_ms"] / r["raw_ms"] for r in rows]),
+            "read / raw": summarise([r["read_ms"] / r["raw_ms"] for r in rows]),
         },
         "same_answer": f"{sum(r['same_answer'] for r in rows)} of {len(rows)}",
         "rows": rows,
     }
-    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    report(result, args.json)
     return 0
 
 

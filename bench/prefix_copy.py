@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from dataclasses import replace
@@ -93,6 +92,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from app.bench.chat import open_raw_llama
+    from app.bench.stats import report, summarise
     from backends.llamacpp.backend import route_llama_logs
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
@@ -122,9 +122,6 @@ def main() -> int:
     finally:
         raw.close()
 
-    def spread(values: list[float]) -> dict[str, float]:
-        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
     result = {
         "command": "bench/prefix_copy.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.machine()}, {platform.python_version()}",
@@ -132,18 +129,16 @@ def main() -> int:
         "prompt_tokens": rows[0]["copy_prompt"],
         "copied_tokens": sorted({r["copy_cached"] for r in rows}),
         "read_cached_tokens": sorted({r["read_cached"] for r in rows}),
-        "ttft_ms": {way: spread([r[f"{way}_ttft_ms"] for r in rows]) for way in ("copy", "read", "raw")},
+        "ttft_ms": {way: summarise([r[f"{way}_ttft_ms"] for r in rows]) for way in ("copy", "read", "raw")},
         "ratios": {
-            "copy / read": spread([r["copy_ttft_ms"] / r["read_ttft_ms"] for r in rows]),
-            "copy / raw": spread([r["copy_ttft_ms"] / r["raw_ttft_ms"] for r in rows]),
-            "read / raw": spread([r["read_ttft_ms"] / r["raw_ttft_ms"] for r in rows]),
+            "copy / read": summarise([r["copy_ttft_ms"] / r["read_ttft_ms"] for r in rows]),
+            "copy / raw": summarise([r["copy_ttft_ms"] / r["raw_ttft_ms"] for r in rows]),
+            "read / raw": summarise([r["read_ttft_ms"] / r["raw_ttft_ms"] for r in rows]),
         },
         "same_answer": f"{sum(r['same_answer'] for r in rows)} of {len(rows)}",
         "rows": rows,
     }
-    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    report(result, args.json)
     return 0
 
 

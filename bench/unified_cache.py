@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -113,6 +112,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
+    from app.bench.stats import report, summarise
     from backends.llamacpp.backend import route_llama_logs
     from models.embedded import embedded_chat_model
 
@@ -125,9 +125,6 @@ def main() -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
 
-    def spread(values: list[float]) -> dict[str, float]:
-        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
     keys = ("prompt_tokens_per_s", "alone_ms_per_token", "four_ms_per_step")
     by_run = {(r["run"], r["layout"]): r for r in rows}
     result = {
@@ -137,16 +134,15 @@ def main() -> int:
         "slots": SLOTS,
         "held_tokens_per_other_slot": args.held,
         "prompt_tokens": args.prompt,
-        "unified": {k: spread([r[k] for r in rows if r["layout"] == "unified"]) for k in keys},
-        "streams": {k: spread([r[k] for r in rows if r["layout"] == "streams"]) for k in keys},
+        "unified": {k: summarise([r[k] for r in rows if r["layout"] == "unified"]) for k in keys},
+        "streams": {k: summarise([r[k] for r in rows if r["layout"] == "streams"]) for k in keys},
         "unified / streams": {
-            k: spread([by_run[(n, "unified")][k] / by_run[(n, "streams")][k] for n in range(args.runs)]) for k in keys
+            k: summarise([by_run[(n, "unified")][k] / by_run[(n, "streams")][k] for n in range(args.runs)])
+            for k in keys
         },
         "rows": rows,
     }
-    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    report(result, args.json)
     return 0
 
 

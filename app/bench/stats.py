@@ -86,3 +86,17 @@ def spread_lines(rows: Sequence[tuple[str, Mapping[str, Any] | None]], width: in
         if warning:
             warnings.append(warning)
     return lines + warnings
+
+
+def summarise(values: Sequence[float]) -> dict[str, float | int]:
+    """A benchmark script's figure as it is written to its JSON file: median, min, max, quartiles and runs."""
+    return spread(values).as_dict()
+
+
+def report(result: Mapping[str, Any], json_path: Any = None) -> None:
+    """Print a benchmark script's result without its per-run rows, and write all of it to ``json_path`` if given."""
+    import json
+
+    print(json.dumps({key: value for key, value in result.items() if key != "rows"}, indent=1))
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
