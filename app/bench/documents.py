@@ -44,6 +44,7 @@ class DocumentsSample:
     total_ms: float  # from sending to the answer kept (its citations checked)
     raw_time_to_first_token_ms: float
     raw_decode_tokens_per_s: float
+    joined_tokens: int = 0  # passage tokens joined from kept caches instead of read (``--keep-passages``)
 
 
 FIELDS = (
@@ -51,6 +52,7 @@ FIELDS = (
     ("search_ms", "search, ms"),
     ("prompt_tokens", "prompt tokens"),
     ("cached_tokens", "of them from the cache"),
+    ("joined_tokens", "of them joined from kept passages"),
     ("prefill_ms", "prefill, ms"),
     ("time_to_first_token_ms", "time to first token, ms"),
     ("decode_tokens_per_s", "decode tokens/s"),
@@ -158,7 +160,8 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
     return (
         f"[{number}/{total}] first token {sample.time_to_first_token_ms / 1000:5.2f} s (raw "
         f"{sample.raw_time_to_first_token_ms / 1000:5.2f} s) · {sample.prompt_tokens} prompt tokens, "
-        f"{sample.cached_tokens} cached · prefill {sample.prefill_ms / 1000:5.2f} s · decode "
+        f"{sample.cached_tokens} cached, {sample.joined_tokens} joined · prefill {sample.prefill_ms / 1000:5.2f} s "
+        "· decode "
         f"{sample.decode_tokens_per_s:4.1f} tok/s (raw {sample.raw_decode_tokens_per_s:4.1f})"
     )
 
@@ -173,6 +176,8 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     questions = chosen_questions(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
+    if args.keep_passages:  # llama.cpp joins a kept cache only into a slot that shares its stream with a scratch one
+        settings = settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
     services = build_services(measuring(settings))
     samples: list[DocumentsSample] = []
     try:
@@ -196,9 +201,8 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
             try:
                 for number, question in enumerate(questions, start=1):
                     progress(f"question {number} of {len(questions)}")
-                    sample, asked_in = _one_question(
-                        chat, raw, question, params, system, args.collection, number % 2, conversation
-                    )
+                    turn = TurnSettings(params, system, args.collection, keep_passages=args.keep_passages)
+                    sample, asked_in = _one_question(chat, raw, question, turn, number % 2, conversation)
                     conversation = asked_in if args.conversation else None
                     samples.append(sample)
                     print(sample_line(number, len(questions), sample), flush=True)
@@ -231,24 +235,17 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
 
 
 def _one_question(
-    chat: Any,
-    raw: Any,
-    question: str,
-    params: Any,
-    system: str,
-    collection: str,
-    raw_first: int,
-    conversation: str | None = None,
+    chat: Any, raw: Any, question: str, turn: TurnSettings, raw_first: int, conversation: str | None = None
 ) -> tuple[DocumentsSample, str]:
     """One question's figures, and the conversation it went into."""
-    prompt = chat.next_prompt(conversation, question, TurnSettings(params, system, collection=collection))
+    prompt = chat.next_prompt(conversation, question, turn)
     messages = [{"role": m.role, "content": m.content} for m in prompt]
     if raw_first:
-        raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
-        asked_in, hearth = _hearth_answer(chat, question, params, system, collection, conversation)
+        raw_sample = _raw_answer(raw, messages, turn.params.max_new_tokens)
+        asked_in, hearth = _hearth_answer(chat, question, turn, conversation)
     else:
-        asked_in, hearth = _hearth_answer(chat, question, params, system, collection, conversation)
-        raw_sample = _raw_answer(raw, messages, params.max_new_tokens)
+        asked_in, hearth = _hearth_answer(chat, question, turn, conversation)
+        raw_sample = _raw_answer(raw, messages, turn.params.max_new_tokens)
     raw_figures = {
         "raw_time_to_first_token_ms": raw_sample.time_to_first_token_ms,
         "raw_decode_tokens_per_s": raw_sample.decode_tokens_per_s,
@@ -257,7 +254,7 @@ def _one_question(
 
 
 def _hearth_answer(
-    chat: Any, question: str, params: Any, system: str, collection: str, conversation: str | None
+    chat: Any, question: str, turn: TurnSettings, conversation: str | None
 ) -> tuple[str, DocumentsSample]:
     """The conversation the question went into, and Hearth's figures (the raw side's left at 0)."""
     from app.services.answering.chat import TurnStarted
@@ -266,7 +263,7 @@ def _hearth_answer(
     head: TurnStarted | None = None
     first: float | None = None
     usage: Usage | None = None
-    for event in chat.send(conversation, question, TurnSettings(params, system, collection=collection)):
+    for event in chat.send(conversation, question, turn):
         if isinstance(event, TurnStarted):
             head = event
         elif isinstance(event, TextDelta) and event.text and first is None:
@@ -288,6 +285,7 @@ def _hearth_answer(
         total_ms=(ended - started) * 1000,
         raw_time_to_first_token_ms=0.0,
         raw_decode_tokens_per_s=0.0,
+        joined_tokens=usage.joined_tokens,
     )
 
 
@@ -326,6 +324,11 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
         "--conversation",
         action="store_true",
         help="ask the questions one after another in one conversation (follow-ups from the cache)",
+    )
+    parser.add_argument(
+        "--keep-passages",
+        action="store_true",
+        help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
     )
 
 

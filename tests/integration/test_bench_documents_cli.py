@@ -46,5 +46,19 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
     assert follow["cached_tokens"] >= first["prompt_tokens"]
     assert written["follow_ups"]["cached_share"]["median"] > 0.5
 
+    # Kept passages: each question in a new conversation; one that retrieves a passage an earlier one read joins it.
+    kept = tmp_path / "kept.json"
+    ran = _hearth(
+        isolated_home,
+        *("bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "corpus", "--limit", "4"),
+        *("--max-tokens", "4", "--model", str(embedded_model), "--json", str(kept), "--keep-passages"),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "of them joined from kept passages" in ran.stdout
+    samples = json.loads(kept.read_text())["samples"]
+    assert samples[0]["joined_tokens"] == 0  # nothing was kept before the first question
+    assert any(sample["joined_tokens"] > 0 for sample in samples[1:]), samples
+    assert all(sample["cached_tokens"] + sample["joined_tokens"] < sample["prompt_tokens"] for sample in samples)
+
     missing = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "nowhere")
     assert missing.returncode == 1 and "nowhere" in missing.stderr
