@@ -93,8 +93,9 @@ class BatchScheduler:
         self._drafts = DraftPolicy()  # how many guessed tokens pay on this machine, learnt as it answers
         self._threads: int | None = None  # threads asked for, applied before the next step
         self._to_forget: set[str] = set()  # asked for, applied before the next step
-        # Slots whose cache llama.cpp copies at the next llama_decode (``NativeModel.copy_sequence``): until one has
-        # run, no request is admitted, so no cache is loaded or saved under a copy that is still to happen.
+        # Slots whose keys and values llama.cpp completes at the next llama_decode: a copy from another slot
+        # (``NativeModel.copy_sequence``), or a joined passage whose keys are still to be turned for their new places
+        # (``join_span``). Until one has run no request is admitted, so no cache is loaded or saved unfinished.
         self._copying: list[Slot] = []
         self._passages = PassageStore()  # kept passage caches (requests carry spans only when the engine can join)
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
@@ -178,7 +179,7 @@ class BatchScheduler:
                     self._finish(slot, "cancelled")
             if clean:  # closed as asked: what the slots hold is kept for the next start
                 for slot in self._slots:
-                    if slot not in self._copying:  # its keys and values are still to be copied in
+                    if slot not in self._copying:  # its keys and values are still to be completed
                         self._keeper.save(slot, kept=0)
 
     def _apply_forgetting(self) -> None:
@@ -226,8 +227,8 @@ class BatchScheduler:
         return True
 
     def _settle_copies(self) -> None:
-        """With copies still to happen and no answer left to run the llama_decode that makes them (the ones that
-        would have were cancelled), the target slots are emptied instead: the copy then lands in cells no sequence
+        """With copies or turns still to happen and no answer left to run the llama_decode that makes them (the ones
+        that would have were cancelled), those slots are emptied instead: a copy then lands in cells no sequence
         names."""
         if self._copying and not self._busy():
             for slot in self._copying:
@@ -401,6 +402,8 @@ class BatchScheduler:
             del answer.pending[: len(tokens)]
             answer.joined += len(tokens)
             answer.spans_seen += 1
+            if kept.computed_at != at and slot not in self._copying:
+                self._copying.append(slot)  # its keys are turned at the next llama_decode
 
     def _readable(self, slot: Slot, answer: Answer) -> int:
         """How much of the prompt left to read goes before the next passage whose cache is kept (all of it when
