@@ -320,3 +320,23 @@ def test_only_a_cpu_plan_with_room_to_spare_loads_beside_another() -> None:
     assert fits_alongside(cpu, free_bytes=5 << 30)
     assert not fits_alongside(cpu, free_bytes=3 << 30)  # fits, but without the margin
     assert not fits_alongside(gpu, free_bytes=64 << 30)
+
+
+def test_a_switch_stepped_on_other_threads_finishes_and_the_next_one_can_start(choice: ModelChoice) -> None:
+    """The page runs each step of a switch on whichever worker thread is free: the step that ends it (and lets the
+    one-at-a-time lock go) may run on another thread than the step that began it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runtime = make_runtime(Factory(LocalEngine))
+    list(runtime.load(choice))
+    switch = runtime.switch(choice)
+    steps: list[object] = []
+    with ThreadPoolExecutor(1) as first, ThreadPoolExecutor(1) as second:
+        steps.append(first.submit(next, switch).result())  # "Reading the model file", before the lock
+        steps.append(first.submit(next, switch).result())  # the lock taken on this thread
+        while (step := second.submit(next, switch, None).result()) is not None:  # ends on another
+            steps.append(step)
+    assert len(steps) > 2
+    list(runtime.switch(choice))  # the lock was let go
+    with runtime.lease() as engine:
+        assert engine.context_length == 512

@@ -92,7 +92,10 @@ class ModelRuntime:
         self._free_memory = free_memory
         self._probe_timeout_s = probe_timeout_s
         self._changed = threading.Condition()  # guards everything below, and announces lease ends
-        self._transition = threading.RLock()  # one load, switch or restart at a time
+        # One load, switch or restart at a time. A Lock, not an RLock: a switch is a generator that the page steps on
+        # whichever of Gradio's worker threads is free, so the thread that releases it is often not the one that
+        # took it, which an RLock refuses ("cannot release un-acquired lock", seen in the Models tab's Use).
+        self._transition = threading.Lock()
         self._engine: Engine | None = None
         self._choice: ModelChoice | None = None
         self._plan: BackendPlan | None = None
