@@ -168,7 +168,7 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
 
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     from app.cli.commands import load_model
-    from app.cli.eval import with_model
+    from app.cli.eval import with_model, with_one_slot
     from app.services.answering.chat import ChatService
     from app.services.container import build_services, measuring
     from app.services.library.conversations import ConversationStore
@@ -176,8 +176,8 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     questions = chosen_questions(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
-    if args.keep_passages:  # llama.cpp joins a kept cache only into a slot that shares its stream with a scratch one
-        settings = settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
+    if args.keep_passages:
+        settings = with_one_slot(settings)
     services = build_services(measuring(settings))
     samples: list[DocumentsSample] = []
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 # Runs whose ratios range wider than this share of their median are called noisy.
@@ -93,7 +94,7 @@ def summarise(values: Sequence[float]) -> dict[str, float | int]:
     return spread(values).as_dict()
 
 
-def report(result: Mapping[str, Any], json_path: Any = None) -> None:
+def report(result: Mapping[str, Any], json_path: Path | None = None) -> None:
     """Print a benchmark script's result without its per-run rows, and write all of it to ``json_path`` if given."""
     import json
 

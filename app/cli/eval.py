@@ -63,8 +63,8 @@ def run_eval_answers(
     questions = chosen_questions(read_answer_questions, questions_path, part, limit, output)
     if model is not None:
         settings = with_model(settings, model)
-    if keep_passages:  # llama.cpp joins a kept cache only into a slot that shares its stream with a scratch one
-        settings = settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
+    if keep_passages:
+        settings = with_one_slot(settings)
     services = build_services(measuring(settings))
     results: list[AnswerResult] = []
     try:
@@ -251,6 +251,12 @@ def with_model(settings: Settings, reference: str) -> Settings:
     return settings.model_copy(
         update={"model": settings.model.model_copy(update={"path": _model_path(settings, reference)})}
     )
+
+
+def with_one_slot(settings: Settings) -> Settings:
+    """``settings`` answering one question at a time: llama.cpp joins a kept passage cache only into a slot that
+    shares its KV stream with a scratch sequence, which one slot does (``--keep-passages``)."""
+    return settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
 
 
 def _model_path(settings: Settings, reference: str) -> Path:

@@ -42,7 +42,6 @@ from backends.base import (
 )
 from backends.llamacpp.batch_policy import (
     MIN_PIECE_TOKENS,
-    Donor,
     FreeSlot,
     choose_slot,
     gap_moves,
@@ -274,7 +273,8 @@ class BatchScheduler:
             slot.cached.clear()
             slot.adapter = adapter
         reused = self._keeper.restore(slot, request.prompt, reused)
-        reused = self._copy_prefix(slot, request.prompt, reused)
+        others = [free_slot for free_slot in free if free_slot.index != slot.index]
+        reused = self._copy_prefix(slot, request.prompt, reused, others)
         reused = self._stop_before_kept_passage(request, slot.adapter, reused)
         if len(slot.cached) > reused:
             self._keeper.save(slot, kept=reused)
@@ -300,7 +300,7 @@ class BatchScheduler:
             else None,
         )
 
-    def _copy_prefix(self, slot: Slot, prompt: list[int], reused: int) -> int:
+    def _copy_prefix(self, slot: Slot, prompt: list[int], reused: int, others: list[FreeSlot]) -> int:
         """When another free slot's cache holds more of the prompt's beginning than ``slot`` does (the system prompt
         and instructions that every new conversation starts with), that beginning is copied into ``slot`` instead of
         being read again; how many prompt tokens the slot then holds. What the slot held is saved first, as when a
@@ -308,13 +308,9 @@ class BatchScheduler:
 
         Only free slots give: their caches are settled, so what is copied does not depend on when this request
         arrived. From a busy slot it would (the part read so far), and in a test of two answers at once a copy from
-        the other answer's slot made a greedy answer drift from its text alone 40 tokens in."""
-        donors = [
-            Donor(other.index, other.cached)
-            for other in self._slots
-            if other is not slot and other.answer is None and other.cached and other.adapter == slot.adapter
-        ]
-        choice = prefix_donor(donors, prompt, reused)
+        the other answer's slot made a greedy answer drift from its text alone 40 tokens in. ``others``: the other
+        free slots, as ``_start`` saw them (a cache computed under another adapter shows as empty)."""
+        choice = prefix_donor(others, prompt, reused)
         if choice is None:
             return reused
         self._keeper.save(slot, kept=reused)

@@ -105,19 +105,10 @@ def gap_moves(busy: Iterable[int]) -> list[tuple[int, int]]:
     return moves
 
 
-@dataclass(frozen=True)
-class Donor:
-    """A slot whose cache a new request's slot may copy: any other slot, busy or free, whose cache was computed
-    under the adapter the request uses."""
-
-    index: int
-    cached: Sequence[int]
-
-
-def prefix_donor(donors: Sequence[Donor], prompt: Sequence[int], reused: int) -> SlotChoice | None:
-    """The slot whose cache holds the longest beginning of ``prompt``, and how many of its tokens to take, when that
-    is more than the ``reused`` tokens the chosen slot holds already; None otherwise. The last two prompt tokens
-    are read again all the same (see the module's note). Ties go to the lower index."""
+def prefix_donor(donors: Sequence[FreeSlot], prompt: Sequence[int], reused: int) -> SlotChoice | None:
+    """Of the other free slots, the one whose cache holds the longest beginning of ``prompt``, and how many of its
+    tokens to copy, when that is more than the ``reused`` tokens the chosen slot holds already; None otherwise. The
+    last two prompt tokens are read again all the same (see the module's note). Ties go to the lower index."""
     limit = max(len(prompt) - MIN_PIECE_TOKENS, 0)
     best: SlotChoice | None = None
     for donor in donors:

@@ -240,9 +240,9 @@ def test_a_new_conversation_copies_the_system_prompt_another_slot_read(
 def test_two_new_conversations_at_once_both_copy_the_system_prompt(
     parallel: LlamaCppBackend, model_info: ModelInfo
 ) -> None:
-    """Two new conversations arrive together while a free slot holds the system prompt: the first copies it, the
-    second waits one step for that copy to be made (no cache is loaded or saved under a copy still to come), then
-    copies it too. Both answer as they do elsewhere."""
+    """Two new conversations arrive together while a free slot holds the system prompt: both copy it (when both are
+    admitted in one round, the second waits a step for the first copy to be made, so no cache is loaded or saved
+    under a copy still to come), and both answer as they do elsewhere."""
     questions = [f"{question} Answer in two sentences, and give one example of it." for question in QUESTIONS[1:3]]
     references = [answer(parallel, question) for question in questions]
     backend = LlamaCppBackend()

@@ -12,7 +12,6 @@ from app.services.container import preferences
 from app.settings import load_settings
 from backends.base import GenerationParams
 from backends.llamacpp.batch_policy import (
-    Donor,
     FreeSlot,
     SlotChoice,
     choose_slot,
@@ -147,17 +146,17 @@ def test_the_last_two_prompt_tokens_are_always_read_again() -> None:
 
 def test_a_new_conversation_copies_the_longest_beginning_another_slot_holds() -> None:
     system, mine = [1, 2, 3, 4], [9, 9]
-    donors = [Donor(0, [1, 2, 7]), Donor(2, [*system, 5, 6, 7]), Donor(3, [*system, 8])]
+    donors = [FreeSlot(0, [1, 2, 7], 0), FreeSlot(2, [*system, 5, 6, 7], 0), FreeSlot(3, [*system, 8], 0)]
     assert prefix_donor(donors, system + mine, reused=0) == SlotChoice(2, 4)  # ties: the lower index
     assert prefix_donor(donors, system + mine, reused=4) is None  # the slot holds as much already
-    assert prefix_donor([Donor(1, [5, 6])], system + mine, reused=0) is None
+    assert prefix_donor([FreeSlot(1, [5, 6], 0)], system + mine, reused=0) is None
     assert prefix_donor([], system + mine, reused=0) is None
 
 
 def test_a_copied_beginning_leaves_the_last_two_prompt_tokens_to_read() -> None:
     prompt = [1, 2, 3, 4, 5]
-    assert prefix_donor([Donor(1, [*prompt, 6])], prompt, reused=0) == SlotChoice(1, 3)
-    assert prefix_donor([Donor(1, [1, 2])], [1, 2], reused=0) is None
+    assert prefix_donor([FreeSlot(1, [*prompt, 6], 0)], prompt, reused=0) == SlotChoice(1, 3)
+    assert prefix_donor([FreeSlot(1, [1, 2], 0)], [1, 2], reused=0) is None
 
 
 def test_prompts_are_read_first_come_first_filled() -> None:
