@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.hardware import block_telemetry_modules
-from tests.helpers import remove_made_accounts, require
+from tests.helpers import RUN_VARIABLE, remove_made_accounts, require
 
 # Test processes import OpenVINO directly too; it must not phone home from them either.
 block_telemetry_modules()
@@ -47,6 +47,12 @@ HEAVY_FIRST = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: index for index, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests stay in order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run's main process names the run by its process id; its parallel workers inherit the name."""
+    if not hasattr(config, "workerinput"):
+        os.environ[RUN_VARIABLE] = str(os.getpid())
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

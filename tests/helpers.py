@@ -77,34 +77,63 @@ def _id_of(name: str, flag: str) -> int | None:
     return int(found.stdout) if found.returncode == 0 else None
 
 
+RUN_VARIABLE = "HEARTH_TEST_RUN"  # the process id of a test run's main process; its parallel workers inherit it
+
+
+def this_run() -> int:
+    """The test run this process belongs to: its main process, whose id the workers inherit (``tests/conftest.py``
+    sets it when a run starts)."""
+    return int(os.environ.get(RUN_VARIABLE, os.getpid()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def ensure_account(name: str) -> tuple[int, int]:
     """``name``'s uid and gid, made as an account without a home or a shell when there is none. The suite's
-    workers may run side by side, so this happens under a lock, and an account made here is written down for
-    ``remove_made_accounts`` to delete when the whole run ends (not when the first worker's module ends, while
-    another worker may still use it)."""
+    workers, and whole runs (`make test` runs the browser tests beside the others), may run side by side, so this
+    happens under a lock, and each run that uses an account the helpers made writes down its name with the run's
+    process id, for ``remove_made_accounts`` to delete when the last run using it ends (not when the first worker's
+    module ends, or the first of two runs, while another may still use it)."""
     assert name.startswith(ACCOUNT_PREFIX), name
     state = _accounts_state()
     with (state / "lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _id_of(name, "-u") is None:
             subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-            with (state / "made").open("a") as made:
-                made.write(name + "\n")
+        with (state / "made").open("a") as made:
+            made.write(f"{name} {this_run()}\n")
         uid, gid = _id_of(name, "-u"), _id_of(name, "-g")
     assert uid is not None and gid is not None, f"the account {name} vanished as it was made"
     return uid, gid
 
 
 def remove_made_accounts() -> None:
-    """Deletes the accounts ``ensure_account`` made in this run (called once, by the run's main process); only
-    names these helpers make are ever deleted."""
+    """Deletes the accounts ``ensure_account`` made or used (called once, by a run's main process as it ends)
+    unless another run still going uses them; only names these helpers make are ever deleted."""
     made = ACCOUNTS_STATE / "made"
     if not ACCOUNTS_STATE.is_dir() or ACCOUNTS_STATE.is_symlink() or not made.is_file():
         return
-    for name in set(made.read_text().split()):
-        if name.startswith(ACCOUNT_PREFIX):
-            subprocess.run(["userdel", name], capture_output=True, check=False)
-    made.unlink(missing_ok=True)
+    with (ACCOUNTS_STATE / "lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        users: dict[str, set[int]] = {}
+        for line in made.read_text().splitlines():
+            name, _, run = line.partition(" ")
+            users.setdefault(name, set()).add(int(run) if run.isdigit() else 0)
+        me = this_run()
+        others = {name: {r for r in runs if r not in (me, 0) and _alive(r)} for name, runs in users.items()}
+        for name, still_used in others.items():
+            if name.startswith(ACCOUNT_PREFIX) and not still_used:  # also one a run that died left behind
+                subprocess.run(["userdel", name], capture_output=True, check=False)
+        kept = [f"{name} {run}" for name, runs in others.items() for run in sorted(runs)]
+        made.write_text("".join(line + "\n" for line in kept))
 
 
 def make_inventory(

@@ -43,3 +43,34 @@ def test_a_state_folder_that_is_a_link_or_open_to_others_is_refused(
         helpers.ensure_account("hearth-test-other")
     with pytest.raises(AssertionError):
         helpers.ensure_account("root")  # only the suite's own accounts are made (and so deleted)
+
+
+def test_an_account_is_deleted_when_the_last_run_using_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make test` runs the browser tests beside the others: the run that ends first leaves alone an account the
+    other still uses, and the last one deletes it."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    monkeypatch.setattr(helpers, "ACCOUNTS_STATE", state)
+    other_run, gone_run = os.getppid(), 2**22 + 17  # a live process and (above pid_max's default) none
+    me = helpers.this_run()
+    (state / "made").write_text(
+        f"hearth-test-shared {me}\nhearth-test-shared {other_run}\nhearth-test-mine {me}\n"
+        f"hearth-test-left {gone_run}\nhearth-test-theirs {other_run}\n"
+    )
+    deleted: list[str] = []
+
+    def run(args: list[str], **_: object) -> None:
+        assert args[0] == "userdel"
+        deleted.append(args[1])
+
+    monkeypatch.setattr(helpers.subprocess, "run", run)
+    helpers.remove_made_accounts()
+    assert deleted == ["hearth-test-mine", "hearth-test-left"]  # and one a run that died left behind
+    assert sorted((state / "made").read_text().splitlines()) == [
+        f"hearth-test-shared {other_run}",
+        f"hearth-test-theirs {other_run}",
+    ]
+    monkeypatch.setenv(helpers.RUN_VARIABLE, str(other_run))  # the other run ends: it deletes what it used
+    helpers.remove_made_accounts()
+    assert deleted == ["hearth-test-mine", "hearth-test-left", "hearth-test-shared", "hearth-test-theirs"]
+    assert (state / "made").read_text() == ""
