@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,7 +229,7 @@ def _hearth_round(
 ) -> Round:
     answers: list[Answer | None] = [None] * users
     errors: list[BaseException] = []
-    go = threading.Barrier(users + 1)
+    go = threading.Barrier(users + 1)  # every user holds the model before any asks
 
     def answer(index: int) -> None:
         messages = [ChatMessage("system", SYSTEM), ChatMessage("user", QUESTIONS[index % len(QUESTIONS)])]
@@ -240,14 +240,18 @@ def _hearth_round(
                 events = engine.stream_chat(messages, params, CancelToken())
                 pieces = (e.text for e in events if isinstance(e, TextDelta))
                 answers[index] = _timed(pieces, requested)
+        except threading.BrokenBarrierError:
+            pass  # another user could not start: its error is the round's
         except BaseException as exc:  # reported after the round
             errors.append(exc)
+            go.abort()  # a user who never reaches the barrier would leave the others waiting at it for ever
 
     def work() -> list[Answer]:
         threads = [threading.Thread(target=answer, args=(i,)) for i in range(users)]
         for thread in threads:
             thread.start()
-        go.wait()
+        with suppress(threading.BrokenBarrierError):  # a user failed before the start: its error is raised below
+            go.wait()
         for thread in threads:
             thread.join()
         if errors:

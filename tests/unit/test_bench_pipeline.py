@@ -1,11 +1,20 @@
-"""The pipeline benchmark's arithmetic: TCP counters read from `ss`, percentiles, and the summary's rows and ratios."""
+"""The pipeline benchmark's arithmetic: TCP counters read from `ss`, percentiles, and the summary's rows and ratios;
+and a round's users starting together, or ending together when one cannot start."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import pytest
 
+from app.bench import pipeline
 from app.bench.meters import tcp_bytes
 from app.bench.pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise
+from app.errors import Busy
+from backends.base import GenerationParams, TextDelta
 
 SS = (
     "0      0      127.0.0.1:50052 127.0.0.1:39680\n"
@@ -64,3 +73,43 @@ def test_each_stages_busy_share_and_how_many_computed_at_once() -> None:
     assert rows[SPLIT]["stage_busy"] == {"this machine": 0.2, "127.0.0.1:1": 0.7}
     assert rows[SPLIT]["stages_at_once"] == pytest.approx(0.9)
     assert "stage_busy" not in rows[SINGLE]
+
+
+class _OneRefused:
+    """A runtime that lends the model to every user but one, as a full waiting line or a restarting engine would."""
+
+    def __init__(self, refused: int) -> None:
+        self._refused, self._asked, self._lock = refused, 0, threading.Lock()
+
+    @contextmanager
+    def lease(self) -> Iterator[Any]:
+        with self._lock:
+            self._asked += 1
+            turn = self._asked
+        if turn == self._refused:
+            raise Busy("Hearth is answering 8 requests already.", "Try again in a few seconds.")
+        yield self
+
+    def stream_chat(self, *_: object) -> Iterator[TextDelta]:
+        yield TextDelta("one")
+        yield TextDelta(" two")
+
+
+def test_a_user_who_cannot_start_ends_the_round_with_its_error_instead_of_leaving_the_others_waiting() -> None:
+    """The round's users hold the model, then start together: one refused before the start used to leave the
+    others (and the benchmark) waiting at the start for ever."""
+    outcome: list[BaseException | Round] = []
+
+    def run() -> None:
+        try:
+            outcome.append(pipeline._hearth_round(pipeline.SINGLE, _OneRefused(3), 4, GenerationParams(), ()))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the round never ended"
+    assert isinstance(outcome[0], Busy) and "8 requests" in str(outcome[0])
+    everyone = pipeline._hearth_round(pipeline.SINGLE, _OneRefused(0), 4, GenerationParams(), ())
+    assert [a.tokens for a in everyone.answers] == [2, 2, 2, 2]
