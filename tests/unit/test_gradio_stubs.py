@@ -1,4 +1,5 @@
-"""app.gradio_stubs.install: the stub writer off whether Gradio's module is loaded already or later."""
+"""app.gradio_stubs.install: the stub writer off whether Gradio's module is loaded already or later; the MCP SDK
+kept out of ``gradio.mcp`` only while that module runs."""
 
 from __future__ import annotations
 
@@ -40,3 +41,37 @@ def test_the_finder_answers_only_for_gradios_module() -> None:
     finder = gradio_stubs._StubWriterOff()
     assert finder.find_spec("json", None) is None
     assert finder.find_spec("gradio.components", None) is None
+
+
+def _imports_the_sdk(found: list[object]) -> gradio_stubs.Runner:
+    def run(_module: types.ModuleType) -> None:
+        try:
+            import mcp
+
+            found.append(mcp)
+        except ImportError as exc:
+            found.append(exc)
+
+    return run
+
+
+def test_the_mcp_sdk_reads_as_missing_only_while_gradios_mcp_module_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "mcp", raising=False)
+    found: list[object] = []
+    gradio_stubs._without_mcp_sdk(_imports_the_sdk(found))(types.ModuleType("gradio.mcp"))
+    assert isinstance(found[0], ImportError)
+    assert "mcp" not in sys.modules  # not left marked as missing: the next import finds the SDK
+
+
+def test_an_sdk_imported_already_is_left_to_the_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk = types.ModuleType("mcp")
+    monkeypatch.setitem(sys.modules, "mcp", sdk)
+    found: list[object] = []
+    gradio_stubs._without_mcp_sdk(_imports_the_sdk(found))(types.ModuleType("gradio.mcp"))
+    assert found == [sdk] and sys.modules["mcp"] is sdk
+
+
+def test_the_finder_answers_for_gradios_mcp_module_too() -> None:
+    finder = gradio_stubs._StubWriterOff()
+    spec = finder.find_spec("gradio.mcp", None)
+    assert spec is not None and spec.name == "gradio.mcp"
