@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.stats import paired_ratios, spread, spread_lines
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from backends.base import TextDelta
 
 QUESTIONS = (

@@ -23,7 +23,7 @@ from typing import Any
 from app.bench.chat import open_raw_llama, progress, time_stream
 from app.bench.stats import Spread, format_spread, noise_warning, paired_ratios, spread
 from app.errors import HearthError
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from backends.base import TextDelta, Usage
 
 DEFAULT_MAX_TOKENS = 128

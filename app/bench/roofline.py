@@ -11,7 +11,7 @@ import tempfile
 from typing import Any
 
 from app.bench.chat import QUESTIONS, SYSTEM, open_raw_llama, progress, raw_pieces, time_stream
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from backends.base import TextDelta
 from backends.memory import format_bytes
 from backends.read_speed import read_bandwidth

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.errors import HearthError
 from app.reading_pace import ReadingPace
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services, enforce_offline, model_choice
 from app.services.serving.instance import ServerRecord, remove_record, write_record
 from app.settings import Settings

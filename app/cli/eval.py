@@ -19,7 +19,8 @@ from typing import TypeVar
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
-from app.services.answering.chat import ChatService, TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
+from app.services.answering.turn_settings import TurnSettings
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.wording import shorten

@@ -14,7 +14,7 @@ from types import FrameType
 
 from app.cli.commands import load_model, print_answer
 from app.errors import HearthError
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import build_services
 from app.settings import Settings
 from app.terminal_text import for_terminal

@@ -20,8 +20,9 @@ from typing import Any
 import gradio as gr
 
 from app.errors import ConversationNotFound, EngineStopped, HearthError
-from app.services.answering.chat import TurnEvent, TurnSettings
+from app.services.answering.chat import TurnEvent
 from app.services.answering.tool_turn import ToolUse
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.paths import resolve_data_paths
-from app.services.answering.chat import AttachmentRefused, ChatService, TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import AttachmentRefused, ChatService, TurnSaved, TurnStarted
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services
 from app.services.library.attachment_store import AttachmentStore
 from app.services.library.conversations import ConversationStore

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnStarted
 from app.services.answering.tool_turn import ToolUse
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services
 from app.services.library.conversations import ConversationStore
 from app.tools.consent import ConsentBook

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.services.answering.ask import AskFinished, AskStarted, ask
-from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services
 from app.services.serving.runtime import start_engine
 from app.settings import load_settings

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import build_services
 from app.settings import load_settings
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta

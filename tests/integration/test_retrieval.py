@@ -9,7 +9,8 @@ import pytest
 
 from app.paths import resolve_data_paths
 from app.services.answering.ask import AskStarted, ask
-from app.services.answering.chat import ChatService, TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from backends.local_socket import parse_local
 from tests.e2e.conftest import free_port
 from tests.helpers import run_hearth, start_worker

@@ -16,7 +16,7 @@ import pytest
 
 from app.errors import AdapterError, TuningError
 from app.paths import resolve_data_paths
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from app.services.serving.runtime import start_engine
 from app.services.training import tuning
 from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams, LoadOptions, TextDelta

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.services.answering.chat import TurnSettings
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services
 from app.services.workers import PairedWorker
 from app.worker_control import MAX_STRANGERS, STRANGER_S

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import ContextTooLong, EmptyMessage, ModelFileError
-from app.services.answering.chat import TurnSaved, TurnSettings, TurnStarted
+from app.services.answering.chat import TurnSaved, TurnStarted
+from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.base import CancelToken, Finished, GenerationParams, TextDelta

@@ -28,6 +28,7 @@ from app.services.answering.documents_turn import (
 from app.services.answering.drafts import DRAFT_EVERY_S, INTERRUPTED, DraftSchedule
 from app.services.answering.history import fit_history, prompt_budget
 from app.services.answering.tool_turn import CallLog, ToolUse, fitted_stream
+from app.services.answering.turn_settings import TurnSettings
 from app.services.library.attachment_store import MAX_ATTACHMENTS, AttachmentStore, AttachmentSummary
 from app.services.library.conversations import AnswerStats, Conversation, ConversationStore, StoredMessage, ToolRecord
 from app.services.serving.model_handles import Lease
@@ -53,21 +54,6 @@ if TYPE_CHECKING:
 DEFAULT_TOP_K = 3
 # From this many prompt tokens on, the wait before the first word is said in words (TurnStarted.reading).
 READING_SAID_FROM_TOKENS = 1_000
-
-
-@dataclass(frozen=True)
-class TurnSettings:
-    """How a turn is answered, as every front end asks for it (the page, `hearth chat` and `hearth ask`, the
-    evaluations and benchmarks): how to write (sampling, length, the adapter), the system prompt, the collection the
-    answer comes from, and the tools the model may call with how each call is asked about."""
-
-    params: GenerationParams
-    system_prompt: str = ""
-    collection: str | None = None
-    tools: ToolUse | None = None
-    # the passages' caches kept and joined when a later question holds them (issue 39; llama.cpp with one slot
-    # only, and not yet on by default: `hearth eval answers --keep-passages` measures what it does to answers)
-    keep_passages: bool = False
 
 
 @dataclass(frozen=True)
