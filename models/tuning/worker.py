@@ -311,9 +311,12 @@ def _adapted_model(base: Path, options: TuneOptions, placement: Placement) -> An
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from models.tuning.gguf_reading import reading_once
+
     dtype = torch.bfloat16 if placement.dtype == "bfloat16" else torch.float32
     try:
-        model: Any = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=dtype)
+        with reading_once():
+            model: Any = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=dtype)
     except (ValueError, KeyError, OSError) as exc:
         raise TuningError(
             f"transformers cannot load {base.name} for training: {exc}.",
