@@ -146,7 +146,7 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint_while_chat_keeps_answ
     isolated_home: Path, tmp_path: Path, embedded_model: Path, loaded: LlamaCppBackend
 ) -> None:
     paths = resolve_data_paths(isolated_home)
-    options = TuneOptions(rank=8, alpha=16, learning_rate=2e-3, max_steps=40, batch_size=1, save_every=5)
+    options = TuneOptions(rank=8, alpha=16, learning_rate=2e-3, max_steps=16, batch_size=1, save_every=5)
     run = tuning.start_run(paths, base_of(embedded_model), fact_data(tmp_path), "resumed", options, threads=1)
     wait_until(run, lambda view: view.checkpoint_step >= 5)
     pid = run.trainer_pid()
@@ -164,10 +164,10 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint_while_chat_keeps_answ
     assert view.state == "finished", view.error
     restarts = [e for e in run.events() if e["kind"] == "started"]
     assert restarts[-1]["resume_from"] == f"checkpoint-{saved}"
-    assert view.step == 40
+    assert view.step == 16
     steps_after_resume = [p.step for p in view.steps[view.sitting_from :]]
     assert steps_after_resume[0] == saved + 1
-    assert tuning.adapter_store(paths).get("resumed").steps == 40
+    assert tuning.adapter_store(paths).get("resumed").steps == 16
 
 
 def test_sigterm_to_hearth_tune_ends_its_trainer_too(isolated_home: Path, tmp_path: Path, embedded_model: Path) -> None:
