@@ -65,7 +65,9 @@ RECORD_ANSWER_CHANGES = """() => {
 
 
 def watch_answer(page: Any, until: Callable[[str], bool], timeout_s: float = 90) -> list[str]:
-    """Snapshots of the answer as it grows, until ``until(text)`` holds."""
+    """Snapshots of the answer as it grows, until ``until(text)`` holds. Looked at ten times a second: each look is
+    two round trips through the browser, which on a 2-core machine take their time from the model writing the
+    answer (whether the answer streams is seen in the page itself, RECORD_ANSWER_CHANGES)."""
     snapshots: list[str] = []
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -74,7 +76,7 @@ def watch_answer(page: Any, until: Callable[[str], bool], timeout_s: float = 90)
             snapshots.append(text)
         if until(text):
             return snapshots
-        time.sleep(0.03)
+        time.sleep(0.1)
     pytest.fail(f"the answer did not finish; last seen: {snapshots[-1:]!r}")
 
 
