@@ -136,6 +136,14 @@ class RagSettings(BaseModel):
         "would take, instead of those passages whole (rag/excerpts.py). Off: the default model did not answer better "
         "from them, and embedding every window of 8 passages takes about a second per question on a 2-core CPU.",
     )
+    embedder_runtime: Literal["sentence-transformers", "openvino"] = Field(
+        default="sentence-transformers",
+        description="What runs the embedding model: sentence-transformers (torch), or OpenVINO on the CPU, which "
+        "computes the same vectors (to float32's last bits) without importing sentence-transformers, torch or "
+        "transformers in the process that embeds; the model is converted once into the cache folder "
+        "(~/.cache/hearth/embedders). A model OpenVINO cannot run as sentence-transformers does stays with "
+        "sentence-transformers.",
+    )
     reranker_path: Path | None = Field(
         default=None,
         description="A local sentence-transformers cross-encoder folder (config.json, weights, tokenizer) that "

@@ -105,3 +105,15 @@ class SentenceTransformerEmbedder:
 
 def default_embedder() -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(embedded_minilm_path(), name="all-MiniLM-L6-v2")
+
+
+def configured_embedder(runtime: str) -> Embedder:
+    """The embedded MiniLM run as ``runtime`` says (``rag.embedder_runtime``): by sentence-transformers, or by
+    OpenVINO where it can run the model as sentence-transformers does (rag/retrieval/openvino_embedder.py)."""
+    if runtime == "openvino":
+        from rag.retrieval.openvino_embedder import OpenVinoEmbedder, embedder_cache_dir, supported
+
+        folder = embedded_minilm_path()
+        if supported(folder):
+            return OpenVinoEmbedder(folder, "all-MiniLM-L6-v2", embedder_cache_dir())
+    return default_embedder()

@@ -16,7 +16,7 @@ from rag.ingest import Ingestor
 from rag.manifest import CollectionInfo, FileRecord, Manifest
 from rag.reading.limits import ReadLimits
 from rag.reading.reader import ReaderProcess
-from rag.retrieval.embeddings import Embedder, default_embedder
+from rag.retrieval.embeddings import Embedder, configured_embedder
 from rag.retrieval.retriever import Retriever
 from rag.store import VectorStore
 
@@ -136,7 +136,7 @@ def read_limits(settings: Settings) -> ReadLimits:
 def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | None = None) -> DocumentServices:
     manifest = Manifest(paths.index_db)
     store = VectorStore(paths.vectors_dir)
-    embedder = embedder or default_embedder()
+    embedder = embedder or configured_embedder(settings.rag.embedder_runtime)
     reader = ReaderProcess(read_limits(settings))
     ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20, reader=reader)
     reranker = None
