@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.services.serving.instance import process_alive
 from app.services.serving.runtime import EngineFactory
 from backends.base import Backend, LoadOptions
 from backends.engine.client import EngineExit
@@ -86,16 +87,6 @@ def this_run() -> int:
     return int(os.environ.get(RUN_VARIABLE, os.getpid()))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def ensure_account(name: str) -> tuple[int, int]:
     """``name``'s uid and gid, made as an account without a home or a shell when there is none. The suite's
     workers, and whole runs (`make test` runs the browser tests beside the others), may run side by side, so this
@@ -128,7 +119,7 @@ def remove_made_accounts() -> None:
             name, _, run = line.partition(" ")
             users.setdefault(name, set()).add(int(run) if run.isdigit() else 0)
         me = this_run()
-        others = {name: {r for r in runs if r not in (me, 0) and _alive(r)} for name, runs in users.items()}
+        others = {name: {r for r in runs if r not in (me, 0) and process_alive(r)} for name, runs in users.items()}
         for name, still_used in others.items():
             if name.startswith(ACCOUNT_PREFIX) and not still_used:  # also one a run that died left behind
                 subprocess.run(["userdel", name], capture_output=True, check=False)
