@@ -1,8 +1,9 @@
 """The same sentence-transformers model run by OpenVINO, without importing sentence-transformers, transformers or
 torch in the process that embeds.
 
-Importing sentence-transformers takes 11-15 seconds on a 2-core machine (it brings transformers, torch, scikit-learn,
-SciPy and pandas with it), which every process that embeds pays before its first vector: a single file added with
+Importing sentence-transformers brings transformers, torch, scikit-learn, SciPy and pandas with it, which every
+process that embeds pays before its first vector (10.10 s to it here against 0.73 s this way:
+bench/data/embedder-runtime.txt): a single file added with
 `hearth ingest`, a question about documents in a new page process, a search from the command line. OpenVINO and
 Hugging Face's ``tokenizers`` import in under a second. The model is the folder's own: its transformer is converted
 to OpenVINO's format once per model (with torch, in a child process, the one time it is needed) and kept in the cache
@@ -85,15 +86,15 @@ def _pooling_config(model_dir: Path, modules: list[dict[str, Any]]) -> dict[str,
 
 
 def model_key(model_dir: Path) -> str:
-    """The converted model's name in the cache: a digest of the files the conversion reads."""
-    digest = hashlib.sha256()
+    """The converted model's name in the cache: a digest of where the files the conversion reads are, their sizes and
+    modification times (read at every process's first vector, so the weights themselves are not read for it; a
+    reinstalled or changed model has new times and is converted again)."""
+    digest = hashlib.sha256(str(model_dir.resolve()).encode())
     for name in ("config.json", "model.safetensors", "pytorch_model.bin"):
         path = model_dir / name
         if path.is_file():
-            digest.update(name.encode())
-            with path.open("rb") as source:
-                while block := source.read(1 << 20):
-                    digest.update(block)
+            found = path.stat()
+            digest.update(f"{name} {found.st_size} {found.st_mtime_ns}".encode())
     return digest.hexdigest()[:24]
 
 
@@ -105,7 +106,7 @@ def embedder_cache_dir() -> Path:
 
 
 def converted_model(model_dir: Path, cache_dir: Path) -> Path:
-    """The folder's transformer in OpenVINO's format, converted on first use (about 20 seconds, once) into a folder
+    """The folder's transformer in OpenVINO's format, converted on first use (12.1 s here, once) into a folder
     of this account's alone under ``cache_dir``; written beside and renamed into place, so a second process at the
     same moment finds either nothing or the whole model."""
     target = cache_dir / model_key(model_dir)
