@@ -21,16 +21,16 @@ from importlib.metadata import version
 from pathlib import Path
 
 PROBE = """
-import hashlib, json, sys, time
+import contextlib, hashlib, json, sys, time
 from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
-from models.tuning.gguf_reading import read_once
+from models.tuning.gguf_reading import reading_once
 base = Path(sys.argv[1])
-if sys.argv[2] == "kept":
-    read_once()
+reading = reading_once() if sys.argv[2] == "kept" else contextlib.nullcontext()
 started = time.perf_counter()
-model = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=torch.float32)
+with reading:
+    model = AutoModelForCausalLM.from_pretrained(str(base.parent), gguf_file=base.name, dtype=torch.float32)
 seconds = time.perf_counter() - started
 digest = hashlib.sha256()
 for name, tensor in sorted(model.state_dict().items()):

@@ -1,5 +1,6 @@
-"""models.tuning.gguf_reading: the trainer's process reads a GGUF once while the file stands unchanged, and builds
-gguf's tensor name map once per architecture and block count, with the same result as building it again."""
+"""models.tuning.gguf_reading: while a model is read, a GGUF is read once while the file stands unchanged, and
+gguf's tensor name map is built once per architecture and block count with the same result as building it again;
+afterwards gguf's own reader and function are back and the readers let go."""
 
 from __future__ import annotations
 
@@ -8,18 +9,8 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-import pytest
 
-from models.tuning import gguf_reading
-
-
-@pytest.fixture
-def kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    """read_once installed for this test only: gguf's own reader and name map are put back after it."""
-    monkeypatch.setattr(gguf, "GGUFReader", gguf.GGUFReader)
-    monkeypatch.setattr(gguf, "get_tensor_name_map", gguf.get_tensor_name_map)
-    monkeypatch.setattr(gguf_reading, "_READERS", {})
-    gguf_reading.read_once()
+from models.tuning.gguf_reading import reading_once
 
 
 def tiny_gguf(path: Path, name: str) -> Path:
@@ -38,37 +29,34 @@ def name_of(reader: gguf.GGUFReader) -> str:
     return bytes(field.parts[field.data[0]]).decode()
 
 
-def test_a_file_is_read_once_while_it_stands_and_again_when_it_changes(kept: None, tmp_path: Path) -> None:
+def test_a_file_is_read_once_while_it_stands_and_again_when_it_changes(tmp_path: Path) -> None:
     path = tiny_gguf(tmp_path / "m.gguf", "first")
-    first = gguf.GGUFReader(path)
-    assert gguf.GGUFReader(str(path)) is first and name_of(first) == "first"
-    assert np.array_equal(first.tensors[0].data, np.arange(8, dtype=np.float32).reshape(2, 4))
-    tiny_gguf(path, "second, longer")
-    os.utime(path, ns=(1, 1))  # a new modification time whatever the clock's resolution
-    again = gguf.GGUFReader(path)
-    assert again is not first and name_of(again) == "second, longer"
+    with reading_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first and name_of(first) == "first"
+        assert np.array_equal(first.tensors[0].data, np.arange(8, dtype=np.float32).reshape(2, 4))
+        tiny_gguf(path, "second, longer")
+        os.utime(path, ns=(1, 1))  # a new modification time whatever the clock's resolution
+        again = gguf.GGUFReader(path)
+        assert again is not first and name_of(again) == "second, longer"
 
 
-def test_the_name_map_is_built_once_and_maps_as_a_new_one_does(kept: None) -> None:
+def test_the_name_map_is_built_once_and_maps_as_a_new_one_does() -> None:
     arch = gguf.MODEL_ARCH.LLAMA
-    kept_map = gguf.get_tensor_name_map(arch, 30)
-    assert gguf.get_tensor_name_map(arch, 30) is kept_map
-    fresh = gguf.tensor_mapping.get_tensor_name_map(arch, 30)  # gguf's own function, not the kept one
-    assert kept_map.mapping == fresh.mapping
+    with reading_once():
+        kept_map = gguf.get_tensor_name_map(arch, 30)
+        assert gguf.get_tensor_name_map(arch, 30) is kept_map
+        assert gguf.get_tensor_name_map(arch, 12) is not kept_map
+    fresh = gguf.get_tensor_name_map(arch, 30)  # gguf's own again: a new one
+    assert fresh is not kept_map and kept_map.mapping == fresh.mapping
     assert kept_map.get_name("model.layers.29.self_attn.q_proj") == "blk.29.attn_q"
-    assert gguf.get_tensor_name_map(arch, 12) is not kept_map
 
 
-def test_installing_twice_keeps_one_layer(kept: None) -> None:
-    reader_class = gguf.GGUFReader
-    gguf_reading.read_once()
-    assert gguf.GGUFReader is reader_class
-
-
-def test_the_readers_are_let_go_when_the_reading_ends(kept: None, tmp_path: Path) -> None:
+def test_afterwards_gguf_is_its_own_and_the_readers_are_let_go(tmp_path: Path) -> None:
     path = tiny_gguf(tmp_path / "m.gguf", "first")
-    with gguf_reading.reading_once():
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with reading_once():
         inside = gguf.GGUFReader(path)
-        assert gguf.GGUFReader(path) is inside
-    assert gguf_reading._READERS == {}  # a kept reader maps the whole file: not while the model trains
-    assert gguf.GGUFReader(path) is not inside
+        assert gguf.GGUFReader is not reader_class
+    assert gguf.GGUFReader is reader_class and gguf.get_tensor_name_map is name_map
+    assert gguf.GGUFReader(path) is not inside  # a kept reader maps the whole file: not while the model trains
