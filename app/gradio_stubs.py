@@ -7,8 +7,8 @@ machine. :func:`install` makes that function do nothing the moment its module is
 is made; the components themselves are Gradio's own, unchanged.
 
 ``gradio.mcp`` imports the MCP SDK's server modules in its ``GradioMCPServer`` class body, inside ``try: … except
-ImportError: pass``; that builds the SDK's several hundred pydantic models, about two seconds of CPU on a 2-core
-machine, in every process that imports Gradio. Hearth serves its page with Gradio's MCP server off
+ImportError: pass``; that builds the SDK's pydantic models in every process that imports Gradio (1.4 s of the import
+here: bench/data/gradio-import.txt). Hearth serves its page with Gradio's MCP server off
 (``mcp_server=False``, app/api/server.py), so while that one module runs the SDK reads as not installed; the SDK
 itself is untouched and imports as usual afterwards (Hearth's own tools use it, app/tools/).
 """
