@@ -197,7 +197,13 @@ def build_services(
     control = ModelControl(runtime, paths, lambda: start_choice(settings, inventory))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
     chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)
-    cpu = CpuSharing(runtime, _planned_threads(runtime, inventory), lambda: chat.answering, inventory.physical_cores)
+    cpu = CpuSharing(
+        runtime,
+        _planned_threads(runtime, inventory),
+        lambda: chat.answering,
+        inventory.physical_cores,
+        lambda threads: documents.get().embedder.set_threads(threads),  # indexing has the documents built
+    )
     return Services(settings, paths, inventory, store, runtime, control, chat, documents, cpu)
 
 

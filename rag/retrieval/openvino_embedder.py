@@ -139,9 +139,12 @@ def converted_model(model_dir: Path, cache_dir: Path) -> Path:
     return target / CONVERTED
 
 
-def _compiled(core: Any, path: Path) -> Any:
+def _compiled(core: Any, model: Any, threads: int | None) -> Any:
     # float32 throughout: some CPUs would otherwise run it in bfloat16, other vectors than the model's
-    return core.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32"}
+    if threads is not None:
+        config["INFERENCE_NUM_THREADS"] = threads
+    return core.compile_model(model, "CPU", config)
 
 
 class TokenizerForChunks:
@@ -190,7 +193,11 @@ class OpenVinoEmbedder:
         self._dimension = int(pooling["word_embedding_dimension"])
         self._mean = bool(pooling.get("pooling_mode_mean_tokens"))
         self._lock = threading.Lock()
+        self._core: Any = None
+        self._read: Any = None  # the converted model as read from the cache, compiled again for other threads
         self._model: Any = None
+        self._threads: int | None = None  # None: OpenVINO's own choice (every core)
+        self._compiled_threads: int | None = None
         self._counter: TokenizerForChunks | None = None
         self._reader: Any = None
 
@@ -220,25 +227,42 @@ class OpenVinoEmbedder:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer()(text)["input_ids"])
 
+    def set_threads(self, threads: int) -> None:
+        """OpenVINO fixes a compiled model's threads: the model is compiled again for the next batch (from the copy
+        read once; a few hundredths of a second for MiniLM), only when the number changes."""
+        with self._lock:
+            self._threads = max(1, threads)
+
     def _ready(self) -> tuple[Any, Any]:
         """The compiled model and the tokenizer that reads for it (cut at the model's length, padded per batch)."""
         with self._lock:
-            if self._model is None:
+            if self._read is None:
                 import openvino as ov
                 from tokenizers import Tokenizer
 
-                core = ov.Core()
+                self._core = ov.Core()
                 path = converted_model(self._dir, self._cache)
                 try:
-                    self._model = _compiled(core, path)
+                    self._read = self._core.read_model(path)
+                    self._model = _compiled(self._core, self._read, self._threads)
                 except RuntimeError:  # a damaged copy in the cache: made again, never used as it is
                     shutil.rmtree(path.parent, ignore_errors=True)
-                    self._model = _compiled(core, converted_model(self._dir, self._cache))
+                    self._read = self._core.read_model(converted_model(self._dir, self._cache))
+                    self._model = _compiled(self._core, self._read, self._threads)
+                self._compiled_threads = self._threads
                 reader = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
                 reader.enable_truncation(max_length=self._max_tokens)
                 reader.enable_padding()
                 self._reader = reader
+            elif self._threads != self._compiled_threads:
+                self._model = _compiled(self._core, self._read, self._threads)
+                self._compiled_threads = self._threads
             return self._model, self._reader
+
+    def compiled_threads(self) -> int:
+        """The threads the compiled model computes with (what OpenVINO reports), once it has embedded."""
+        with self._lock:
+            return int(self._model.get_property("INFERENCE_NUM_THREADS"))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

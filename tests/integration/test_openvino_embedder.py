@@ -1,7 +1,7 @@
 """The embedded MiniLM run by OpenVINO (rag/retrieval/openvino_embedder.py) against sentence-transformers running
 it: the same vectors to float32's last bits and the same tokens, a collection built by one searched by the other,
-the settings switch, a damaged converted model made again, a model that cannot be converted named with what to do,
-and the converted model kept where another account cannot read it."""
+the settings switch, the threads it is given, a damaged converted model made again, a model that cannot be
+converted named with what to do, and the converted model kept where another account cannot read it."""
 
 from __future__ import annotations
 
@@ -46,9 +46,12 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def cache() -> Iterator[Path]:
-    """A cache folder under one other accounts may enter (0755), so that a refusal is the cache's own."""
+    """A cache folder under folders other accounts may enter (0755, set here whatever the umask: CI's made them
+    owner-only), so that a refusal is the cache's own."""
     parent = Path(tempfile.mkdtemp(prefix="hearth-open-", dir="/tmp"))
-    parent.chmod(0o755)
+    (parent / "hearth").mkdir()
+    for folder in (parent, parent / "hearth"):
+        folder.chmod(0o755)
     try:
         yield parent / "hearth" / "embedders"
     finally:
@@ -107,8 +110,30 @@ def test_the_setting_chooses_the_runtime(monkeypatch: pytest.MonkeyPatch, cache:
     assert embedder_cache_dir() == cache
     assert isinstance(configured_embedder("openvino"), OpenVinoEmbedder)
     assert isinstance(configured_embedder("sentence-transformers"), SentenceTransformerEmbedder)
-    monkeypatch.setenv("HEARTH_RAG__EMBEDDER_RUNTIME", "openvino")
-    assert load_settings().rag.embedder_runtime == "openvino"
+    monkeypatch.delenv("HEARTH_RAG__EMBEDDER_RUNTIME", raising=False)
+    assert load_settings().rag.embedder_runtime == "openvino"  # the default
+    monkeypatch.setenv("HEARTH_RAG__EMBEDDER_RUNTIME", "sentence-transformers")
+    assert load_settings().rag.embedder_runtime == "sentence-transformers"
+
+
+def test_without_a_cache_folder_sentence_transformers_embeds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # as for an account whose home is not its own
+    assert isinstance(configured_embedder("openvino"), SentenceTransformerEmbedder)
+
+
+def test_the_threads_it_is_given_are_the_compiled_model_s_from_its_next_batch(cache: Path) -> None:
+    sharing = OpenVinoEmbedder(embedded_minilm_path(), "all-MiniLM-L6-v2", cache)
+    every = sharing.embed(TEXTS)
+    cores = sharing.compiled_threads()
+    sharing.set_threads(1)
+    assert sharing.compiled_threads() == cores  # nothing changes until the next batch
+    one = sharing.embed(TEXTS)
+    assert sharing.compiled_threads() == 1
+    sharing.set_threads(cores)
+    again = sharing.embed(TEXTS)
+    assert sharing.compiled_threads() == cores
+    assert float(np.abs(one - every).max()) < 1e-6 and float(np.abs(again - every).max()) < 1e-6
 
 
 def test_a_damaged_converted_model_is_made_again(runs: OpenVinoEmbedder, cache: Path, tmp_path: Path) -> None:

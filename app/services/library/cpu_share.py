@@ -7,7 +7,8 @@ indexed the engine computes with fewer threads, leaving the embedder cores of it
 embedder takes every core while no answer is written, and only its share while one is (:func:`cpu_shares`, pure).
 Cores are not all they share: a token's step reads the model's weights from memory, and so does the embedder, so
 while an answer is written the embedder also rests a while after each batch. :class:`CpuSharing` applies it:
-engine threads through the runtime, embedder threads through torch, rests between batches."""
+engine threads through the runtime, embedder threads through the embedder (torch's pool, or OpenVINO's compiled
+model), rests between batches."""
 
 from __future__ import annotations
 
@@ -63,14 +64,14 @@ class CpuSharing:
         engine_threads: Callable[[], int],
         answering: Callable[[], bool],
         cores: int,
-        set_embedder_threads: Callable[[int], None] | None = None,
+        set_embedder_threads: Callable[[int], None],
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._engine = engine
         self._engine_threads = engine_threads
         self._answering = answering
         self._cores = cores
-        self._set_embedder_threads = set_embedder_threads or set_torch_threads
+        self._set_embedder_threads = set_embedder_threads
         self._sleep = sleep
         self._lock = threading.Lock()
         self._runs = 0
@@ -114,10 +115,3 @@ class CpuSharing:
         if before is None or shares.embedder != before.embedder:
             self._set_embedder_threads(shares.embedder)
         return shares
-
-
-def set_torch_threads(threads: int) -> None:
-    """The embedder's threads (sentence-transformers computes with torch's intra-op pool)."""
-    import torch
-
-    torch.set_num_threads(threads)
