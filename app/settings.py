@@ -206,6 +206,12 @@ class Settings(BaseSettings):
     home: Path | None = Field(
         default=None, description="Data directory (conversations, models). Empty means the platform default."
     )
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _empty_home_is_the_default(cls, value: Any) -> Any:
+        # `HEARTH_HOME=` (set, but empty) would otherwise be Path(""): the data written to the current folder
+        return None if isinstance(value, str) and not value.strip() else value
     model: ModelSettings = Field(default_factory=ModelSettings, description="The chat model.")
     backend: BackendSettings = Field(default_factory=BackendSettings, description="Where the model runs.")
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Answer defaults.")

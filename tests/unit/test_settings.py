@@ -18,6 +18,13 @@ def test_defaults_are_private_and_sensible(monkeypatch: pytest.MonkeyPatch) -> N
     assert settings.home is None
 
 
+def test_an_empty_hearth_home_is_the_platform_default_not_the_current_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    for empty in ("", "  "):
+        monkeypatch.setenv("HEARTH_HOME", empty)
+        assert load_settings().home is None
+        assert resolve_data_paths(load_settings().home).root != Path.cwd()
+
+
 def test_nested_environment_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HEARTH_MODEL__CONTEXT_LENGTH", "2048")
     monkeypatch.setenv("HEARTH_SERVER__PORT", "7999")
