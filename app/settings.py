@@ -212,6 +212,7 @@ class Settings(BaseSettings):
     def _empty_home_is_the_default(cls, value: Any) -> Any:
         # `HEARTH_HOME=` (set, but empty) would otherwise be Path(""): the data written to the current folder
         return None if isinstance(value, str) and not value.strip() else value
+
     model: ModelSettings = Field(default_factory=ModelSettings, description="The chat model.")
     backend: BackendSettings = Field(default_factory=BackendSettings, description="Where the model runs.")
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Answer defaults.")
