@@ -18,10 +18,17 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+def _empty_is_unset(value: Any) -> Any:
+    """A path setting given as an empty string (`HEARTH_HOME=`) is unset, as each one's description says; pydantic
+    would read it as Path(""), the current folder."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 class ModelSettings(BaseModel):
     path: Path | None = Field(
         default=None, description="GGUF file to chat with. Empty means the embedded SmolLM2-135M-Instruct."
     )
+    _empty_path = field_validator("path", mode="before")(_empty_is_unset)
     context_length: int = Field(
         default=4096,
         ge=256,
@@ -152,6 +159,7 @@ class RagSettings(BaseModel):
         "only, never downloaded. Empty (the default) means no reranking: no cross-encoder ships with Hearth, and "
         "each one adds a model call per passage to every search (measure with bench/rag_retrieval.py --reranker).",
     )
+    _empty_reranker = field_validator("reranker_path", mode="before")(_empty_is_unset)
 
 
 class ToolsSettings(BaseModel):
@@ -206,12 +214,7 @@ class Settings(BaseSettings):
     home: Path | None = Field(
         default=None, description="Data directory (conversations, models). Empty means the platform default."
     )
-
-    @field_validator("home", mode="before")
-    @classmethod
-    def _empty_home_is_the_default(cls, value: Any) -> Any:
-        # `HEARTH_HOME=` (set, but empty) would otherwise be Path(""): the data written to the current folder
-        return None if isinstance(value, str) and not value.strip() else value
+    _empty_home = field_validator("home", mode="before")(_empty_is_unset)
 
     model: ModelSettings = Field(default_factory=ModelSettings, description="The chat model.")
     backend: BackendSettings = Field(default_factory=BackendSettings, description="Where the model runs.")

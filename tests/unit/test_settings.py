@@ -18,11 +18,13 @@ def test_defaults_are_private_and_sensible(monkeypatch: pytest.MonkeyPatch) -> N
     assert settings.home is None
 
 
-def test_an_empty_hearth_home_is_the_platform_default_not_the_current_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_empty_path_setting_is_unset_not_the_current_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     for empty in ("", "  "):
-        monkeypatch.setenv("HEARTH_HOME", empty)
-        assert load_settings().home is None
-        assert resolve_data_paths(load_settings().home).root != Path.cwd()
+        for name in ("HEARTH_HOME", "HEARTH_MODEL__PATH", "HEARTH_RAG__RERANKER_PATH"):
+            monkeypatch.setenv(name, empty)
+        settings = load_settings()
+        assert (settings.home, settings.model.path, settings.rag.reranker_path) == (None, None, None)
+        assert resolve_data_paths(settings.home).root != Path.cwd()
 
 
 def test_nested_environment_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
