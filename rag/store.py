@@ -1,12 +1,13 @@
 """Chunks and their vectors in Chroma's embedded PersistentClient: one Chroma collection per knowledge base,
-in the data directory. Chroma never embeds anything itself here (its default embedder would download a model):
-vectors always come from Hearth's embedder.
+in the data directory, or on a Chroma server (``VectorStore.on_server``, rag/chroma_server.py). Chroma never embeds
+anything itself here (its default embedder would download a model): vectors always come from Hearth's embedder.
 
 Chroma's own errors stop here. A damaged store makes Chroma raise ``InternalError`` or ``InvalidArgumentError``
 with the text of a Rust error, or panic in its Rust core (``pyo3_runtime.PanicException``, which derives from
 ``BaseException``, so ``except Exception`` lets it through); every one becomes :class:`DamagedStore`, naming the
 folder and `hearth repair`. Before Chroma opens the folder, the small tables it reads at start-up are read here
-first: damage there makes Chroma 1.5 panic (and print the panic to the terminal) instead of raising.
+first: damage there makes Chroma 1.5 panic (and print the panic to the terminal) instead of raising. A server's
+failures name the server (``ChromaServerUnreachable``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from app.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
 from app.errors import StorageError
+from rag.chroma_server import ChromaServer, server_client, unreachable
 from rag.chunking import Chunk
 
 WRITE_BATCH = 512
@@ -55,15 +57,15 @@ class StoredChunk:
 
 
 class VectorStore:
+    """The collections' chunks in Chroma: embedded in ``directory``, or on a Chroma server (``on_server``)."""
+
     def __init__(self, directory: Path) -> None:
         import chromadb
         from chromadb.config import Settings
-        from chromadb.errors import ChromaError, InternalError, InvalidArgumentError, NotFoundError
 
         self.directory = directory
-        self._chroma_error = ChromaError
-        self._not_found = NotFoundError
-        self._damage_errors: tuple[type[BaseException], ...] = (InternalError, InvalidArgumentError)
+        self.server: ChromaServer | None = None
+        self._know_chroma_errors()
         check_startup_tables(directory / CHROMA_DB)
         with self._guarded():
             self._client = chromadb.PersistentClient(
@@ -71,9 +73,32 @@ class VectorStore:
             )
         self._lock = threading.Lock()
 
+    @classmethod
+    def on_server(cls, server: ChromaServer) -> VectorStore:
+        """The chunks on a Chroma server (rag/chroma_server.py): the same calls, over its HTTP API. A request the
+        server does not answer fails with :class:`ChromaServerUnreachable`, naming it."""
+        store = cls.__new__(cls)
+        store.directory = Path(server.shown)  # named in messages
+        store.server = server
+        store._know_chroma_errors()
+        store._client = server_client(server)
+        store._lock = threading.Lock()
+        return store
+
+    def _know_chroma_errors(self) -> None:
+        from chromadb.errors import ChromaError, InternalError, InvalidArgumentError, NotFoundError
+
+        self._chroma_error = ChromaError
+        self._not_found = NotFoundError
+        self._damage_errors: tuple[type[BaseException], ...] = (InternalError, InvalidArgumentError)
+
     @contextlib.contextmanager
     def _guarded(self) -> Iterator[None]:
         """Chroma's errors and panics as Hearth's typed errors."""
+        if self.server is not None:
+            with self._guarded_server(self.server):
+                yield
+            return
         try:
             yield
         except self._chroma_error as exc:
@@ -95,6 +120,22 @@ class VectorStore:
             if is_disk_full(exc, self.directory):
                 raise disk_full(WHAT, self.directory) from exc
             raise _damaged(self.directory, f"Chroma stopped with an internal panic: {exc}") from None
+
+    @contextlib.contextmanager
+    def _guarded_server(self, server: ChromaServer) -> Iterator[None]:
+        """A server's failures: its transport (refused, timed out, TLS, a proxy's refusal) as
+        :class:`ChromaServerUnreachable`; what Chroma itself refused as a storage error naming the server."""
+        import httpx
+
+        try:
+            yield
+        except self._chroma_error as exc:
+            raise StorageError(
+                f"The Chroma server {server.shown} refused a request ({exc}).",
+                "Check the server's log; the collection may have been changed by another Hearth.",
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise unreachable(server, exc) from exc
 
     def _collection(self, store_name: str, embedder: str) -> Any:
         # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI

@@ -1,0 +1,219 @@
+"""A Chroma server that holds collections instead of the data folder (issue 40): where it is, the token that proves
+who is asking (read from a file, sent only over TLS or to this computer), the certificate authority that signs its
+TLS, and a client for it whose failures name the server and what to do.
+
+Chroma's own server (`chroma run`, from the chromadb package Hearth already uses) checks no one: whoever reaches its
+port reads and writes every collection on it. A token is for a proxy in front of it that checks one
+(docs/chroma-server.md). The address, the token and the certificate checks are pure (:func:`chroma_server`); only
+:func:`server_client` talks to the server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import ssl
+import stat
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.errors import HearthError, StorageError
+
+DEFAULT_PORTS = {"http": 8000, "https": 443}  # `chroma run`'s own port; TLS through a proxy on the usual one
+SETTING = "HEARTH_RAG__CHROMA_URL"
+
+
+class ChromaServerSettingError(HearthError):
+    """The Chroma server's address, token file or certificate file cannot be used as given."""
+
+
+class ChromaServerUnreachable(StorageError):
+    """The Chroma server did not answer, refused the token, or presented a certificate that is not trusted."""
+
+
+@dataclass(frozen=True)
+class ChromaServer:
+    url: str  # as given, for messages
+    host: str
+    port: int
+    tls: bool
+    token_file: Path | None = None
+    ca_file: Path | None = None
+
+    @property
+    def shown(self) -> str:
+        """The server as messages name it: its scheme, host and port."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+
+def chroma_server(url: str, token_file: Path | None = None, ca_file: Path | None = None) -> ChromaServer:
+    """The server at ``url`` (``http://HOST[:PORT]`` or ``https://…``), checked before anything is sent to it: no
+    credentials or path in the address (addresses are printed and logged), a token file that is this account's
+    alone, a token only over TLS unless the server is on this computer, a certificate file that exists."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise ChromaServerSettingError(
+            f"{url!r} is not a Chroma server's address.",
+            f"Write it as http://HOST:PORT or https://HOST:PORT in {SETTING}, or leave it unset to keep collections "
+            "in the data folder.",
+        )
+    if parts.username or parts.password:
+        raise ChromaServerSettingError(
+            "The Chroma server's address holds a user name or password; addresses are shown in messages and logs.",
+            "Put the token in a file of your own and name it in HEARTH_RAG__CHROMA_TOKEN_FILE.",
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ChromaServerSettingError(
+            f"{url!r} has a path or query after the server; Hearth speaks to the server's own API at its root.",
+            "Give only the scheme, host and port, for example http://127.0.0.1:8000.",
+        )
+    try:
+        port = parts.port or DEFAULT_PORTS[scheme]
+    except ValueError:
+        raise ChromaServerSettingError(
+            f"{url!r} has a port that is not a number from 1 to 65535.", "Write it as http://HOST:PORT."
+        ) from None
+    tls = scheme == "https"
+    if token_file is not None:
+        _check_token_file(token_file)
+        if not tls and not _on_this_computer(parts.hostname):
+            raise ChromaServerSettingError(
+                f"A token would cross the network unencrypted to {parts.hostname} (the address is http://).",
+                "Put TLS in front of the server and use https://, or leave the token out.",
+            )
+    if ca_file is not None and not ca_file.is_file():
+        raise ChromaServerSettingError(
+            f"The certificate authority file {ca_file} does not exist.",
+            "Name the PEM file that signed the server's certificate in HEARTH_RAG__CHROMA_CA_FILE, or leave it unset "
+            "to trust the system's authorities.",
+        )
+    return ChromaServer(url.strip(), parts.hostname, port, tls, token_file, ca_file)
+
+
+def _on_this_computer(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_token_file(path: Path) -> None:
+    """The token file must be a file of this account's that no other account can read (like an SSH key)."""
+    try:
+        found = path.stat()
+    except OSError as exc:
+        raise ChromaServerSettingError(
+            f"Cannot read the Chroma token file {path}: {exc.strerror}.",
+            "Name a file that holds the token in HEARTH_RAG__CHROMA_TOKEN_FILE, or leave it unset.",
+        ) from None
+    if not stat.S_ISREG(found.st_mode):
+        raise ChromaServerSettingError(f"The Chroma token file {path} is not a file.", "Name the file the token is in.")
+    if found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise ChromaServerSettingError(
+            f"The Chroma token file {path} can be read or changed by other accounts on this computer.",
+            f"Make it yours alone: chmod 600 {path}.",
+        )
+
+
+def read_token(server: ChromaServer) -> str | None:
+    """The token, read when the client is made (a changed file is read at the next start)."""
+    if server.token_file is None:
+        return None
+    _check_token_file(server.token_file)
+    token = server.token_file.read_text(encoding="utf-8").strip()
+    if not token or any(c in token for c in "\r\n"):
+        raise ChromaServerSettingError(
+            f"The Chroma token file {server.token_file} is empty or holds more than one line.",
+            "Put the token alone on the file's one line.",
+        )
+    return token
+
+
+def unreachable(server: ChromaServer, error: BaseException) -> ChromaServerUnreachable:
+    """What to say when a request to ``server`` failed in transport: refused, timed out, or TLS not trusted."""
+    causes = _causes(error)
+    if any(isinstance(cause, ssl.SSLCertVerificationError) for cause in causes):
+        return ChromaServerUnreachable(
+            f"The Chroma server {server.shown} presented a certificate that is not trusted.",
+            "Name the certificate authority that signed it in HEARTH_RAG__CHROMA_CA_FILE.",
+        )
+    if any(isinstance(cause, ssl.SSLError) for cause in causes):
+        return ChromaServerUnreachable(
+            f"TLS with the Chroma server {server.shown} failed ({_first_line(causes)}).",
+            "Use https:// only for a server with TLS in front of it, http:// for `chroma run` itself.",
+        )
+    if any(_status(cause) in (401, 403) for cause in causes):
+        return ChromaServerUnreachable(
+            f"The Chroma server {server.shown} refused Hearth's token.",
+            "Check the token in HEARTH_RAG__CHROMA_TOKEN_FILE against the one its proxy expects.",
+        )
+    return ChromaServerUnreachable(
+        f"The Chroma server {server.shown} did not answer ({_first_line(causes)}).",
+        "Start it (chroma run --path FOLDER --host 127.0.0.1 --port PORT; see docs/chroma-server.md) or check "
+        f"{SETTING}. Collections in the data folder work meanwhile.",
+    )
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _status(error: BaseException) -> int | None:
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _first_line(causes: list[BaseException]) -> str:
+    deepest = causes[-1]
+    said = str(deepest).strip().splitlines()
+    return said[0] if said else type(deepest).__name__
+
+
+def server_client(server: ChromaServer, timeout_s: float = 30.0) -> Any:
+    """Chroma's HTTP client for ``server`` (it asks the server for its default tenant at once: an unreachable
+    server fails here). No telemetry: Chroma's own is off."""
+    import chromadb
+    import httpx
+    from chromadb.config import Settings
+
+    token = read_token(server)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    authorities = str(server.ca_file) if server.ca_file else None
+    # Chroma's client waits for ever on a server that accepts and never answers (its httpx session has no
+    # timeout): the server is asked first with one, and the client's session is given it.
+    try:
+        answer = httpx.get(
+            f"{server.shown}/api/v2/heartbeat",
+            headers=headers,
+            verify=ssl.create_default_context(cafile=authorities),
+            timeout=timeout_s,
+        )
+        answer.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise unreachable(server, exc) from exc
+    settings = Settings(anonymized_telemetry=False, chroma_server_ssl_verify=authorities)
+    try:
+        with warnings.catch_warnings():  # Chroma hands httpx the file's name, which httpx calls deprecated
+            warnings.simplefilter("ignore", DeprecationWarning)
+            client = chromadb.HttpClient(
+                host=server.host, port=server.port, ssl=server.tls, headers=headers or None, settings=settings
+            )
+    except (httpx.HTTPError, ValueError) as exc:  # Chroma says ValueError for a server it cannot reach
+        raise unreachable(server, exc) from exc
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = httpx.Timeout(timeout_s)
+    return client
