@@ -3,8 +3,8 @@ who is asking (read from a file, sent only over TLS or to this computer), the ce
 TLS, and a client for it whose failures name the server and what to do.
 
 Chroma's own server (`chroma run`, from the chromadb package Hearth already uses) checks no one: whoever reaches its
-port reads and writes every collection on it. A token is for a proxy in front of it that checks one
-(docs/chroma-server.md). The address, the token and the certificate checks are pure (:func:`chroma_server`); only
+port reads and writes every collection on it. A token is for a proxy in front of it that checks one (a web
+server's reverse proxy with TLS). The address, the token and the certificate checks are pure (:func:`chroma_server`); only
 :func:`server_client` talks to the server.
 """
 
@@ -156,7 +156,7 @@ def unreachable(server: ChromaServer, error: BaseException) -> ChromaServerUnrea
         )
     return ChromaServerUnreachable(
         f"The Chroma server {server.shown} did not answer ({_first_line(causes)}).",
-        "Start it (chroma run --path FOLDER --host 127.0.0.1 --port PORT; see docs/chroma-server.md) or check "
+        "Start it (chroma run --path FOLDER --host 127.0.0.1 --port PORT) or check "
         f"{SETTING}. Collections in the data folder work meanwhile.",
     )
 
