@@ -4,8 +4,8 @@ TLS, and a client for it whose failures name the server and what to do.
 
 Chroma's own server (`chroma run`, from the chromadb package Hearth already uses) checks no one: whoever reaches its
 port reads and writes every collection on it. A token is for a proxy in front of it that checks one (a web
-server's reverse proxy with TLS). The address, the token and the certificate checks are pure (:func:`chroma_server`); only
-:func:`server_client` talks to the server.
+server's reverse proxy with TLS). The address, the token and the certificate checks are pure
+(:func:`chroma_server`); only :func:`server_client` talks to the server.
 """
 
 from __future__ import annotations
