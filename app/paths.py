@@ -117,6 +117,12 @@ class DataPaths:
         return self.root / "tool-consent.json"
 
     @property
+    def chroma_servers_dir(self) -> Path:
+        """What this Hearth knows of its collections on Chroma servers (their files' records, one database per
+        server) and the id it marks them with on the server (owner-only)."""
+        return self.root / "chroma-servers"
+
+    @property
     def server_file(self) -> Path:
         """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
         return self.root / "server.json"
@@ -137,6 +143,7 @@ class DataPaths:
             self.workers_file,
             self.mcp_servers_file,
             self.tool_consent_file,
+            self.chroma_servers_dir,
             self.root / "worker-paired.json",
         ]
 

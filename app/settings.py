@@ -160,6 +160,23 @@ class RagSettings(BaseModel):
         "each one adds a model call per passage to every search (measure with bench/rag_retrieval.py --reranker).",
     )
     _empty_reranker = field_validator("reranker_path", mode="before")(_empty_is_unset)
+    chroma_url: str | None = Field(
+        default=None,
+        description="A Chroma server (http://HOST:PORT, or https:// with TLS in front of it) that holds the "
+        "collections made from now on, instead of the data folder; collections already in the data folder stay "
+        "there and keep working. Empty (the default): every collection in the data folder.",
+    )
+    chroma_token_file: Path | None = Field(
+        default=None,
+        description="A file of this account's alone (chmod 600) holding the token a proxy in front of the Chroma "
+        "server asks for; sent only over https:// or to this computer.",
+    )
+    chroma_ca_file: Path | None = Field(
+        default=None,
+        description="The certificate authority (PEM) that signed the Chroma server's TLS certificate, when the "
+        "system's do not.",
+    )
+    _empty_chroma = field_validator("chroma_url", "chroma_token_file", "chroma_ca_file", mode="before")(_empty_is_unset)
 
 
 class ToolsSettings(BaseModel):

@@ -29,9 +29,23 @@ SETTING = "HEARTH_RAG__CHROMA_URL"
 class ChromaServerSettingError(HearthError):
     """The Chroma server's address, token file or certificate file cannot be used as given."""
 
+    page_remedy = (
+        "Fix the Chroma server settings Hearth was started with (see Collections on a Chroma server in its "
+        "documentation), then start it again."
+    )
+
+
+class CollectionOfAnotherHearth(HearthError):
+    """A collection on the server that another Hearth made: this one neither writes to it nor deletes it."""
+
 
 class ChromaServerUnreachable(StorageError):
     """The Chroma server did not answer, refused the token, or presented a certificate that is not trusted."""
+
+    page_remedy = (
+        "Check that the Chroma server runs and that Hearth's settings for it (address, token, certificate) are "
+        "right, then ask again; collections in the data folder work meanwhile."
+    )
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class CollectionInfo:
     store_name: str
     embedder: str
     created_at: float
+    server: str | None = None  # the Chroma server it lives on (rag/server_collections.py); None: the data folder
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import numpy as np
 
 from app.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
 from app.errors import StorageError
-from rag.chroma_server import ChromaServer, server_client, unreachable
+from rag.chroma_server import ChromaServer, CollectionOfAnotherHearth, server_client, unreachable
 from rag.chunking import Chunk
 
 WRITE_BATCH = 512
@@ -32,6 +32,7 @@ READ_PAGE = 5000
 WHAT = "documents vector store"
 MEANWHILE = "Until then, chat works without documents."
 REPAIR_MARKER_SUFFIX = ".needs-repair"
+OWNER_KEY = "hearth_owner"  # on a server: the Hearth that made the collection (``VectorStore.on_server``)
 CHROMA_DB = "chroma.sqlite3"
 # What Chroma 1.5 reads when a client opens; a damaged page in any of these makes it panic.
 STARTUP_TABLES = (
@@ -65,6 +66,7 @@ class VectorStore:
 
         self.directory = directory
         self.server: ChromaServer | None = None
+        self._owner: str | None = None
         self._know_chroma_errors()
         check_startup_tables(directory / CHROMA_DB)
         with self._guarded():
@@ -74,12 +76,15 @@ class VectorStore:
         self._lock = threading.Lock()
 
     @classmethod
-    def on_server(cls, server: ChromaServer) -> VectorStore:
+    def on_server(cls, server: ChromaServer, owner: str | None = None) -> VectorStore:
         """The chunks on a Chroma server (rag/chroma_server.py): the same calls, over its HTTP API. A request the
-        server does not answer fails with :class:`ChromaServerUnreachable`, naming it."""
+        server does not answer fails with :class:`ChromaServerUnreachable`, naming it. With ``owner``, the
+        collections it makes are marked with it and a collection marked by another owner is refused
+        (:class:`CollectionOfAnotherHearth`)."""
         store = cls.__new__(cls)
         store.directory = Path(server.shown)  # named in messages
         store.server = server
+        store._owner = owner
         store._know_chroma_errors()
         store._client = server_client(server)
         store._lock = threading.Lock()
@@ -140,12 +145,26 @@ class VectorStore:
     def _collection(self, store_name: str, embedder: str) -> Any:
         # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI
         # beside the UI) deleted and re-created the collection.
+        metadata = {"embedder": embedder} | ({OWNER_KEY: self._owner} if self._owner else {})
         with self._guarded():
-            return self._client.get_or_create_collection(
+            collection = self._client.get_or_create_collection(
                 store_name,
                 embedding_function=None,
-                metadata={"embedder": embedder},
+                metadata=metadata,
                 configuration={"hnsw": {"space": "cosine"}},
+            )
+        self._check_owner(collection)
+        return collection
+
+    def _check_owner(self, collection: Any) -> None:
+        if self._owner is None or self.server is None:
+            return
+        marked = (collection.metadata or {}).get(OWNER_KEY)
+        if marked != self._owner:
+            raise CollectionOfAnotherHearth(
+                f"The collection {collection.name} on the Chroma server {self.server.shown} was made by another "
+                "Hearth" + ("" if marked else " (or by something else)") + "; this Hearth leaves it alone.",
+                "Give this collection another name. Hearths cannot share one collection on a server yet.",
             )
 
     def replace_file(
@@ -239,6 +258,8 @@ class VectorStore:
         For checking a store: a damaged vector index fails here (or, in Chroma 1.5, crashes the process)."""
         with self._guarded():
             collection = self._client.get_collection(store_name)
+        self._check_owner(collection)
+        with self._guarded():
             count = int(collection.count())
             if count:
                 first = collection.get(limit=1, include=["embeddings"])
@@ -249,6 +270,8 @@ class VectorStore:
         # Already gone is fine, and so is never made: a collection created empty on the Documents tab has no store
         # until its first file (Chroma 1.5 says NotFoundError; older versions a ValueError).
         with self._lock, self._guarded(), contextlib.suppress(ValueError, LookupError, self._not_found):
+            if self._owner is not None:
+                self._check_owner(self._client.get_collection(store_name))
             self._client.delete_collection(store_name)
 
 

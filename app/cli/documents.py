@@ -118,6 +118,7 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
                     f"{plural(summary.chunks, 'passage')}"
                     + (f", {summary.skipped_files} skipped" if summary.skipped_files else "")
                     + f" (embedder {for_terminal(summary.info.embedder)})"
+                    + (f" — on the Chroma server {for_terminal(summary.info.server)}" if summary.info.server else "")
                 )
             return EXIT_OK
         if delete:

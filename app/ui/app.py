@@ -151,12 +151,16 @@ def load_model_in_background(services: Services) -> threading.Thread:
             collections = documents.manifest.collections()
             if collections:
                 _ = documents.embedder.dimension
-            for info in collections:
+        except HearthError as exc:
+            log.warning("documents are not available: %s %s", exc.message, exc.remedy)
+            return
+        for info in collections:
+            try:
                 documents.ingestor.reconcile(info)  # leftovers of a killed run must not be found (one count if none)
                 documents.tidy_uploads(info)  # and copies of uploads it had not listed yet are removed
                 documents.retriever.keyword_index(info)
-        except HearthError as exc:
-            log.warning("documents are not available: %s %s", exc.message, exc.remedy)
+            except HearthError as exc:  # one collection (on a server that is down, say) does not stop the others
+                log.warning("collection %r is not available: %s %s", info.name, exc.message, exc.remedy)
 
     thread = threading.Thread(target=run, name="hearth-model-load", daemon=True)
     thread.start()

@@ -136,6 +136,8 @@ def read_limits(settings: Settings) -> ReadLimits:
 def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | None = None) -> DocumentServices:
     manifest = Manifest(paths.index_db)
     store = VectorStore(paths.vectors_dir)
+    if settings.rag.chroma_url is not None:
+        manifest, store = _with_server(settings, paths, manifest, store, settings.rag.chroma_url)
     embedder = embedder or configured_embedder(settings.rag.embedder_runtime)
     reader = ReaderProcess(read_limits(settings))
     ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20, reader=reader)
@@ -157,3 +159,22 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
         settings.rag.max_file_mb << 20,
         settings.rag.excerpts,
     )
+
+
+def _with_server(
+    settings: Settings, paths: DataPaths, local: Manifest, store: VectorStore, url: str
+) -> tuple[Manifest, VectorStore]:
+    """The data folder's collections and the Chroma server's as one (rag/server_collections.py). The address is
+    checked now; the server is reached when one of its collections is first used."""
+    from rag.chroma_server import chroma_server
+    from rag.server_collections import CombinedManifest, RoutedStore, owner_id, server_manifest_path
+
+    server = chroma_server(url, settings.rag.chroma_token_file, settings.rag.chroma_ca_file)
+    owner = owner_id(paths.chroma_servers_dir)
+    combined = CombinedManifest(local, Manifest(server_manifest_path(paths.chroma_servers_dir, server)), server.shown)
+    routed = RoutedStore(
+        store,
+        lambda: VectorStore.on_server(server, owner),
+        lambda store_name: store_name in combined.server_store_names(),
+    )
+    return combined, routed

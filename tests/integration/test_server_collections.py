@@ -1,0 +1,184 @@
+"""Collections on a real Chroma server (`chroma run` on loopback, started here) beside the data folder's, by one
+setting (rag/server_collections.py, app/services/library/documents.py): new collections go to the server and are
+searched there; the folder's stay and keep working, also while the server is down, whose collections then name it;
+another Hearth pointed at the same server leaves this one's collection alone; `hearth ingest`, `collections` and
+`ask` work from the terminal; and what this Hearth keeps about the server is its account's alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import chromadb
+import pytest
+from chromadb.config import Settings as ChromaSettings
+
+from app.paths import ensure_data_dir, resolve_data_paths
+from app.services.library.documents import DocumentServices, build_documents
+from app.settings import load_settings
+from rag.chroma_server import ChromaServerUnreachable, CollectionOfAnotherHearth
+from rag.manifest import CollectionError
+from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.server_collections import OWNER_FILE
+from tests.chroma_servers import ChromaProcess, chroma_running, start_chroma
+from tests.integration.conftest import as_other
+
+pytestmark = pytest.mark.integration
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+QUESTION = "When was the lighthouse built?"
+
+
+@pytest.fixture
+def chroma(tmp_path: Path) -> Iterator[ChromaProcess]:
+    with chroma_running(tmp_path / "chroma-data") as running:
+        yield running
+
+
+def _documents(home: Path, embedder: SentenceTransformerEmbedder, url: str | None) -> DocumentServices:
+    settings = load_settings(home=home, rag={"chroma_url": url})
+    return build_documents(settings, ensure_data_dir(resolve_data_paths(home)), embedder)
+
+
+def _first(documents: DocumentServices, collection: str) -> str:
+    return documents.retriever.search(collection, QUESTION, top_k=1).passages[0].chunk.text
+
+
+def _on_server(url: str) -> list[str]:
+    host, port = url.removeprefix("http://").split(":")
+    client = chromadb.HttpClient(host=host, port=int(port), settings=ChromaSettings(anonymized_telemetry=False))
+    return sorted(c.name for c in client.list_collections())
+
+
+def test_new_collections_go_to_the_server_and_the_folder_s_stay(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    home = tmp_path / "home"
+    before = _documents(home, embedder, None)
+    try:
+        list(before.ingestor.ingest([CORPUS], "notes"))
+    finally:
+        before.close()
+    documents = _documents(home, embedder, chroma.url)
+    try:
+        list(documents.ingestor.ingest([CORPUS], "shared manuals"))
+        listed = {info.name: info.server for info in documents.manifest.collections()}
+        assert listed == {"notes": None, "shared manuals": chroma.url}
+        on_server = documents.manifest.get("shared manuals").store_name
+        assert _on_server(chroma.url) == [on_server]  # the folder's collection was not copied there
+        assert "lighthouse" in _first(documents, "shared manuals").lower()
+        assert _first(documents, "shared manuals") == _first(documents, "notes")  # the same passages, both places
+        summary = next(s for s in documents.summaries() if s.info.name == "shared manuals")
+        assert summary.indexed_files == len(list(CORPUS.iterdir())) and summary.chunks > 0
+        with pytest.raises(CollectionError, match="already a collection called 'notes' in the data folder"):
+            documents.manifest.create("Notes", embedder.name)
+        list(documents.ingestor.ingest([CORPUS / "garden-guide.txt"], "notes"))  # an existing one: still the folder's
+        assert _on_server(chroma.url) == [on_server]
+        documents.delete_collection("shared manuals")
+        assert _on_server(chroma.url) == []
+        assert [info.name for info in documents.manifest.collections()] == ["notes"]
+    finally:
+        documents.close()
+
+
+def test_while_the_server_is_down_the_folder_s_collections_work_and_the_server_s_name_it(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    running = start_chroma(tmp_path / "chroma-data")
+    home = tmp_path / "home"
+    try:
+        before = _documents(home, embedder, None)
+        list(before.ingestor.ingest([CORPUS], "notes"))
+        before.close()
+        documents = _documents(home, embedder, running.url)
+        try:
+            list(documents.ingestor.ingest([CORPUS], "manuals"))
+            expected = _first(documents, "manuals")
+            running.stop()
+            assert "lighthouse" in _first(documents, "notes").lower()
+            with pytest.raises(ChromaServerUnreachable) as gone:
+                documents.retriever.search("manuals", "a question never asked before", top_k=1)
+            assert running.url in gone.value.message and "data folder work meanwhile" in gone.value.remedy
+            assert {s.info.name for s in documents.summaries()} == {"notes", "manuals"}  # listed all the same
+            running = start_chroma(tmp_path / "chroma-data", running.port)
+            assert _first(documents, "manuals") == expected
+        finally:
+            documents.close()
+    finally:
+        running.stop()
+    nowhere = _documents(home, embedder, "http://127.0.0.1:9")  # no server there from the start
+    try:
+        assert "lighthouse" in _first(nowhere, "notes").lower()
+        list(nowhere.ingestor.ingest([CORPUS / "garden-guide.txt"], "notes"))  # the folder's: indexed as ever
+        with pytest.raises(ChromaServerUnreachable) as absent:
+            list(nowhere.ingestor.ingest([CORPUS / "garden-guide.txt"], "garden"))  # a new one: for the server
+        assert "http://127.0.0.1:9 did not answer" in absent.value.message
+    finally:
+        nowhere.close()
+
+
+def test_another_hearth_leaves_this_one_s_collection_on_the_server_alone(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    mine = _documents(tmp_path / "mine", embedder, chroma.url)
+    theirs = _documents(tmp_path / "theirs", embedder, chroma.url)
+    try:
+        list(mine.ingestor.ingest([CORPUS], "manuals"))
+        info = mine.manifest.get("manuals")
+        count = mine.store.count(info.store_name, info.embedder)
+        with pytest.raises(CollectionOfAnotherHearth) as refused:
+            list(theirs.ingestor.ingest([CORPUS / "garden-guide.txt"], "manuals"))
+        assert chroma.url in refused.value.message and "another name" in refused.value.remedy
+        with pytest.raises(CollectionOfAnotherHearth):
+            theirs.delete_collection("manuals")
+        assert mine.store.count(info.store_name, info.embedder) == count
+        assert "lighthouse" in _first(mine, "manuals").lower()
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_the_terminal_commands_use_the_server(chroma: ChromaProcess, tmp_path: Path) -> None:
+    env = os.environ | {"HEARTH_HOME": str(tmp_path / "home"), "HEARTH_RAG__CHROMA_URL": chroma.url}
+
+    def hearth(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env, timeout=600, check=False
+        )
+
+    added = hearth("ingest", str(CORPUS), "-c", "manuals")
+    assert added.returncode == 0, added.stderr[-2000:]
+    listed = hearth("collections")
+    assert listed.returncode == 0 and f"on the Chroma server {chroma.url}" in listed.stdout, listed.stdout
+    asked = hearth("ask", QUESTION, "-c", "manuals")
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    assert "lighthouse-history.md" in asked.stdout
+    assert len(_on_server(chroma.url)) == 1
+
+
+def test_what_this_hearth_keeps_about_the_server_is_its_own(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder, other_account: tuple[int, int]
+) -> None:
+    opened = Path(tempfile.mkdtemp(prefix="hearth-open-", dir="/tmp"))  # under a folder others may enter
+    home = opened / "home"
+    try:
+        documents = _documents(home, embedder, chroma.url)
+        try:
+            list(documents.ingestor.ingest([CORPUS / "garden-guide.txt"], "garden"))
+        finally:
+            documents.close()
+        folder = resolve_data_paths(home).chroma_servers_dir
+        assert folder.stat().st_mode & 0o777 == 0o700 and (folder / OWNER_FILE).stat().st_mode & 0o777 == 0o600
+        for open_to_all in (opened, home):  # as if an older Hearth had left the data folder open
+            open_to_all.chmod(0o755)
+        assert as_other(other_account, "/usr/bin/ls", str(home)).returncode == 0
+        assert as_other(other_account, "/usr/bin/ls", str(folder)).returncode != 0  # the refusal is its own
+        read = as_other(other_account, "/usr/bin/head", "-c", "8", str(folder / OWNER_FILE))
+        assert read.returncode != 0 and "Permission denied" in read.stderr
+    finally:
+        shutil.rmtree(opened, ignore_errors=True)
