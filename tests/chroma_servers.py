@@ -22,15 +22,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import require
+from tests.helpers import free_port, require
 
 CHROMA = Path(sys.executable).with_name("chroma")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

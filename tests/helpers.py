@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -392,3 +393,10 @@ def write_bookmarked_pdf(path: Path) -> Path:
     writer.write(path)
     tmp.unlink()
     return path
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.helpers import require
+from tests.helpers import free_port, require
 
 pytestmark = pytest.mark.e2e
 
@@ -30,12 +30,6 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--disable-quic",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

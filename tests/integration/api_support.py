@@ -4,7 +4,6 @@ fake backend: the model echoes the last user message word by word, so answers ar
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +17,7 @@ from app.services.container import Services, build_services
 from app.services.serving.runtime import EngineFactory, start_engine
 from app.settings import load_settings
 from app.ui.app import CSS, build_ui
-from tests.helpers import make_inventory, write_tiny_gguf
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers import free_port, make_inventory, write_tiny_gguf
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.tools.consent import ConsentBook
+from tests.helpers import free_port
 from tests.integration.test_cli import hearth
 
 pytestmark = pytest.mark.integration
@@ -53,12 +54,6 @@ def test_a_server_that_fails_is_reported_with_what_it_printed(isolated_home: Pat
     assert "its command was not found" in missing.stdout
     refused = hearth("mcp", "add", "bad name", "--", "true", home=isolated_home)
     assert refused.returncode != 0 and "cannot name an MCP server" in refused.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
