@@ -72,10 +72,12 @@ def file_rows(records: Sequence[FileRecord], owned: Path | None) -> list[list[An
     return rows
 
 
-def collection_summary(collection: str | None, records: Sequence[FileRecord]) -> str:
+def collection_summary(collection: str | None, records: Sequence[FileRecord], server: str | None = None) -> str:
+    """The line under the file table; ``server``: the Chroma server the collection lives on (None: this computer)."""
     if collection is None:
         return "No collections yet. Create one, then add files to it."
     indexed = [r for r in records if r.status == "indexed"]
     skipped = len(records) - len(indexed)
     line = f"**{collection}**: {plural(len(indexed), 'file')}, {plural(sum(r.chunks for r in indexed), 'passage')}"
-    return line + (f", {skipped} skipped" if skipped else "") + "."
+    where = f", on the Chroma server `{server}`" if server else ""  # as code: not a link to open
+    return line + (f", {skipped} skipped" if skipped else "") + where + "."

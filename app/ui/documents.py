@@ -78,12 +78,13 @@ class DocumentsPanel:
         names = self.names() if names is None else names
         selected = collection if collection in names else (names[0] if names else None)
         records = self.docs().files(selected) if selected else []
-        owned = self.docs().uploads_folder(self.docs().manifest.get(selected)) if selected else None
+        info = self.docs().manifest.get(selected) if selected else None
+        owned = self.docs().uploads_folder(info) if info else None
         return (
             gr.update(choices=names, value=selected),
             file_rows(records, owned),
             gr.update(choices=[(Path(r.path).name, r.path) for r in records], value=None),
-            collection_summary(selected, records),
+            collection_summary(selected, records, info.server if info else None),
             gr.update(visible=selected is not None),
         )
 

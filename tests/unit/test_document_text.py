@@ -82,4 +82,8 @@ def test_file_rows_mark_uploaded_copies_and_show_skip_reasons(tmp_path: Path) ->
         ["b.pdf", "skipped: it is encrypted", 0, "/home/me/papers"],
     ]
     assert collection_summary("Work", records) == "**Work**: 1 file, 3 passages, 1 skipped."
+    assert (
+        collection_summary("Work", records, "http://10.0.0.5:8000")
+        == "**Work**: 1 file, 3 passages, 1 skipped, on the Chroma server `http://10.0.0.5:8000`."
+    )
     assert collection_summary(None, []).startswith("No collections yet.")
