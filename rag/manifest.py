@@ -90,15 +90,17 @@ def normalize_name(name: str) -> str:
     return cleaned
 
 
-def store_name_for(name: str) -> str:
-    """Chroma allows 3-512 characters of [a-zA-Z0-9._-]; any display name maps to one, uniquely."""
+def store_name_for(name: str, prefix: str = "kb") -> str:
+    """Chroma allows 3-512 characters of [a-zA-Z0-9._-]; any display name maps to one, uniquely. ``prefix`` tells
+    where the collection lives: "kb" in the data folder (rag/server_collections.py names a server's)."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "kb"
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-    return f"kb-{slug}-{digest}"
+    return f"{prefix}-{slug}-{digest}"
 
 
 class Manifest:
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, store_prefix: str = "kb") -> None:
+        self._store_prefix = store_prefix
         self._database = Database(
             db_path,
             _SCHEMA,
@@ -137,7 +139,7 @@ class Manifest:
 
     def create(self, name: str, embedder: str) -> CollectionInfo:
         name = normalize_name(name)
-        info = CollectionInfo(name, store_name_for(name), embedder, time.time())
+        info = CollectionInfo(name, store_name_for(name, self._store_prefix), embedder, time.time())
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO collections (name, store_name, embedder, created_at) VALUES (?,?,?,?)",

@@ -18,7 +18,7 @@ import hashlib
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,10 +27,16 @@ import numpy as np
 from rag.chroma_server import ChromaServer
 from rag.chunking import Chunk
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
-from rag.store import StoredChunk, VectorStore
+from rag.store import ExportedPage, StoredChunk, VectorStore
 from rag.writelock import WriteLock
 
 OWNER_FILE = "owner"
+SERVER_PREFIX = "hs"  # a server collection's Chroma name begins "hs-" (the data folder's "kb-"): where calls go
+
+
+def on_server(store_name: str) -> bool:
+    """Whether the Chroma collection ``store_name`` is one of a server's (its name says: ``SERVER_PREFIX``)."""
+    return store_name.startswith(f"{SERVER_PREFIX}-")
 
 
 def server_manifest_path(folder: Path, server: ChromaServer) -> Path:
@@ -74,9 +80,6 @@ class CombinedManifest(Manifest):
             return self._server
         return self._local
 
-    def server_store_names(self) -> set[str]:
-        return {info.store_name for info in self._server.collections()}
-
     def collections(self) -> list[CollectionInfo]:
         both = [*self._local.collections(), *(self._on_server(info) for info in self._server.collections())]
         return sorted(both, key=lambda info: info.name.casefold())
@@ -87,6 +90,38 @@ class CombinedManifest(Manifest):
             return here
         there = self._server.find(name)
         return self._on_server(there) if there is not None else None
+
+    def held(self, name: str, on_server: bool) -> CollectionInfo | None:
+        """The collection called ``name`` in one place (the server's, or the data folder's), wherever the other
+        place has one too."""
+        if on_server:
+            found = self._server.find(name)
+            return self._on_server(found) if found is not None else None
+        return self._local.find(name)
+
+    def create_in(self, name: str, embedder: str, on_server: bool) -> CollectionInfo:
+        """A new collection in one place (a copy of the other place's), refused if that place has the name."""
+        held = self.held(name, on_server)
+        if held is not None:
+            where = f"on the Chroma server {self._shown}" if on_server else "in the data folder"
+            raise CollectionError(
+                f"There is already a collection called {held.name!r} {where}.",
+                "Delete that one first, or keep the one you have.",
+            )
+        made = self._server.create(name, embedder) if on_server else self._local.create(name, embedder)
+        return self._on_server(made) if on_server else made
+
+    def files_held(self, name: str, on_server: bool) -> dict[str, FileRecord]:
+        """The files' records of the collection called exactly ``name`` in one place."""
+        return (self._server if on_server else self._local).files(name)
+
+    def record_all(self, name: str, records: Iterable[FileRecord], on_server: bool) -> None:
+        part = self._server if on_server else self._local
+        for record in records:
+            part.record(name, record)
+
+    def delete_held(self, name: str, on_server: bool) -> None:
+        (self._server if on_server else self._local).delete_collection(name)
 
     def create(self, name: str, embedder: str) -> CollectionInfo:
         name = normalize_name(name)
@@ -136,19 +171,16 @@ class RoutedStore(VectorStore):
     that uses one): each call goes where its collection lives. The server is connected on first use, and again
     after a failure, so an unreachable server fails only its own collections' calls."""
 
-    def __init__(
-        self, local: VectorStore, connect: Callable[[], VectorStore], on_server: Callable[[str], bool]
-    ) -> None:  # no Chroma client of its own
+    def __init__(self, local: VectorStore, connect: Callable[[], VectorStore]) -> None:  # no Chroma client of its own
         self.directory = local.directory
         self.server = None
         self._local = local
         self._connect = connect
-        self._on_server = on_server
         self._connected: VectorStore | None = None
         self._connecting = threading.Lock()
 
     def _for(self, store_name: str) -> VectorStore:
-        if not self._on_server(store_name):
+        if not on_server(store_name):
             return self._local
         with self._connecting:
             if self._connected is None:
@@ -182,6 +214,12 @@ class RoutedStore(VectorStore):
         self, store_name: str, embedder: str, vector: np.ndarray, limit: int
     ) -> list[tuple[StoredChunk, float]]:
         return self._for(store_name).nearest_scored(store_name, embedder, vector, limit)
+
+    def pages(self, store_name: str, embedder: str) -> Iterator[ExportedPage]:
+        return self._for(store_name).pages(store_name, embedder)
+
+    def add_page(self, store_name: str, embedder: str, page: ExportedPage) -> None:
+        self._for(store_name).add_page(store_name, embedder, page)
 
     def store_names(self) -> list[str]:
         """The data folder's (what checking and repairing the folder reads)."""

@@ -57,6 +57,16 @@ class StoredChunk:
     index: int
 
 
+@dataclass(frozen=True)
+class ExportedPage:
+    """A page of a collection's chunks as stored: ids, vectors, texts and metadata (for copying a collection)."""
+
+    ids: list[str]
+    vectors: np.ndarray
+    texts: list[str]
+    metadatas: list[dict[str, Any]]
+
+
 class VectorStore:
     """The collections' chunks in Chroma: embedded in ``directory``, or on a Chroma server (``on_server``)."""
 
@@ -214,6 +224,34 @@ class VectorStore:
                 result = collection.get(include=["documents", "metadatas"], limit=READ_PAGE, offset=offset)
                 chunks.extend(_stored(result["ids"], result["documents"], result["metadatas"]))
         return chunks
+
+    def pages(self, store_name: str, embedder: str) -> Iterator[ExportedPage]:
+        """Every chunk of a collection with its vector, a page at a time (nothing may write to it meanwhile)."""
+        collection = self._collection(store_name, embedder)
+        with self._guarded():
+            total = int(collection.count())
+        for offset in range(0, total, READ_PAGE):
+            with self._guarded():
+                got = collection.get(include=["embeddings", "documents", "metadatas"], limit=READ_PAGE, offset=offset)
+            yield ExportedPage(
+                list(got["ids"]),
+                np.asarray(got["embeddings"], dtype=np.float32),
+                [str(text) for text in got["documents"]],
+                [dict(meta or {}) for meta in got["metadatas"]],
+            )
+
+    def add_page(self, store_name: str, embedder: str, page: ExportedPage) -> None:
+        """Store a page another store exported, as it was (the same ids: adding it again changes nothing)."""
+        collection = self._collection(store_name, embedder)
+        for start in range(0, len(page.ids), WRITE_BATCH):
+            end = start + WRITE_BATCH
+            with self._lock, self._guarded():
+                collection.upsert(
+                    ids=page.ids[start:end],
+                    embeddings=page.vectors[start:end],
+                    documents=page.texts[start:end],
+                    metadatas=page.metadatas[start:end],
+                )
 
     def chunk_ids_by_path(self, store_name: str, embedder: str) -> dict[str, list[str]]:
         """The ids of a collection's chunks, by the file they came from (metadata only, read in pages)."""

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from app.errors import HearthError
 from app.ingest_text import progress_words
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
@@ -105,9 +106,15 @@ def describe_outcome(event: FileOutcome) -> str:
     return f"skipped    {name}: {reason}"
 
 
-def run_collections(settings: Settings, name: str | None, delete: bool, remove_file: Path | None) -> int:
+def run_collections(
+    settings: Settings, name: str | None, delete: bool, remove_file: Path | None, copy_to: str | None = None
+) -> int:
     documents = _documents(settings)
     try:
+        if copy_to is not None:
+            if name is None:
+                raise HearthError("Name the collection to copy.", "hearth collections NAME --copy-to-server")
+            return _copy(documents, name, copy_to == "server")
         if name is None:
             summaries = documents.summaries()
             if not summaries:
@@ -142,6 +149,25 @@ def run_collections(settings: Settings, name: str | None, delete: bool, remove_f
         return EXIT_OK
     finally:
         documents.close()
+
+
+def _copy(documents: DocumentServices, name: str, to_server: bool) -> int:
+    def show(done: int, total: int) -> None:
+        print(f"copied {done:,} of {total:,} passages", file=sys.stderr, flush=True)
+
+    copied = documents.copy_collection(name, to_server, show)
+    if to_server:
+        print(
+            f"Copied {for_terminal(repr(copied.name))} to the Chroma server {for_terminal(copied.server or '')}. The "
+            "data folder's copy is still the one used: delete it (hearth collections NAME --delete) to use the "
+            "server's."
+        )
+    else:
+        print(
+            f"Copied {for_terminal(repr(copied.name))} into the data folder; it is the one used now. The server's "
+            "copy is still there."
+        )
+    return EXIT_OK
 
 
 def run_ask(

@@ -302,7 +302,8 @@ def _documents(args: argparse.Namespace, settings: Settings) -> int:
         return commands_documents.run_ingest(settings, args.paths, args.collection)
     if (args.delete or args.remove_file) and not args.name:
         raise HearthError("Which collection?", "Name it: hearth collections NAME --delete")
-    return commands_documents.run_collections(settings, args.name, args.delete, args.remove_file)
+    copy_to = "server" if args.copy_to_server else "folder" if args.copy_to_folder else None
+    return commands_documents.run_collections(settings, args.name, args.delete, args.remove_file, copy_to)
 
 
 def _models(args: argparse.Namespace, settings: Settings) -> int:

@@ -308,6 +308,17 @@ def _stores(commands: Commands) -> None:
     collections.add_argument("name", nargs="?", help="a collection to show")
     collections.add_argument("--delete", action="store_true", help="delete the collection (not your files)")
     collections.add_argument("--remove-file", type=Path, metavar="PATH", help="remove one file from the collection")
+    copying = collections.add_mutually_exclusive_group()
+    copying.add_argument(
+        "--copy-to-server",
+        action="store_true",
+        help="copy the data folder's collection to the Chroma server (HEARTH_RAG__CHROMA_URL); it stays here too",
+    )
+    copying.add_argument(
+        "--copy-to-folder",
+        action="store_true",
+        help="copy the Chroma server's collection into the data folder; it stays on the server too",
+    )
 
 
 def _models(commands: Commands) -> None:

@@ -143,6 +143,51 @@ def test_another_hearth_leaves_this_one_s_collection_on_the_server_alone(
         theirs.close()
 
 
+def test_a_collection_is_copied_to_the_server_and_back_as_it_is(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    home = tmp_path / "home"
+    alone = _documents(home, embedder, None)
+    try:
+        list(alone.ingestor.ingest([CORPUS], "notes"))
+        with pytest.raises(CollectionError) as nowhere:
+            alone.copy_collection("notes", to_server=True)
+        assert "HEARTH_RAG__CHROMA_URL" in nowhere.value.remedy
+        expected = alone.retriever.search("notes", QUESTION, top_k=3).passages
+    finally:
+        alone.close()
+    documents = _documents(home, embedder, chroma.url)
+    try:
+        here = documents.manifest.get("notes")
+        count = documents.store.count(here.store_name, here.embedder)
+        seen: list[tuple[int, int]] = []
+        there = documents.copy_collection(
+            "notes", to_server=True, copied=lambda done, total: seen.append((done, total))
+        )
+        assert there.server == chroma.url and seen[-1] == (count, count)
+        assert documents.store.count(there.store_name, there.embedder) == count
+        assert [(c.name, c.server) for c in documents.manifest.collections()] == [
+            ("notes", None),
+            ("notes", chroma.url),
+        ]
+        with pytest.raises(CollectionError, match="already a collection called 'notes' on the Chroma server"):
+            documents.copy_collection("notes", to_server=True)
+        documents.delete_collection("notes")  # the data folder's, which was the one used
+        assert documents.manifest.get("notes").server == chroma.url
+        found = documents.retriever.search("notes", QUESTION, top_k=3).passages
+        assert [p.chunk.text for p in found] == [p.chunk.text for p in expected]  # nothing read or embedded again
+        assert {r.path for r in documents.files("notes")} == {str(p) for p in CORPUS.iterdir()}
+        list(documents.ingestor.ingest([CORPUS], "notes"))  # the files' records came along: nothing to do
+        assert documents.store.count(there.store_name, there.embedder) == count
+        back = documents.copy_collection("notes", to_server=False)
+        assert back.server is None and documents.manifest.get("notes").server is None
+        assert [p.chunk.text for p in documents.retriever.search("notes", QUESTION, top_k=3).passages] == [
+            p.chunk.text for p in expected
+        ]
+    finally:
+        documents.close()
+
+
 def test_the_terminal_commands_use_the_server(chroma: ChromaProcess, tmp_path: Path) -> None:
     env = os.environ | {"HEARTH_HOME": str(tmp_path / "home"), "HEARTH_RAG__CHROMA_URL": chroma.url}
 
@@ -159,6 +204,11 @@ def test_the_terminal_commands_use_the_server(chroma: ChromaProcess, tmp_path: P
     assert asked.returncode == 0, asked.stderr[-2000:]
     assert "lighthouse-history.md" in asked.stdout
     assert len(_on_server(chroma.url)) == 1
+    copied = hearth("collections", "manuals", "--copy-to-folder")
+    assert copied.returncode == 0, copied.stderr[-2000:]
+    assert "into the data folder" in copied.stdout and "copied 14 of 14 passages" in copied.stderr
+    listed = hearth("collections")
+    assert listed.stdout.count("manuals:") == 2, listed.stdout
 
 
 def test_what_this_hearth_keeps_about_the_server_is_its_own(

@@ -7,6 +7,7 @@ from rag.chunking import chunk_id
 from rag.ingest import discover
 from rag.manifest import CollectionError, normalize_name, store_name_for
 from rag.reading.loaders import Skipped, detect_encoding
+from rag.server_collections import SERVER_PREFIX, on_server
 
 CHROMA_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 
@@ -20,6 +21,13 @@ def test_any_display_name_maps_to_a_valid_store_name(name: str) -> None:
 
 def test_store_names_do_not_collide_for_names_that_slug_alike() -> None:
     assert store_name_for("Work Notes") != store_name_for("work-notes")
+
+
+@pytest.mark.parametrize("name", ["My Notes!", "日本語のメモ", "a", "hs", "kb-x"])
+def test_a_server_collection_s_store_name_says_where_it_lives(name: str) -> None:
+    here, there = store_name_for(name), store_name_for(name, SERVER_PREFIX)
+    assert CHROMA_NAME.match(there) and here != there
+    assert on_server(there) and not on_server(here)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ take seconds to load and plain chat does not need them."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -10,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.errors import HearthError
 from app.paths import DataPaths
 from app.settings import Settings
 from rag.ingest import Ingestor
-from rag.manifest import CollectionInfo, FileRecord, Manifest
+from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest
 from rag.reading.limits import ReadLimits
 from rag.reading.reader import ReaderProcess
 from rag.retrieval.embeddings import Embedder, configured_embedder
@@ -72,6 +74,46 @@ class DocumentServices:
         self.ingestor.delete_collection(info.name)
         shutil.rmtree(self.uploads_folder(info), ignore_errors=True)
         return info
+
+    def copy_collection(
+        self, name: str, to_server: bool, copied: Callable[[int, int], object] = lambda done, total: None
+    ) -> CollectionInfo:
+        """Copy the collection called ``name`` between the data folder and the Chroma server, passages, vectors and
+        files' records as they are (nothing is read or embedded again); ``copied(done, total)`` after each page.
+        The source stays. Where both places hold the name, the data folder's is the one used."""
+        from rag.server_collections import CombinedManifest
+
+        manifest = self.manifest
+        if not isinstance(manifest, CombinedManifest):
+            raise CollectionError(
+                "No Chroma server is set, so there is nowhere to copy the collection to or from.",
+                "Set HEARTH_RAG__CHROMA_URL to the server's address (docs/chroma-server.md).",
+                page_remedy="Start Hearth with HEARTH_RAG__CHROMA_URL set to the server's address.",
+            )
+        source = manifest.held(name, on_server=not to_server)
+        if source is None:
+            here = "on the Chroma server" if not to_server else "in the data folder"
+            raise CollectionError(
+                f"There is no collection called {name!r} {here} to copy.",
+                "See where each collection lives with: hearth collections",
+                page_remedy="The Documents tab says where each collection lives.",
+            )
+        target = manifest.create_in(source.name, source.embedder, on_server=to_server)
+        total = self.store.count(source.store_name, source.embedder)
+        done = 0
+        try:
+            for page in self.store.pages(source.store_name, source.embedder):
+                self.store.add_page(target.store_name, target.embedder, page)
+                done += len(page.ids)
+                copied(done, total)
+            records = manifest.files_held(source.name, on_server=not to_server)
+            manifest.record_all(target.name, records.values(), on_server=to_server)
+        except BaseException:
+            manifest.delete_held(target.name, on_server=to_server)  # no half copy left to be found
+            with contextlib.suppress(HearthError):  # the server may be what failed: its half copy is unlisted
+                self.store.drop(target.store_name)
+            raise
+        return target
 
     def summaries(self) -> list[CollectionSummary]:
         return [self.summary(info) for info in self.manifest.collections()]
@@ -167,14 +209,11 @@ def _with_server(
     """The data folder's collections and the Chroma server's as one (rag/server_collections.py). The address is
     checked now; the server is reached when one of its collections is first used."""
     from rag.chroma_server import chroma_server
-    from rag.server_collections import CombinedManifest, RoutedStore, owner_id, server_manifest_path
+    from rag.server_collections import SERVER_PREFIX, CombinedManifest, RoutedStore, owner_id, server_manifest_path
 
     server = chroma_server(url, settings.rag.chroma_token_file, settings.rag.chroma_ca_file)
     owner = owner_id(paths.chroma_servers_dir)
-    combined = CombinedManifest(local, Manifest(server_manifest_path(paths.chroma_servers_dir, server)), server.shown)
-    routed = RoutedStore(
-        store,
-        lambda: VectorStore.on_server(server, owner),
-        lambda store_name: store_name in combined.server_store_names(),
+    on_server = Manifest(server_manifest_path(paths.chroma_servers_dir, server), store_prefix=SERVER_PREFIX)
+    return CombinedManifest(local, on_server, server.shown), RoutedStore(
+        store, lambda: VectorStore.on_server(server, owner)
     )
-    return combined, routed
