@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import free_port, require
+from tests.helpers import free_port, require, stop_process
 
 CHROMA = Path(sys.executable).with_name("chroma")
 
@@ -35,13 +35,7 @@ class ChromaProcess:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        stop_process(self.process)
 
 
 def start_chroma(folder: Path, port: int | None = None) -> ChromaProcess:

@@ -229,7 +229,7 @@ class OpenVinoEmbedder:
 
     def set_threads(self, threads: int) -> None:
         """OpenVINO fixes a compiled model's threads: the model is compiled again for the next batch (from the copy
-        read once; a few hundredths of a second for MiniLM), only when the number changes."""
+        read once, not from disk), only when the number changes."""
         with self._lock:
             self._threads = max(1, threads)
 

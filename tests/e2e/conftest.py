@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.helpers import free_port, require
+from tests.helpers import free_port, require, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -54,12 +54,7 @@ class RunningApp:
         return {f"hearth-page-{self.port}": token[0]} if token else {}
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from tests.chroma_servers import (
     silent_server,
     start_chroma,
 )
+from tests.integration.conftest import as_other
 
 pytestmark = pytest.mark.integration
 
@@ -75,6 +76,8 @@ def test_a_server_answers_every_call_as_the_data_folder_does(chroma: ChromaProce
         round(score, 5) for _, score in here.nearest_scored(name, EMBEDDER, question, 3)
     ]
     assert there.count(name, EMBEDDER) == 12 + 5 + 10
+    session = there._client._server._session  # Chroma's own HTTP session: made without a timeout, given Hearth's
+    assert session.timeout.read == 30.0 and session.timeout.connect == 30.0
     there.remove_file(name, EMBEDDER, "/docs/a.md")
     assert there.count(name, EMBEDDER) == 5 + 10
     assert name in there.store_names()
@@ -146,3 +149,31 @@ def test_a_token_and_tls_through_a_proxy_in_front_of_the_server(chroma: ChromaPr
     with pytest.raises(ChromaServerUnreachable) as plain:
         VectorStore.on_server(chroma_server(chroma.url.replace("http://", "https://")))
     assert "TLS with the Chroma server" in plain.value.message and "http://" in plain.value.remedy
+
+
+REACH = """
+import ssl, sys, urllib.error, urllib.request
+url = sys.argv[1]
+context = ssl.create_default_context()
+context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+try:
+    print(urllib.request.urlopen(url + "/api/v2/heartbeat", timeout=20, context=context).status)
+except urllib.error.HTTPError as refused:
+    print(refused.code)
+"""
+
+
+def test_another_account_reads_chroma_run_itself_and_is_refused_by_the_proxy_in_front(
+    chroma: ChromaProcess, tmp_path: Path, other_account: tuple[int, int]
+) -> None:
+    """What docs/chroma-server.md says: on 127.0.0.1 `chroma run` answers every account of this computer (it checks
+    no one), and the proxy asking for a token refuses one that has none."""
+    cert, key = self_signed(tmp_path)
+    proxy = TokenProxy(chroma.url, "the-right-token", cert, key)
+    try:
+        direct = as_other(other_account, "/usr/bin/python3", "-c", REACH, chroma.url)
+        through = as_other(other_account, "/usr/bin/python3", "-c", REACH, proxy.url)
+    finally:
+        proxy.close()
+    assert direct.stdout.strip() == "200", direct.stderr
+    assert through.stdout.strip() == "401", through.stderr
