@@ -106,6 +106,13 @@ class LoadOptions:
     # None keeps them in memory only
     saved_caches: SavedCaches | None = None
 
+    @property
+    def one_gpu(self) -> bool:
+        """llama.cpp: layers are offloaded and no split is given, so they all go to GPU ``main_gpu``. llama.cpp is
+        then loaded in its single-device mode: in its layer mode an empty split spreads the layers over every GPU
+        in proportion to free memory, the GPUs the plan left out included."""
+        return self.gpu_layers != 0 and not self.tensor_split
+
 
 @dataclass(frozen=True)
 class LoadProgress:

@@ -44,6 +44,7 @@ class ChatJob:
     collection: str | None = None
     top_k: int = 5
     files: tuple[SentFile, ...] = field(default=(), repr=False)  # sent with the request, read for it only
+    stream: bool = True  # the reply is streamed: a call's pieces are sent as they are written
 
 
 def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Work:
@@ -61,7 +62,8 @@ def chat_work(services: Services, directory: ModelDirectory, job: ChatJob) -> Wo
                     yield from engine.stream_chat(job.messages, params, cancel)
                     return
                 calling = LinkedCancel(cancel)  # stopped when the model starts repeating a call
-                yield from with_calls(engine.stream_chat(job.messages, params, calling), calling.cancel)
+                written = engine.stream_chat(job.messages, params, calling)
+                yield from with_calls(written, calling.cancel, pieces=job.stream)
                 return
             model_id, adapter = job.model, None
             if not job.model.casefold().startswith("hearth:"):
@@ -108,16 +110,19 @@ def completion_work(
     return work
 
 
-def with_calls(events: Iterator[ChatEvent], stop: Callable[[], None]) -> Generator[Step, None, None]:
+def with_calls(
+    events: Iterator[ChatEvent], stop: Callable[[], None], pieces: bool = True
+) -> Generator[Step, None, None]:
     """The engine's events with the tool calls in the answer's text taken out of it and sent as calls, each
-    opened as soon as its name is written and its arguments sent as they come. A call the answer already made,
+    opened as soon as its name is written and its arguments sent as they come (with ``pieces``: for a streamed
+    reply; a whole reply needs only each call once it is complete). A call the answer already made,
     same function and arguments (small models repeat a call until their answer runs out), is not sent again: the
     answer is stopped there and ends as if the model had stopped. So that a repeat is never half sent, a call's
     pieces are held while its arguments so far begin those of a call already sent to the same function."""
     sent: list[_Sent] = []
     writing: _Writing | None = None
     stopped = False
-    for item in calls_in(events, pieces=True):
+    for item in calls_in(events, pieces=True) if pieces else calls_in(events):
         if isinstance(item, CallBegun | CallArguments | ToolCall | TextDelta) and stopped:
             continue
         if isinstance(item, CallBegun):

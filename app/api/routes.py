@@ -120,6 +120,7 @@ def _chat_job(services: Services, chat: ChatRequest) -> ChatJob:
         collection=requested_collection(chat.model, extension.collection if extension else None),
         top_k=(extension.top_k if extension else None) or services.settings.rag.top_k,
         files=tuple(decode_files(chat.files)),
+        stream=chat.stream,
     )
     if job.params.grammar is not None and (job.collection is not None or job.files):
         asked = "tools" if job.params.tools else "response_format"

@@ -19,7 +19,6 @@ answer ends as cancelled, without an error in the log.
 
 from __future__ import annotations
 
-import codecs
 import logging
 import queue
 import random
@@ -38,23 +37,21 @@ from backends.base import (
     GenerationParams,
     Reading,
     TextDelta,
-    Usage,
 )
 from backends.llamacpp.batch_policy import (
-    MIN_PIECE_TOKENS,
+    ANY_ADAPTER,
     FreeSlot,
+    admissible,
     choose_slot,
     gap_moves,
     prefill_shares,
     prefix_donor,
 )
-from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot
+from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot, lone_prompt_piece, open_answer, usage_of
 from backends.llamacpp.native import ABORTED
-from backends.llamacpp.passage_store import KeptPassage, PassageStore
-from backends.llamacpp.prompt_lookup import DraftPolicy, PromptLookup
-from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
+from backends.llamacpp.passage_join import PassageJoiner
+from backends.llamacpp.prompt_lookup import DraftPolicy
 from backends.llamacpp.slot_keeper import SlotKeeper
-from backends.stops import StopScanner
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel, TokenBatch
@@ -68,8 +65,6 @@ log = logging.getLogger(__name__)
 # embedded model, 2 threads: 128-token pieces read a prompt at 0.85-1.0x the speed of 512-token ones.
 PREFILL_CHUNK_TOKENS = 128
 _POLL_S = 0.5  # how often a reader checks that the scheduler is still alive while it waits
-
-_ANY = object()  # no answer in progress: any adapter may be applied
 
 
 class BatchScheduler:
@@ -96,7 +91,7 @@ class BatchScheduler:
         # (``NativeModel.copy_sequence``), or a joined passage whose keys are still to be turned for their new places
         # (``join_span``). Until one has run no request is admitted, so no cache is loaded or saved unfinished.
         self._copying: list[Slot] = []
-        self._passages = PassageStore()  # kept passage caches (requests carry spans only when the engine can join)
+        self._joiner = PassageJoiner(engine)  # kept passage caches (requests carry spans only when the engine can join)
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -236,22 +231,11 @@ class BatchScheduler:
             self._copying.clear()
 
     def _admissible(self) -> list[Request]:
-        """Waiting requests that may take free slots now, in arrival order. One context answers with one adapter
-        at a time, so a request for another adapter (or for none) waits until the answers in progress end, and
-        those behind it wait their turn too."""
+        """Waiting requests that may take free slots now, in arrival order (``batch_policy.admissible``)."""
         free = sum(1 for slot in self._slots if slot.answer is None)
-        # The adapter of the answers in progress; with none in progress, the first waiting request chooses.
-        current: AdapterUse | object | None = self._adapter if self._busy() else _ANY
-        admitted: list[Request] = []
-        while free and self._waiting:
-            wanted = self._waiting[0].params.adapter
-            if current is _ANY:
-                current = wanted
-            elif wanted != current:
-                break
-            admitted.append(self._waiting.popleft())
-            free -= 1
-        return admitted
+        current = self._adapter if self._busy() else ANY_ADAPTER
+        count = admissible([request.params.adapter for request in self._waiting], free, current)
+        return [self._waiting.popleft() for _ in range(count)]
 
     def _busy(self) -> bool:
         return any(slot.answer is not None for slot in self._slots)
@@ -275,30 +259,14 @@ class BatchScheduler:
         reused = self._keeper.restore(slot, request.prompt, reused)
         others = [free_slot for free_slot in free if free_slot.index != slot.index]
         reused = self._copy_prefix(slot, request.prompt, reused, others)
-        reused = self._stop_before_kept_passage(request, slot.adapter, reused)
+        reused = self._joiner.cut_before_kept(request, slot.adapter, reused)
         if len(slot.cached) > reused:
             self._keeper.save(slot, kept=reused)
             self._engine.forget(slot.index, reused)
             del slot.cached[reused:]
         slot.owner = request.params.cache_owner
-        params = request.params
-        steps = sampler_steps(params, self._seeds.getrandbits(32))
-        sampler = SamplerChain(steps, self._engine.vocab_size, params.grammar, self._engine.vocab)
-        sampler.accept(request.prompt[-PENALTY_LAST_N:])
         self._arrivals += 1
-        slot.answer = Answer(
-            request=request,
-            admitted=self._arrivals,
-            pending=request.prompt[reused:],
-            sampler=sampler,
-            decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"),
-            scanner=StopScanner(request.params.stop),
-            budget=min(request.params.max_new_tokens, self._engine.shape.context_length - len(request.prompt)),
-            reused=reused,
-            lookup=PromptLookup.over(request.prompt)
-            if params.prompt_lookup and params.grammar is None and self._engine.can_trim
-            else None,
-        )
+        slot.answer = open_answer(request, self._engine, self._seeds.getrandbits(32), self._arrivals, reused)
 
     def _copy_prefix(self, slot: Slot, prompt: list[int], reused: int, others: list[FreeSlot]) -> int:
         """When another free slot's cache holds more of the prompt's beginning than ``slot`` does (the system prompt
@@ -318,14 +286,6 @@ class BatchScheduler:
         slot.cached[:] = prompt[: choice.reused]
         self._copying.append(slot)
         return choice.reused
-
-    def _stop_before_kept_passage(self, request: Request, adapter: AdapterUse | None, reused: int) -> int:
-        """Where the reused cache ends inside a passage whose cache is kept (the passage that stood there before
-        began with the same tokens), it is cut back to the passage's start, so the whole passage is joined."""
-        for span in request.spans:
-            if span.start < reused < span.stop and self._passages.has(adapter, request.prompt[span.start : span.stop]):
-                return span.start
-        return reused
 
     def _retire_unwanted(self) -> None:
         for slot in self._slots:
@@ -349,9 +309,9 @@ class BatchScheduler:
         writing = [(slot, [answer.next_token]) for slot, answer in active if answer.next_token is not None]
         reading = sorted(((slot, answer) for slot, answer in active if answer.pending), key=lambda p: p[1].admitted)
         for slot, answer in reading:
-            self._advance_spans(slot, answer)
+            self._join_passages(slot, answer)
         shares = prefill_shares(
-            [self._readable(slot, answer) for slot, answer in reading],
+            [self._joiner.readable(slot, answer) for slot, answer in reading],
             len(writing),
             self._batch.capacity,
             PREFILL_CHUNK_TOKENS,
@@ -365,53 +325,11 @@ class BatchScheduler:
         for (slot, answer), share in zip(reading, shares, strict=True):
             if share:
                 self._evaluate([(slot, answer.pending[:share])])
-                self._advance_spans(slot, answer)
+                self._join_passages(slot, answer)
 
-    def _advance_spans(self, slot: Slot, answer: Answer) -> None:
-        """Keep the caches of the passages the slot has just read, and join the kept caches of the passages that
-        come next instead of reading them (each right where the slot's cache ends). A passage that ends within the
-        prompt's last two tokens is read (sampling needs a piece of two), and one llama.cpp refuses is dropped and
-        read."""
-        spans, prompt = answer.request.spans, answer.request.prompt
-        while answer.spans_seen < len(spans):
-            span = spans[answer.spans_seen]
-            at = len(slot.cached)
-            tokens = prompt[span.start : span.stop]
-            if span.stop <= at:  # read by now (in this answer, or found in the slot's cache)
-                if span.start >= answer.reused and not self._passages.has(slot.adapter, tokens):
-                    state = self._engine.span_state(slot.index, span.start, span.stop)
-                    self._passages.put(slot.adapter, tokens, KeptPassage(state, span.start))
-                answer.spans_seen += 1
-                continue
-            if slot.answer is not answer or answer.next_token is not None:
-                return  # ended, or its prompt is read
-            if span.start != at or span.stop > len(prompt) - MIN_PIECE_TOKENS:
-                return
-            kept = self._passages.get(slot.adapter, tokens)
-            if kept is None:
-                return
-            if not self._engine.join_span(slot.index, kept.state, kept.computed_at, at):
-                log.warning("llama.cpp refused a kept passage cache; the passage is read instead")
-                self._passages.drop(slot.adapter, tokens)
-                return
-            slot.cached.extend(tokens)
-            del answer.pending[: len(tokens)]
-            answer.joined += len(tokens)
-            answer.spans_seen += 1
-            if kept.computed_at != at and slot not in self._copying:
-                self._copying.append(slot)  # its keys are turned at the next llama_decode
-
-    def _readable(self, slot: Slot, answer: Answer) -> int:
-        """How much of the prompt left to read goes before the next passage whose cache is kept (all of it when
-        none is), leaving that passage to be joined at the next step."""
-        spans, prompt = answer.request.spans, answer.request.prompt
-        at = len(slot.cached)
-        for span in spans[answer.spans_seen :]:
-            ahead = span.start - at
-            fits = span.stop <= len(prompt) - MIN_PIECE_TOKENS
-            if ahead >= MIN_PIECE_TOKENS and fits and self._passages.has(slot.adapter, prompt[span.start : span.stop]):
-                return ahead
-        return len(answer.pending)
+    def _join_passages(self, slot: Slot, answer: Answer) -> None:
+        if self._joiner.advance(slot, answer) and slot not in self._copying:
+            self._copying.append(slot)  # its joined keys are turned at the next llama_decode
 
     def _evaluate(self, pieces: list[tuple[Slot, list[int]]]) -> None:
         """One llama_decode over ``pieces`` (slot, tokens it reads), then a token sampled for every slot whose
@@ -433,7 +351,7 @@ class BatchScheduler:
                 last = offset == len(tokens) - 1
                 row = batch.add(token, len(slot.cached) + offset, slot.index, logits=wants_logits and last)
             rows.append(row if wants_logits else None)
-        reader = _lone_prompt_piece(pieces)
+        reader = lone_prompt_piece(pieces)
         began = time.perf_counter()
         status = self._engine.decode(batch, stop_when=None if reader is None else reader.request.unwanted)
         if status == 0:
@@ -571,20 +489,7 @@ class BatchScheduler:
 
     def _end(self, request: Request, reason: FinishReason, answer: Answer | None = None) -> None:
         """Usage and Finished for ``request``; ``answer`` is None when it never reached a slot."""
-        finished = time.perf_counter()
-        first_token_at = answer.first_token_at if answer else None
-        request.events.put(
-            Usage(
-                prompt_tokens=len(request.prompt),
-                completion_tokens=answer.produced if answer else 0,
-                time_to_first_token_ms=((first_token_at or finished) - request.started) * 1000,
-                total_ms=(finished - request.started) * 1000,
-                cached_tokens=answer.reused if answer else 0,
-                drafted_tokens=answer.lookup.drafted if answer and answer.lookup else 0,
-                accepted_tokens=answer.lookup.accepted if answer and answer.lookup else 0,
-                joined_tokens=answer.joined if answer else 0,
-            )
-        )
+        request.events.put(usage_of(request, answer, time.perf_counter()))
         request.events.put(Finished(reason))
 
     def _release(self, slot: Slot) -> None:
@@ -592,12 +497,3 @@ class BatchScheduler:
             slot.answer.sampler.close()
         slot.answer = None
         slot.last_used = self._steps
-
-
-def _lone_prompt_piece(pieces: list[tuple[Slot, list[int]]]) -> Answer | None:
-    """The answer whose prompt piece is the whole of this call, if it is one: the only call safe to abort (an
-    answer-token call holds every writing slot's token)."""
-    if len(pieces) != 1:
-        return None
-    answer = pieces[0][0].answer
-    return answer if answer is not None and answer.next_token is None else None

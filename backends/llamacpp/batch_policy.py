@@ -116,3 +116,21 @@ def prefix_donor(donors: Sequence[FreeSlot], prompt: Sequence[int], reused: int)
         if shared > (best.reused if best else reused):
             best = SlotChoice(donor.index, shared)
     return best
+
+
+ANY_ADAPTER = object()  # no answer in progress: the first waiting request chooses the adapter
+
+
+def admissible(wanted: Sequence[object], free: int, current: object) -> int:
+    """How many of the waiting requests, whose adapters (None: without one) are ``wanted`` in arrival order, may take
+    the ``free`` slots now. One context answers with one adapter at a time, so a request for another adapter than
+    ``current`` (the answers in progress's, or ``ANY_ADAPTER``) waits until those answers end, and the requests
+    behind it wait their turn too."""
+    count = 0
+    for adapter in wanted[:free]:
+        if current is ANY_ADAPTER:
+            current = adapter
+        elif adapter != current:
+            break
+        count += 1
+    return count

@@ -1,4 +1,5 @@
-"""What the llama.cpp scheduler (``backends.llamacpp.batch``) keeps per request, per answer and per slot."""
+"""What the llama.cpp scheduler (``backends.llamacpp.batch``) keeps per request, per answer and per slot, and how an
+answer begins and what it used."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import codecs
 import queue
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.errors import HearthError
-from backends.base import AdapterUse, CancelToken, ChatEvent, GenerationParams
+from backends.base import AdapterUse, CancelToken, ChatEvent, GenerationParams, Usage
 from backends.llamacpp.prompt_lookup import PromptLookup
 from backends.llamacpp.prompt_spans import Span
-from backends.llamacpp.sampling import SamplerChain
+from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.stops import StopScanner
+
+if TYPE_CHECKING:
+    from backends.llamacpp.native import NativeModel
 
 Outcome = ChatEvent | HearthError
 
@@ -67,3 +72,46 @@ class Slot:
     answer: Answer | None = None
     adapter: AdapterUse | None = None  # the adapter its cache was computed with (a cache is good only under it)
     owner: str = ""  # the conversation its cache belongs to (``GenerationParams.cache_owner``)
+
+
+def open_answer(request: Request, engine: NativeModel, seed: int, admitted: int, reused: int) -> Answer:
+    """The answer a slot starts writing for ``request``, whose first ``reused`` prompt tokens its cache holds."""
+    params = request.params
+    sampler = SamplerChain(sampler_steps(params, seed), engine.vocab_size, params.grammar, engine.vocab)
+    sampler.accept(request.prompt[-PENALTY_LAST_N:])
+    lookup = params.prompt_lookup and params.grammar is None and engine.can_trim
+    return Answer(
+        request=request,
+        admitted=admitted,
+        pending=request.prompt[reused:],
+        sampler=sampler,
+        decoder=codecs.getincrementaldecoder("utf-8")(errors="replace"),
+        scanner=StopScanner(params.stop),
+        budget=min(params.max_new_tokens, engine.shape.context_length - len(request.prompt)),
+        reused=reused,
+        lookup=PromptLookup.over(request.prompt) if lookup else None,
+    )
+
+
+def usage_of(request: Request, answer: Answer | None, finished: float) -> Usage:
+    """What ``request`` used, ending at ``finished`` (perf_counter); ``answer`` is None when it never reached a slot."""
+    first_token_at = answer.first_token_at if answer else None
+    return Usage(
+        prompt_tokens=len(request.prompt),
+        completion_tokens=answer.produced if answer else 0,
+        time_to_first_token_ms=((first_token_at or finished) - request.started) * 1000,
+        total_ms=(finished - request.started) * 1000,
+        cached_tokens=answer.reused if answer else 0,
+        drafted_tokens=answer.lookup.drafted if answer and answer.lookup else 0,
+        accepted_tokens=answer.lookup.accepted if answer and answer.lookup else 0,
+        joined_tokens=answer.joined if answer else 0,
+    )
+
+
+def lone_prompt_piece(pieces: list[tuple[Slot, list[int]]]) -> Answer | None:
+    """The answer whose prompt piece is the whole of this call, if it is one: the only call safe to abort (an
+    answer-token call holds every writing slot's token)."""
+    if len(pieces) != 1:
+        return None
+    answer = pieces[0][0].answer
+    return answer if answer is not None and answer.next_token is None else None

@@ -139,7 +139,9 @@ class NativeModel:
         # log lines, buffer sizes included, reach `logging` through route_llama_logs().
         model_params = llamacpp_buffers.apply(llama_cpp.llama_model_default_params())
         model_params.n_gpu_layers = ALL_LAYERS if options.gpu_layers < 0 else options.gpu_layers
-        model_params.split_mode = llama_cpp.LLAMA_SPLIT_MODE_LAYER
+        model_params.split_mode = (
+            llama_cpp.LLAMA_SPLIT_MODE_NONE if options.one_gpu else llama_cpp.LLAMA_SPLIT_MODE_LAYER
+        )
         model_params.main_gpu = options.main_gpu
         model_params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP
         if options.tensor_split:

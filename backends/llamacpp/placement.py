@@ -66,7 +66,20 @@ def _pipeline(ctx: PlanContext) -> BackendPlan:
             else "llama-cpp-python is not installed.",
             "Run `make setup` (Hearth builds llama.cpp with GGML_RPC=ON).",
         )
-    return pipeline_plan(inventory, ctx.model, prefs, ctx.context, ctx.threads)
+    return pipeline_plan(inventory, ctx.model, prefs, ctx.context, ctx.threads, _gpus_in_the_chain(ctx))
+
+
+def _gpus_in_the_chain(ctx: PlanContext) -> list[GpuDevice]:
+    """This computer's NVIDIA GPUs for the pipeline, all of them in llama.cpp's device order (by number), so that the
+    split names each; with a ``cuda:N`` device asked for, the others hold no layer. None with the CPU asked for, or
+    when llama.cpp cannot use them (said as for the other plans)."""
+    if ctx.prefs.device == "cpu" or ctx.prefs.device.upper().startswith(("GPU", "NPU")) or not _usable_gpus(ctx):
+        return []
+    wanted = ctx.prefs.device.removeprefix("cuda:") if ctx.prefs.device.startswith("cuda:") else None
+    return [
+        gpu if wanted is None or str(gpu.index) == wanted else replace(gpu, free_bytes=0)
+        for gpu in sorted(ctx.inventory.gpus, key=lambda g: g.index)
+    ]
 
 
 def _wants_gpu(prefs: Preferences) -> bool:

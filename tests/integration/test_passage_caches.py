@@ -105,7 +105,7 @@ def test_a_kept_cache_llama_cpp_refuses_is_dropped_and_the_passage_read(one_slot
     ask(one_slot, "How high is Mount Everest?", names)
     scheduler = one_slot._scheduler
     assert scheduler is not None
-    store = scheduler._passages
+    store = scheduler._joiner.store
     assert len(store) == 2
     for key, kept in list(store._kept.items()):
         store._kept[key] = KeptPassage(b"not a state" + kept.state[11:100], kept.computed_at)

@@ -136,6 +136,21 @@ CASES: dict[str, tuple[Callable[[], HardwareInventory], ModelInfo, dict[str, Any
             "worker_links": _links(("CPU: Test", 10, 12), ("CPU: Test", 10, 1)),
         },
     ),
+    # A GPU here and workers in one chain: the GPU takes the layers first and holds the output projection.
+    "pipeline-gpu-here-and-cpu-workers": (
+        lambda: make_inventory(ram_available_gib=12, gpus=(("NVIDIA GeForce RTX 4060", 8, 7.5),)),
+        MIXTRAL,
+        {
+            "backend": "pipeline",
+            "workers": WORKERS,
+            "worker_links": _links(("CPU: Test", 20, 12), ("CPU: Test", 10, 8)),
+        },
+    ),
+    "pipeline-gpu-here-holds-it-all": (
+        lambda: make_inventory(gpus=(("NVIDIA GeForce RTX 4090", 24, 23.5),)),
+        LLAMA_7B,
+        {"backend": "pipeline", "workers": WORKERS[:1], "worker_links": _links(("CPU: Test", 10, 12))[:1]},
+    ),
     "pipeline-too-big-for-the-workers": (
         lambda: make_inventory(ram_available_gib=2),
         _big(30, 512),

@@ -12,8 +12,10 @@ from app.services.container import preferences
 from app.settings import load_settings
 from backends.base import GenerationParams
 from backends.llamacpp.batch_policy import (
+    ANY_ADAPTER,
     FreeSlot,
     SlotChoice,
+    admissible,
     choose_slot,
     common_prefix,
     gap_moves,
@@ -217,3 +219,16 @@ def test_sampling_order_and_seeds() -> None:
     assert sampler_steps(GenerationParams(seed=None), fresh_seed=77)[-1].value == 77
     # llama.cpp reads 0xFFFFFFFF as "random"; a seed the user chose must stay fixed.
     assert sampler_steps(GenerationParams(seed=-1), fresh_seed=5)[-1].value == 0xFFFFFFFE
+
+
+def test_waiting_requests_take_free_slots_while_they_ask_for_the_adapter_in_use() -> None:
+    # Nothing in progress: the first waiting request chooses, and those after it with the same adapter join it.
+    assert admissible(["a", "a", None, "a"], free=4, current=ANY_ADAPTER) == 2
+    assert admissible([None, None], free=4, current=ANY_ADAPTER) == 2
+    # Answers in progress with "a": a request for "b" waits, and so does everyone behind it.
+    assert admissible(["b", "a"], free=3, current="a") == 0
+    assert admissible(["a", "b", "a"], free=3, current="a") == 1
+    # No more than the free slots, and none without them.
+    assert admissible(["a", "a", "a"], free=2, current="a") == 2
+    assert admissible(["a"], free=0, current=ANY_ADAPTER) == 0
+    assert admissible([], free=2, current=ANY_ADAPTER) == 0

@@ -218,3 +218,55 @@ def test_a_worker_not_measured_counts_at_the_others_mean_and_free_memory_still_c
     plan = select_backend(make_inventory(ram_available_gib=2), _big(model), prefs, registry.AUTOMATIC, registry.ALL)
     assert plan.tensor_split == (18.0, 12.0)  # the fast one full; the slow one the rest
     assert any(r.endswith("within its free memory") for r in plan.reasons)
+
+
+def _with_gpus(
+    model: ModelInfo, *gpus: tuple[str, float, float], **asked: object
+) -> tuple[tuple[str, ...], BackendPlan]:
+    """The pipeline plan on a machine with NVIDIA ``gpus`` (name, total GiB, free GiB) and two CPU workers with 10 GiB
+    free each."""
+    workers, links = _links(10, 10)
+    prefs = Preferences(backend="pipeline", workers=workers, worker_links=links, **asked)  # type: ignore[arg-type]
+    return workers, select_backend(
+        make_inventory(ram_available_gib=4, gpus=gpus), model, prefs, registry.AUTOMATIC, registry.ALL
+    )
+
+
+def test_a_gpu_here_takes_layers_first_last_in_the_chain_with_the_output_projection(model: ModelInfo) -> None:
+    big = _big(model)  # 30 layers of 512 MiB
+    workers, plan = _with_gpus(big, ("NVIDIA GeForce RTX 4060", 8, 7.5))
+    devices = [str(p.device) for p in plan.placements]
+    # llama.cpp lists the RPC devices before its own GPUs and lays the layers out in that order
+    assert devices == [f"RPC {workers[0]}", f"RPC {workers[1]}", "cuda:0"]
+    on_gpu = plan.placements[-1]
+    assert 0 < on_gpu.layers < 30 and on_gpu.layer_range.stop == 30  # as many as fit, the last ones
+    assert plan.tensor_split == tuple(float(p.layers) for p in plan.placements)
+    assert sum(plan.tensor_split) == 30 and plan.gpu_layers == 31  # the output projection goes with the GPU's layers
+    assert not plan.output_on_cpu  # no logits cross the network: they are made on the GPU here
+    assert plan.label == "llama.cpp split across 2 workers and 1 GPU here"
+    assert any(r.endswith("(cuda:0): filled first, no link to cross") for r in plan.reasons)
+    assert not plan.load_options().one_gpu  # a split: llama.cpp's layer mode
+
+
+def test_a_gpu_here_that_holds_the_model_leaves_the_workers_without_a_layer_or_a_link_cost(model: ModelInfo) -> None:
+    workers, plan = _with_gpus(_big(model, layers=30, layer_bytes=GIB // 8), ("NVIDIA GeForce RTX 4090", 24, 23.5))
+    assert plan.tensor_split == (0.0, 0.0, 30.0)
+    assert f"no layer on {workers[0]}: the GPU here holds them all" in plan.reasons
+    assert not any("on the links" in r or "proportion" in r for r in plan.reasons)
+
+
+def test_the_chain_names_every_gpu_here_and_one_asked_for_alone_holds_the_layers(model: ModelInfo) -> None:
+    pair = (("NVIDIA GeForce RTX 4090", 24, 23.5), ("NVIDIA GeForce RTX 3060", 12, 11.6))
+    _, plan = _with_gpus(_big(model), *pair, device="cuda:1")
+    assert [str(p.device) for p in plan.placements][-2:] == ["cuda:0", "cuda:1"]  # both, by number, as llama.cpp
+    assert plan.tensor_split[-2] == 0 and plan.tensor_split[-1] > 0
+    _, on_cpu = _with_gpus(_big(model), *pair, device="cpu")
+    assert not any(p.device.kind == "cuda" for p in on_cpu.placements)
+
+
+def test_one_gpu_without_a_split_loads_in_llama_cpps_single_device_mode() -> None:
+    from backends.base import LoadOptions
+
+    assert LoadOptions(4096, 4, gpu_layers=33, main_gpu=1).one_gpu  # only GPU 1 may hold the layers
+    assert not LoadOptions(4096, 4, gpu_layers=33, tensor_split=(22.0, 10.0)).one_gpu  # a split across devices
+    assert not LoadOptions(4096, 4).one_gpu  # the CPU alone: a CPU-only build has no device 0 to name

@@ -231,6 +231,32 @@ def test_the_api_streams_a_call_as_written_and_holds_back_what_may_be_a_repeat()
     assert kinds == ["CallOpened", "Called", "Finished"]  # the held prefix never went out
 
 
+def test_a_whole_reply_gets_each_call_once_complete_and_no_pieces() -> None:
+    from app.api.answers import Called, CallOpened, CallPiece
+    from app.api.generation import with_calls
+    from backends.base import Finished, TextDelta
+
+    def call(city: str) -> str:
+        return f'<tool_call>\n{{"name": "get_weather", "arguments": {{"city": "{city}"}}}}\n</tool_call>\n'
+
+    text = call("Oslo") + call("Osaka") + call("Oslo") + call("Bergen")
+    stopped: list[bool] = []
+    events = [*map(TextDelta, text), Finished("stop")]
+    steps = list(with_calls(iter(events), lambda: stopped.append(True), pieces=False))
+    assert not [s for s in steps if isinstance(s, CallOpened | CallPiece)]
+    called = [s for s in steps if isinstance(s, Called)]
+    assert [(s.index, s.streamed, json.loads(s.call.arguments)["city"]) for s in called] == [
+        (0, False, "Oslo"),
+        (1, False, "Osaka"),
+    ]
+    # the same calls as the streamed reply sends, and the repeat ends the answer the same way
+    streamed = list(with_calls(iter(events), lambda: None))
+    assert [(s.call.name, s.call.arguments) for s in streamed if isinstance(s, Called)] == [
+        (s.call.name, s.call.arguments) for s in called
+    ]
+    assert stopped == [True] and steps[-1] == Finished("stop")
+
+
 def test_strings_in_a_call_or_a_schema_hold_no_raw_control_character() -> None:
     """llama-cpp-python's converter lets a JSON string hold a raw newline (JSON does not): a small model wrote one
     into a forced call, and the call did not parse."""

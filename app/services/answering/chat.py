@@ -280,12 +280,9 @@ class ChatService:
         settings: TurnSettings,
         cancel: CancelToken,
     ) -> Iterator[TurnEvent]:
-        # Its caches saved by the engine are the conversation's own: deleted with it.
-        params, tools = dataclasses.replace(settings.params, cache_owner=conversation_id), settings.tools
-        turn = prompt.documents
+        turn, tools = prompt.documents, settings.tools
         sources = turn.sources if turn else ()
-        if settings.keep_passages and sources:
-            params = dataclasses.replace(params, passages=tuple(shown_text(source) for source in sources))
+        params = _answer_params(settings, conversation_id, sources)
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
         uses = turn.found.uses if turn else ()
@@ -430,6 +427,15 @@ def stored_turns(stored: Sequence[StoredMessage]) -> list[DocumentsTurn]:
 def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[ChatMessage]:
     system = [ChatMessage("system", system_prompt)] if system_prompt.strip() else []
     return [*system, *(ChatMessage(m.role, m.content) for m in stored)]
+
+
+def _answer_params(settings: TurnSettings, conversation_id: str, sources: Sequence[Source]) -> GenerationParams:
+    """The turn's generation settings, with the caches the engine saves marked as the conversation's own (deleted
+    with it) and, when passages are kept, the passages named so that their caches are kept and joined."""
+    params = dataclasses.replace(settings.params, cache_owner=conversation_id)
+    if settings.keep_passages and sources:
+        params = dataclasses.replace(params, passages=tuple(shown_text(source) for source in sources))
+    return params
 
 
 def _answer_events(
