@@ -39,6 +39,13 @@ class CollectionOfAnotherHearth(HearthError):
     """A collection on the server that another Hearth made: this one neither writes to it nor deletes it."""
 
 
+class ServerCollectionGone(StorageError):
+    """A collection whose passages this Hearth added to the server is no longer there (deleted on the server, by
+    another Hearth or by hand): searched, it would find nothing, and made again it would be empty."""
+
+    page_remedy = "Delete the collection on the Documents tab, then add its files again."
+
+
 class ChromaServerUnreachable(StorageError):
     """The Chroma server did not answer, refused the token, or presented a certificate that is not trusted."""
 

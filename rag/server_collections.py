@@ -60,6 +60,19 @@ def owner_id(folder: Path) -> str:
     return made
 
 
+def added_by_this_hearth(manifest: Manifest) -> Callable[[str], str | None]:
+    """For ``VectorStore.on_server``: the collection of ``manifest`` stored under a Chroma name, when this Hearth's
+    records list passages it added there (None otherwise)."""
+
+    def collection_of(store_name: str) -> str | None:
+        for info in manifest.collections():
+            if info.store_name == store_name:
+                return info.name if manifest.indexed_chunks(info.name) else None
+        return None
+
+    return collection_of
+
+
 class CombinedManifest(Manifest):
     """The data folder's manifest and the server's, answering as one (a :class:`Manifest` to everything that uses
     one). A collection's calls go to the part that holds it; new collections go to the server."""

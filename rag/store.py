@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,13 @@ import numpy as np
 
 from app.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
 from app.errors import StorageError
-from rag.chroma_server import ChromaServer, CollectionOfAnotherHearth, server_client, unreachable
+from rag.chroma_server import (
+    ChromaServer,
+    CollectionOfAnotherHearth,
+    ServerCollectionGone,
+    server_client,
+    unreachable,
+)
 from rag.chunking import Chunk
 
 WRITE_BATCH = 512
@@ -77,6 +83,7 @@ class VectorStore:
         self.directory = directory
         self.server: ChromaServer | None = None
         self._owner: str | None = None
+        self._expected: Callable[[str], str | None] = _nothing_expected
         self._know_chroma_errors()
         check_startup_tables(directory / CHROMA_DB)
         with self._guarded():
@@ -86,15 +93,20 @@ class VectorStore:
         self._lock = threading.Lock()
 
     @classmethod
-    def on_server(cls, server: ChromaServer, owner: str | None = None) -> VectorStore:
+    def on_server(
+        cls, server: ChromaServer, owner: str | None = None, expected: Callable[[str], str | None] | None = None
+    ) -> VectorStore:
         """The chunks on a Chroma server (rag/chroma_server.py): the same calls, over its HTTP API. A request the
         server does not answer fails with :class:`ChromaServerUnreachable`, naming it. With ``owner``, the
         collections it makes are marked with it and a collection marked by another owner is refused
-        (:class:`CollectionOfAnotherHearth`)."""
+        (:class:`CollectionOfAnotherHearth`). ``expected``: for a Chroma collection's name, the Hearth collection
+        whose passages this Hearth added there (None when it added none); reading one that the server no longer has
+        fails with :class:`ServerCollectionGone` instead of making it again, empty."""
         store = cls.__new__(cls)
         store.directory = Path(server.shown)  # named in messages
         store.server = server
         store._owner = owner
+        store._expected = expected or _nothing_expected
         store._know_chroma_errors()
         store._client = server_client(server)
         store._lock = threading.Lock()
@@ -152,9 +164,14 @@ class VectorStore:
         except httpx.HTTPError as exc:
             raise unreachable(server, exc) from exc
 
-    def _collection(self, store_name: str, embedder: str) -> Any:
+    def _collection(self, store_name: str, embedder: str, reading: bool = False) -> Any:
         # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI
         # beside the UI) deleted and re-created the collection.
+        if reading and self.server is not None:
+            found = self._still_there(self.server, store_name)
+            if found is not None:
+                self._check_owner(found)
+                return found
         metadata = {"embedder": embedder} | ({OWNER_KEY: self._owner} if self._owner else {})
         with self._guarded():
             collection = self._client.get_or_create_collection(
@@ -165,6 +182,21 @@ class VectorStore:
             )
         self._check_owner(collection)
         return collection
+
+    def _still_there(self, server: ChromaServer, store_name: str) -> Any:
+        """A server collection about to be read, or None when the server has none of that name and this Hearth added
+        nothing to it (it is made then, as for a write). Gone from the server while this Hearth's records list
+        passages in it, it is named: made again it would be empty, and every search would find nothing."""
+        with self._guarded(), contextlib.suppress(ValueError, LookupError, self._not_found):
+            return self._client.get_collection(store_name, embedding_function=None)
+        name = self._expected(store_name)
+        if name is not None:
+            raise ServerCollectionGone(
+                f"The collection {name!r} is no longer on the Chroma server {server.shown}: it was deleted there "
+                "(by another Hearth, or by hand), with every passage Hearth had added to it.",
+                f'Delete it in Hearth (hearth collections "{name}" --delete), then add its files again.',
+            )
+        return None
 
     def _check_owner(self, collection: Any) -> None:
         if self._owner is None or self.server is None:
@@ -205,19 +237,19 @@ class VectorStore:
                 collection.delete(ids=list(ids[start : start + WRITE_BATCH]))
 
     def count(self, store_name: str, embedder: str) -> int:
-        collection = self._collection(store_name, embedder)
+        collection = self._collection(store_name, embedder, reading=True)
         with self._guarded():
             return int(collection.count())
 
     def chunks_of(self, store_name: str, embedder: str, path: str) -> list[StoredChunk]:
-        collection = self._collection(store_name, embedder)
+        collection = self._collection(store_name, embedder, reading=True)
         with self._guarded():
             result = collection.get(where={"path": path}, include=["documents", "metadatas"])
         return sorted(_stored(result["ids"], result["documents"], result["metadatas"]), key=lambda c: c.index)
 
     def all_chunks(self, store_name: str, embedder: str) -> list[StoredChunk]:
         """Every chunk of a collection (for the keyword index), read in pages."""
-        collection = self._collection(store_name, embedder)
+        collection = self._collection(store_name, embedder, reading=True)
         chunks: list[StoredChunk] = []
         with self._guarded():
             for offset in range(0, int(collection.count()), READ_PAGE):
@@ -227,7 +259,7 @@ class VectorStore:
 
     def pages(self, store_name: str, embedder: str) -> Iterator[ExportedPage]:
         """Every chunk of a collection with its vector, a page at a time (nothing may write to it meanwhile)."""
-        collection = self._collection(store_name, embedder)
+        collection = self._collection(store_name, embedder, reading=True)
         with self._guarded():
             total = int(collection.count())
         for offset in range(0, total, READ_PAGE):
@@ -255,7 +287,7 @@ class VectorStore:
 
     def chunk_ids_by_path(self, store_name: str, embedder: str) -> dict[str, list[str]]:
         """The ids of a collection's chunks, by the file they came from (metadata only, read in pages)."""
-        collection = self._collection(store_name, embedder)
+        collection = self._collection(store_name, embedder, reading=True)
         by_path: dict[str, list[str]] = {}
         with self._guarded():
             for offset in range(0, int(collection.count()), READ_PAGE):
@@ -272,7 +304,7 @@ class VectorStore:
         self, store_name: str, embedder: str, vector: np.ndarray, limit: int
     ) -> list[tuple[StoredChunk, float]]:
         """The ``limit`` chunks closest to ``vector``, closest first, each with its cosine similarity."""
-        collection = self._collection(store_name, embedder)
+        collection = self._collection(store_name, embedder, reading=True)
         with self._guarded():
             available = int(collection.count())
             if available == 0:
@@ -311,6 +343,10 @@ class VectorStore:
             if self._owner is not None:
                 self._check_owner(self._client.get_collection(store_name))
             self._client.delete_collection(store_name)
+
+
+def _nothing_expected(store_name: str) -> str | None:
+    return None
 
 
 def _metadata(path: str, chunk: Chunk) -> dict[str, str | int]:

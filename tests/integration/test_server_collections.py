@@ -21,7 +21,7 @@ from chromadb.config import Settings as ChromaSettings
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.chroma_server import ChromaServerUnreachable, CollectionOfAnotherHearth
+from rag.chroma_server import ChromaServerUnreachable, CollectionOfAnotherHearth, ServerCollectionGone
 from rag.manifest import CollectionError
 from rag.retrieval.embeddings import SentenceTransformerEmbedder
 from rag.server_collections import OWNER_FILE
@@ -49,10 +49,13 @@ def _first(documents: DocumentServices, collection: str) -> str:
     return documents.retriever.search(collection, QUESTION, top_k=1).passages[0].chunk.text
 
 
-def _on_server(url: str) -> list[str]:
+def _client(url: str) -> chromadb.ClientAPI:
     host, port = url.removeprefix("http://").split(":")
-    client = chromadb.HttpClient(host=host, port=int(port), settings=ChromaSettings(anonymized_telemetry=False))
-    return sorted(c.name for c in client.list_collections())
+    return chromadb.HttpClient(host=host, port=int(port), settings=ChromaSettings(anonymized_telemetry=False))
+
+
+def _on_server(url: str) -> list[str]:
+    return sorted(c.name for c in _client(url).list_collections())
 
 
 def test_new_collections_go_to_the_server_and_the_folder_s_stay(
@@ -141,6 +144,29 @@ def test_another_hearth_leaves_this_one_s_collection_on_the_server_alone(
     finally:
         mine.close()
         theirs.close()
+
+
+def test_a_collection_deleted_on_the_server_is_named_not_made_again_empty(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    documents = _documents(tmp_path / "home", embedder, chroma.url)
+    try:
+        list(documents.ingestor.ingest([CORPUS], "manuals"))
+        documents.manifest.create("empty shelf", embedder.name)  # nothing added yet: read as empty, as ever
+        assert documents.retriever.search("empty shelf", QUESTION, top_k=1).passages == []
+        assert "lighthouse" in _first(documents, "manuals").lower()
+        store_name = documents.manifest.get("manuals").store_name
+        _client(chroma.url).delete_collection(store_name)  # by hand on the server, or by another program
+        with pytest.raises(ServerCollectionGone) as gone:
+            documents.retriever.search("manuals", "a question never asked before", top_k=1)
+        assert "'manuals' is no longer on the Chroma server " + chroma.url in gone.value.message
+        assert 'hearth collections "manuals" --delete' in gone.value.remedy
+        assert store_name not in _on_server(chroma.url)  # not made again, empty, by the search
+        documents.delete_collection("manuals")  # the remedy works on what is left
+        list(documents.ingestor.ingest([CORPUS], "manuals"))
+        assert "lighthouse" in _first(documents, "manuals").lower()
+    finally:
+        documents.close()
 
 
 def test_a_collection_is_copied_to_the_server_and_back_as_it_is(

@@ -209,11 +209,18 @@ def _with_server(
     """The data folder's collections and the Chroma server's as one (rag/server_collections.py). The address is
     checked now; the server is reached when one of its collections is first used."""
     from rag.chroma_server import chroma_server
-    from rag.server_collections import SERVER_PREFIX, CombinedManifest, RoutedStore, owner_id, server_manifest_path
+    from rag.server_collections import (
+        SERVER_PREFIX,
+        CombinedManifest,
+        RoutedStore,
+        added_by_this_hearth,
+        owner_id,
+        server_manifest_path,
+    )
 
     server = chroma_server(url, settings.rag.chroma_token_file, settings.rag.chroma_ca_file)
     owner = owner_id(paths.chroma_servers_dir)
     on_server = Manifest(server_manifest_path(paths.chroma_servers_dir, server), store_prefix=SERVER_PREFIX)
     return CombinedManifest(local, on_server, server.shown), RoutedStore(
-        store, lambda: VectorStore.on_server(server, owner)
+        store, lambda: VectorStore.on_server(server, owner, added_by_this_hearth(on_server))
     )
