@@ -169,6 +169,36 @@ def test_a_collection_deleted_on_the_server_is_named_not_made_again_empty(
         documents.close()
 
 
+def test_an_ingest_cut_off_by_the_server_names_it_and_resumes_without_duplicates(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    from rag.ingest import FileOutcome
+
+    running = start_chroma(tmp_path / "chroma-data")
+    documents = _documents(tmp_path / "home", embedder, running.url)
+    try:
+        written: list[str] = []
+        with pytest.raises(ChromaServerUnreachable) as cut:
+            for event in documents.ingestor.ingest([CORPUS], "manuals"):
+                if isinstance(event, FileOutcome) and event.outcome == "indexed":
+                    written.append(event.path)
+                    running.stop()  # one file is on the server; the others, embedded with it, are still to write
+        assert running.url in cut.value.message
+        assert 0 < len(written) < len(list(CORPUS.iterdir()))
+        running = start_chroma(tmp_path / "chroma-data", running.port)
+        outcomes = [e for e in documents.ingestor.ingest([CORPUS], "manuals") if isinstance(e, FileOutcome)]
+        assert {e.path for e in outcomes if e.outcome == "unchanged"} == set(written)  # not added twice
+        info = documents.manifest.get("manuals")
+        by_path = documents.store.chunk_ids_by_path(info.store_name, info.embedder)
+        ids = [chunk_id for chunk_ids in by_path.values() for chunk_id in chunk_ids]
+        assert len(ids) == len(set(ids)) == documents.manifest.indexed_chunks("manuals")
+        indexed = {path for path, record in documents.manifest.files("manuals").items() if record.status == "indexed"}
+        assert set(by_path) == indexed  # no passage of a half-added file, none missing
+    finally:
+        documents.close()
+        running.stop()
+
+
 def test_a_collection_is_copied_to_the_server_and_back_as_it_is(
     chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
