@@ -110,6 +110,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(self.server.delay_s)
         kind = self.headers.get("Content-Type", "application/json")
         answer = httpx.request(
             self.command, self.server.upstream + self.path, content=body, headers={"Content-Type": kind}, timeout=60
@@ -127,13 +128,14 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
 
 class TokenProxy(http.server.ThreadingHTTPServer):
-    """HTTPS on 127.0.0.1 in front of ``upstream``, passing on only requests that carry ``token``."""
+    """HTTPS on 127.0.0.1 in front of ``upstream``, passing on only requests that carry ``token``, each after
+    ``delay_s`` (a slow server, or a slow link to it)."""
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, token: str, cert_file: Path, key_file: Path) -> None:
+    def __init__(self, upstream: str, token: str, cert_file: Path, key_file: Path, delay_s: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), _Forward)
-        self.upstream, self.token = upstream, token
+        self.upstream, self.token, self.delay_s = upstream, token, delay_s
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)
         self.socket = context.wrap_socket(self.socket, server_side=True)

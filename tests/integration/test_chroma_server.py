@@ -163,6 +163,29 @@ except urllib.error.HTTPError as refused:
 """
 
 
+def test_a_slow_server_is_waited_for_and_answers_as_a_fast_one(chroma: ChromaProcess, tmp_path: Path) -> None:
+    """Each request takes a second more (a slow server, or a slow link): the calls wait for it, well within the
+    30-second limit, and answer as without the delay."""
+    cert, key = self_signed(tmp_path)
+    token = tmp_path / "token"
+    token.write_text("the-right-token\n")
+    token.chmod(0o600)
+    direct = VectorStore.on_server(chroma_server(chroma.url))
+    _fill(direct, "kb-slow")
+    proxy = TokenProxy(chroma.url, "the-right-token", cert, key, delay_s=1.0)
+    try:
+        slow = VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert))
+        query = _chunks("/docs/a.md", 1, 0)[1][0]
+        assert slow.count("kb-slow", EMBEDDER) == 36
+        assert slow.nearest("kb-slow", EMBEDDER, query, 3) == direct.nearest("kb-slow", EMBEDDER, query, 3)
+        chunks, vectors = _chunks("/docs/d.md", 4, 7)
+        slow.replace_file("kb-slow", EMBEDDER, "/docs/d.md", chunks, vectors)
+        assert [c.text for c in direct.chunks_of("kb-slow", EMBEDDER, "/docs/d.md")] == [c.text for c in chunks]
+    finally:
+        proxy.close()
+        direct.drop("kb-slow")
+
+
 def test_another_account_reads_chroma_run_itself_and_is_refused_by_the_proxy_in_front(
     chroma: ChromaProcess, tmp_path: Path, other_account: tuple[int, int]
 ) -> None:
