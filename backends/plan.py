@@ -84,6 +84,9 @@ class Placement:
     memory: MemoryEstimate
     available_bytes: int
     first_layer: int = 0
+    # It holds the output projection. Only said where it is not llama.cpp's own choice (the device with the last
+    # offloaded layers): this CPU keeping it while every layer is on workers (a tensor override when it loads).
+    output: bool = False
 
     @property
     def layer_range(self) -> range:
@@ -122,7 +125,6 @@ class BackendPlan:
     device: str = ""  # the backend's own device string
     slots: int = 1  # answers written at once; ``context_length`` is each one's
     kv_cache_type: str = "f16"
-    output_on_cpu: bool = False  # the output projection on this CPU, the layers elsewhere (see LoadOptions)
 
     @property
     def devices(self) -> tuple[Device, ...]:
@@ -164,6 +166,11 @@ class BackendPlan:
         return max(gpus, key=lambda p: p.layers).device.index if gpus else 0
 
     @property
+    def output_on_cpu(self) -> bool:
+        """The output projection on this CPU while the layers are elsewhere (its placement says so)."""
+        return any(p.output and p.device.kind == "cpu" for p in self.placements)
+
+    @property
     def workers(self) -> tuple[str, ...]:
         """The addresses of the workers with a place in the plan, in the chain's order."""
         return tuple(p.device.address for p in self.placements if p.device.kind == "worker")
@@ -180,6 +187,7 @@ class BackendPlan:
             "tensor_split": list(self.tensor_split),
             "main_gpu": self.main_gpu,
             "workers": list(self.workers),
+            "output_on_cpu": self.output_on_cpu,
         }
 
     def load_options(

@@ -93,8 +93,10 @@ def pipeline_plan(
         Placement(cuda_device(gpu.index), gpu.name, count, memory, gpu.free_bytes)
         for gpu, count, memory in zip(gpus, split.on_gpus, offload.gpus[len(workers) :], strict=True)
     )
-    here = Placement(CPU, inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes)
-    placements = in_layer_order(((here,) if local_layers else ()) + on_rpc + on_gpus)
+    here = Placement(
+        CPU, inventory.cpu_model, local_layers, offload.cpu, inventory.ram_available_bytes, output=split.keep_output
+    )
+    placements = in_layer_order(((here,) if local_layers or split.keep_output else ()) + on_rpc + on_gpus)
     used_gpus = sum(1 for count in split.on_gpus if count)
     label = f"llama.cpp split across {plural(len(workers), 'worker')}"
     label += f", {plural(used_gpus, 'GPU')} here" if used_gpus and local_layers else ""
@@ -108,7 +110,6 @@ def pipeline_plan(
         memory=offload.cpu,
         reasons=tuple(_split_lines(model, placements, split)),
         placements=placements,
-        output_on_cpu=split.keep_output,
         device="",
         slots=slots,
         kv_cache_type=prefs.kv_cache_type,
@@ -205,7 +206,7 @@ def _split_lines(model: ModelInfo, placements: Sequence[Placement], split: _Spli
     lines = [
         f"layers {p.first_layer}-{p.layer_range.stop - 1} on this CPU ({holders} cannot hold them)"
         for p in placements
-        if p.device.kind == "cpu"
+        if p.device.kind == "cpu" and p.layers
     ]
     on_workers = [p for p in placements if p.device.kind == "worker"]
     for placement, capacity, link in zip(on_workers, split.capacities, links, strict=True):

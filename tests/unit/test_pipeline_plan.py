@@ -49,7 +49,11 @@ def test_the_plan_puts_every_layer_on_the_workers_and_says_which(model: ModelInf
     # every layer on the workers (and the output projection, as llama.cpp counts it), then kept here by an override
     assert options.gpu_layers == model.block_count + 1 and options.output_on_cpu
     assert sum(options.tensor_split) == model.block_count
-    assert [p.layers for p in plan.placements] == [len(r) for r in layer_ranges(model.block_count, 2)]
+    on_workers = [p for p in plan.placements if p.device.kind == "worker"]
+    assert [p.layers for p in on_workers] == [len(r) for r in layer_ranges(model.block_count, 2)]
+    # this CPU's place holds no layer, the output projection instead: the engine's override is read off it
+    here = plan.placements[0]
+    assert (here.device.kind, here.layers, here.output) == ("cpu", 0, True) and len(plan.placements) == 3
     assert plan.reasons[0] == "llama.cpp split across 2 workers: chosen by you"
     assert plan.reasons[1].endswith("on the worker at 127.0.0.1:50052")
     assert plan.threads == 4 and options.slots == 2
