@@ -63,6 +63,8 @@ class Capabilities:
     parallel: bool = False  # answers several requests at once (see ``Backend.slots``)
     grammar: bool = False  # can hold an answer to a grammar (``GenerationParams.grammar``)
     cache_types: bool = False  # keeps its context cache in f16, q8_0 or q4_0, as asked (``LoadOptions.kv_cache_type``)
+    # loads the model architectures its installed build lists (llama.cpp's), and no others
+    listed_architectures: bool = False
 
 
 @dataclass(frozen=True)

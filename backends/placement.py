@@ -120,7 +120,7 @@ def cpu_option(ctx: PlanContext, cls: type[Backend], rank: int, route: str) -> l
         placements=(Placement(CPU, inventory.cpu_model, model.block_count, memory, inventory.ram_available_bytes),),
         device="CPU",
         slots=slots,
-        kv_cache_type=ctx.prefs.kv_cache_type if name == "llamacpp" else "f16",
+        kv_cache_type=ctx.prefs.kv_cache_type if cls.capabilities.cache_types else "f16",
     )
     return [PlanOption(rank, plan, route)]
 

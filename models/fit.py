@@ -60,7 +60,8 @@ def fit_verdict(
         return FitVerdict("amber", f"fits only with a context below {prefs.context_length} tokens")
     except HearthError as exc:  # no backend here can run it (not installed, unsupported type or device)
         return cannot_run(unknown_reason if unknown else exc.message)
-    if unknown and plan.backend == "llamacpp":
+    runs_on = named.get(plan.backend)
+    if unknown and runs_on is not None and runs_on.capabilities.listed_architectures:
         return cannot_run(unknown_reason)
     where = f"{plan.label}, about {format_bytes(plan.memory.total_bytes)} at {plan.context_length} tokens"
     if plan.partly_on_gpu:

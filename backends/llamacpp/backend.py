@@ -101,6 +101,7 @@ class LlamaCppBackend(Backend):
         parallel=True,
         grammar=True,
         cache_types=True,
+        listed_architectures=True,
     )
     routes: ClassVar[tuple[str, ...]] = (NVIDIA, LLAMACPP_CPU)
     choices: ClassVar[tuple[BackendChoice, ...]] = (
