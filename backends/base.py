@@ -79,10 +79,13 @@ class WorkerLink:
 
 @dataclass(frozen=True)
 class SavedCaches:
-    """Where llama.cpp saves conversations' caches on disk, and the most room all of them may take."""
+    """Where llama.cpp saves conversations' caches on disk, and the most room all of them may take (0: none saved);
+    and the same for kept passages' caches."""
 
     folder: str
     cap_bytes: int
+    passages_folder: str = ""
+    passages_cap_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from backends.llamacpp.batch import BatchScheduler
     from backends.llamacpp.native import NativeModel
+    from backends.llamacpp.passage_shelf import PassageShelf
     from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
     from models.gguf import ModelInfo
@@ -195,7 +196,8 @@ class LlamaCppBackend(Backend):
         self._stack.callback(batch.close)
         # Answers that name no seed draw a fresh one from here: a fixed load seed makes a run repeatable.
         saved = _saved_slots(model, options)
-        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None), saved)
+        shelf = _passage_shelf(model, options)
+        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None), saved, shelf)
         self._stack.callback(scheduler.close)
         yield LoadProgress(0.9, "Checking the model's chat template")
         formatter.probe()
@@ -307,20 +309,36 @@ class LlamaCppBackend(Backend):
         self._stack = ExitStack()
 
 
-def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
-    """Where this model's conversation caches are kept, when saving them is on: keyed by the model file (its path,
-    size and modification time), the context cache type and the llama.cpp build, which a cache is good only for."""
-    caches = options.saved_caches
-    if caches is None:
-        return None
+def _cache_key(model: ModelInfo, options: LoadOptions) -> str | None:
+    """What a saved cache is good only for: the model file (its path, size and modification time), the context cache
+    type and the llama.cpp build; None when the file cannot be read."""
     import llama_cpp
-
-    from backends.llamacpp.saved_slots import SavedSlots
 
     try:
         stat = model.path.stat()
     except OSError:
         return None
     parts = (model.path.resolve(), stat.st_size, stat.st_mtime_ns, options.kv_cache_type, llama_cpp.__version__)
-    key = "|".join(str(part) for part in parts)
+    return "|".join(str(part) for part in parts)
+
+
+def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
+    """Where this model's conversation caches are kept, when saving them is on."""
+    caches = options.saved_caches
+    key = _cache_key(model, options) if caches is not None and caches.cap_bytes > 0 else None
+    if caches is None or key is None:
+        return None
+    from backends.llamacpp.saved_slots import SavedSlots
+
     return SavedSlots(Path(caches.folder), key, caches.cap_bytes, model.path)
+
+
+def _passage_shelf(model: ModelInfo, options: LoadOptions) -> PassageShelf | None:
+    """Where this model's kept passage caches are kept on disk, when that is on."""
+    caches = options.saved_caches
+    key = _cache_key(model, options) if caches is not None and caches.passages_cap_bytes > 0 else None
+    if caches is None or key is None or not caches.passages_folder:
+        return None
+    from backends.llamacpp.passage_shelf import PassageShelf
+
+    return PassageShelf(Path(caches.passages_folder), key, caches.passages_cap_bytes, model.path)

@@ -50,11 +50,13 @@ from backends.llamacpp.batch_policy import (
 from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot, lone_prompt_piece, open_answer, usage_of
 from backends.llamacpp.native import ABORTED
 from backends.llamacpp.passage_join import PassageJoiner
+from backends.llamacpp.passage_store import PassageStore
 from backends.llamacpp.prompt_lookup import DraftPolicy
 from backends.llamacpp.slot_keeper import SlotKeeper
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel, TokenBatch
+    from backends.llamacpp.passage_shelf import PassageShelf
     from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
 
@@ -71,7 +73,12 @@ class BatchScheduler:
     """Serves requests on ``engine``'s slots from one thread; ``close()`` ends whatever is left as cancelled."""
 
     def __init__(
-        self, engine: NativeModel, batch: TokenBatch, seeds: random.Random, saved: SavedSlots | None = None
+        self,
+        engine: NativeModel,
+        batch: TokenBatch,
+        seeds: random.Random,
+        saved: SavedSlots | None = None,
+        shelf: PassageShelf | None = None,
     ) -> None:
         self._engine = engine
         self._keeper = SlotKeeper(engine, saved)  # conversation caches on disk
@@ -91,7 +98,7 @@ class BatchScheduler:
         # (``NativeModel.copy_sequence``), or a joined passage whose keys are still to be turned for their new places
         # (``join_span``). Until one has run no request is admitted, so no cache is loaded or saved unfinished.
         self._copying: list[Slot] = []
-        self._joiner = PassageJoiner(engine)  # kept passage caches (requests carry spans only when the engine can join)
+        self._joiner = PassageJoiner(engine, PassageStore(shelf=shelf))  # kept passage caches, in memory and on disk
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 
@@ -114,8 +121,7 @@ class BatchScheduler:
         return request
 
     def set_threads(self, threads: int) -> None:
-        """Compute with ``threads`` threads from the next step on (the scheduler thread applies it between two
-        llama_decode calls)."""
+        """Compute with ``threads`` threads from the next step on (applied between two llama_decode calls)."""
         with self._wake:
             self._threads = threads
 
@@ -221,9 +227,8 @@ class BatchScheduler:
         return True
 
     def _settle_copies(self) -> None:
-        """With copies or turns still to happen and no answer left to run the llama_decode that makes them (the ones
-        that would have were cancelled), those slots are emptied instead: a copy then lands in cells no sequence
-        names."""
+        """Copies or turns still to happen and no answer left to run the llama_decode that makes them (they were
+        cancelled): those slots are emptied, so a copy lands in cells no sequence names."""
         if self._copying and not self._busy():
             for slot in self._copying:
                 self._engine.forget(slot.index)
@@ -269,15 +274,11 @@ class BatchScheduler:
         slot.answer = open_answer(request, self._engine, self._seeds.getrandbits(32), self._arrivals, reused)
 
     def _copy_prefix(self, slot: Slot, prompt: list[int], reused: int, others: list[FreeSlot]) -> int:
-        """When another free slot's cache holds more of the prompt's beginning than ``slot`` does (the system prompt
-        and instructions that every new conversation starts with), that beginning is copied into ``slot`` instead of
-        being read again; how many prompt tokens the slot then holds. What the slot held is saved first, as when a
-        prompt replaces it.
-
-        Only free slots give: their caches are settled, so what is copied does not depend on when this request
-        arrived. From a busy slot it would (the part read so far), and in a test of two answers at once a copy from
-        the other answer's slot made a greedy answer drift from its text alone 40 tokens in. ``others``: the other
-        free slots, as ``_start`` saw them (a cache computed under another adapter shows as empty)."""
+        """When another free slot (``others``, as ``_start`` saw them) holds more of the prompt's beginning than
+        ``slot`` does (the system prompt and instructions every new conversation starts with), it is copied into
+        ``slot``, whose own cache is saved first; how many prompt tokens the slot then holds. Only free slots give:
+        from a busy one the copy would depend on when this request arrived (in a test of two answers at once, a
+        greedy answer drifted 40 tokens in)."""
         choice = prefix_donor(others, prompt, reused)
         if choice is None:
             return reused
@@ -451,8 +452,8 @@ class BatchScheduler:
             answer.next_token = token
 
     def _stopped_while_reading(self, slot: Slot) -> None:
-        """Its request was cancelled while llama.cpp read a piece of its prompt, and the evaluation stopped there.
-        llama.cpp drops what the call wrote; the part of the prompt read before it stays cached for reuse."""
+        """Cancelled while llama.cpp read a piece of its prompt: it drops what the call wrote, and what was read
+        before stays cached for reuse."""
         log.debug("stopped reading the prompt in slot %d at token %d (cancelled)", slot.index, len(slot.cached))
         self._engine.forget(slot.index, len(slot.cached))
         self._finish(slot, "cancelled")

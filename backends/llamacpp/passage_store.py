@@ -4,8 +4,10 @@ it again (``NativeModel.join_span``). Only the scheduler thread uses it.
 
 A cache is good only for the tokens, the model and the adapter it was computed with: it is looked up by the
 passage's exact tokens and the adapter (an engine has one model; a changed file gives other passages, so other
-tokens). Within ``cap_bytes`` the least recently used go first. What it approximates: a passage's cache also
-carries what was read before it where it was computed (see docs/speed.md).
+tokens). Within ``cap_bytes`` the least recently used go first. With a shelf (``backends.llamacpp.passage_shelf``)
+each kept cache is also written to disk, and one not in memory is looked for there, so passages read before a
+restart are joined after it. What it approximates: a passage's cache also carries what was read before it where it
+was computed (see docs/speed.md).
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from backends.base import AdapterUse
+
+if TYPE_CHECKING:
+    from backends.llamacpp.passage_shelf import PassageShelf
 
 # What the kept caches may take in memory by default: about 300 passages of 400 tokens for a 1.5B model at 28 KB a
 # token (SmolLM2-135M: 23 KB).
@@ -30,8 +36,9 @@ class KeptPassage:
 
 
 class PassageStore:
-    def __init__(self, cap_bytes: int = DEFAULT_CAP_BYTES) -> None:
+    def __init__(self, cap_bytes: int = DEFAULT_CAP_BYTES, shelf: PassageShelf | None = None) -> None:
         self.cap_bytes = cap_bytes
+        self.shelf = shelf
         self._kept: OrderedDict[Key, KeptPassage] = OrderedDict()
         self._bytes = 0
 
@@ -43,29 +50,48 @@ class PassageStore:
         return self._bytes
 
     def has(self, adapter: AdapterUse | None, tokens: Sequence[int]) -> bool:
-        return (adapter, tuple(tokens)) in self._kept
+        if (adapter, tuple(tokens)) in self._kept:
+            return True
+        return self.shelf is not None and self.shelf.has(adapter, tokens)
 
     def get(self, adapter: AdapterUse | None, tokens: Sequence[int]) -> KeptPassage | None:
-        """The kept cache of exactly these tokens under ``adapter`` (now the most recently used), or None."""
+        """The kept cache of exactly these tokens under ``adapter`` (now the most recently used): from memory, else
+        from the shelf (checked there, then kept in memory too); or None."""
         key = (adapter, tuple(tokens))
         found = self._kept.get(key)
         if found is not None:
             self._kept.move_to_end(key)
+            return found
+        found = self.shelf.get(adapter, tokens) if self.shelf is not None else None
+        if found is not None:
+            self._remember(key, found)
         return found
 
     def put(self, adapter: AdapterUse | None, tokens: Sequence[int], kept: KeptPassage) -> None:
-        """Keep a passage's cache (replacing one of the same tokens), then drop the least recently used until the
-        kept ones fit the cap; one larger than the whole cap is not kept."""
-        self.drop(adapter, tokens)
+        """Keep a passage's cache (replacing one of the same tokens) in memory and on the shelf."""
+        self._remember((adapter, tuple(tokens)), kept)
+        if self.shelf is not None:
+            self.shelf.put(adapter, tokens, kept)
+
+    def _remember(self, key: Key, kept: KeptPassage) -> None:
+        """Keep it in memory, then drop the least recently used until the kept ones fit the cap; one larger than the
+        whole cap is not kept."""
+        self._forget(key)
         if len(kept.state) > self.cap_bytes:
             return
-        self._kept[(adapter, tuple(tokens))] = kept
+        self._kept[key] = kept
         self._bytes += len(kept.state)
         while self._bytes > self.cap_bytes:
             _, oldest = self._kept.popitem(last=False)
             self._bytes -= len(oldest.state)
 
     def drop(self, adapter: AdapterUse | None, tokens: Sequence[int]) -> None:
-        gone = self._kept.pop((adapter, tuple(tokens)), None)
+        """Forget a cache llama.cpp refused, in memory and on the shelf."""
+        self._forget((adapter, tuple(tokens)))
+        if self.shelf is not None:
+            self.shelf.drop(adapter, tokens)
+
+    def _forget(self, key: Key) -> None:
+        gone = self._kept.pop(key, None)
         if gone is not None:
             self._bytes -= len(gone.state)

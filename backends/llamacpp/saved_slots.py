@@ -39,8 +39,8 @@ MAGIC = b"HEARTHKV"
 VERSION = 1
 _HEAD = struct.Struct("<8sIIQ32s")  # magic, version, token count, state size, digest
 SUFFIX = ".kv"
-_SOURCE = "model.json"  # in each folder: the model file its caches were computed with
-_TEMPORARY = ".saving-"
+SOURCE = "model.json"  # in each folder: the model file its caches were computed with
+TEMPORARY = ".saving-"
 LEFTOVER_AGE_S = 600.0
 
 
@@ -111,17 +111,7 @@ class SavedSlots:
         self._sweep()
 
     def _sweep(self) -> None:
-        """Delete what a write cut short left (an engine killed while saving): temporary files older than any
-        write takes, so another engine's write in progress is left alone; and the folders of model files that
-        were removed or changed since."""
-        now = time.time()
-        for path in self.root.glob(f"*/{_TEMPORARY}*"):
-            with contextlib.suppress(OSError):
-                if now - path.stat().st_mtime > LEFTOVER_AGE_S:
-                    path.unlink()
-        for marker in self.root.glob(f"*/{_SOURCE}"):
-            if _source_gone(marker):
-                shutil.rmtree(marker.parent, ignore_errors=True)
+        sweep(self.root)
 
     def _key(self, adapter: AdapterUse | None) -> bytes:
         return f"{self._model_key}\n{adapter_key(adapter)}".encode()
@@ -185,13 +175,13 @@ class SavedSlots:
             return
         folder = self.folder(adapter)
         try:
-            _private_folder(self.root)
-            _private_folder(folder)
-            if self._model_file is not None and not (folder / _SOURCE).exists():
-                _write_private(folder / _SOURCE, [_source_of(self._model_file).encode()])
+            private_folder(self.root)
+            private_folder(folder)
+            if self._model_file is not None and not (folder / SOURCE).exists():
+                write_private(folder / SOURCE, [source_of(self._model_file).encode()])
             digest = hashlib.sha256(struct.pack(f"<{len(tokens)}I", *tokens)).hexdigest()[:32]
             name = f"{owner_tag(owner)}-{digest}{SUFFIX}"
-            _write_private(folder / name, encode(self._key(adapter), tokens, state))
+            write_private(folder / name, encode(self._key(adapter), tokens, state))
         except OSError as exc:
             log.warning("a conversation cache could not be saved (%s); it will be read again when needed", exc)
             return
@@ -205,15 +195,38 @@ class SavedSlots:
         self._index.pop(self.folder(adapter).name, None)
 
     def _evict(self) -> None:
-        everything: list[Saved] = []
-        for path in self.root.glob(f"*/*{SUFFIX}"):
-            with contextlib.suppress(OSError):
-                stat = path.stat()
-                everything.append(Saved(f"{path.parent.name}/{path.name}", (), stat.st_size, stat.st_mtime))
-        for entry in to_evict(everything, self.cap_bytes):
-            with contextlib.suppress(OSError):
-                (self.root / entry.name).unlink()
-            self._index.pop(entry.name.split("/", 1)[0], None)
+        for folder in evict(self.root, self.cap_bytes):
+            self._index.pop(folder, None)
+
+
+def sweep(root: Path) -> None:
+    """Delete what a write cut short left under ``root`` (an engine killed while saving): temporary files older
+    than any write takes, so another engine's write in progress is left alone; and the folders of model files that
+    were removed or changed since."""
+    now = time.time()
+    for path in root.glob(f"*/{TEMPORARY}*"):
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > LEFTOVER_AGE_S:
+                path.unlink()
+    for marker in root.glob(f"*/{SOURCE}"):
+        if source_gone(marker):
+            shutil.rmtree(marker.parent, ignore_errors=True)
+
+
+def evict(root: Path, cap_bytes: int) -> list[str]:
+    """Delete the least recently used cache files under ``root`` while all of them are over ``cap_bytes``; the
+    folders (by name) whose files were deleted."""
+    everything: list[Saved] = []
+    for path in root.glob(f"*/*{SUFFIX}"):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            everything.append(Saved(f"{path.parent.name}/{path.name}", (), stat.st_size, stat.st_mtime))
+    touched: list[str] = []
+    for entry in to_evict(everything, cap_bytes):
+        with contextlib.suppress(OSError):
+            (root / entry.name).unlink()
+        touched.append(entry.name.split("/", 1)[0])
+    return touched
 
 
 def owner_tag(owner: str) -> str:
@@ -232,12 +245,12 @@ def forget_owner(root: Path, owner: str) -> int:
     return deleted
 
 
-def _source_of(model_file: Path) -> str:
+def source_of(model_file: Path) -> str:
     stat = model_file.stat()
     return json.dumps({"path": str(model_file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
 
 
-def _source_gone(marker: Path) -> bool:
+def source_gone(marker: Path) -> bool:
     """Whether the model file a folder's caches were computed with is no longer there as it was."""
     try:
         source = json.loads(marker.read_text())
@@ -251,15 +264,15 @@ def _source_gone(marker: Path) -> bool:
     return (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns)
 
 
-def _private_folder(folder: Path) -> None:
+def private_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if folder.stat().st_mode & 0o077:
         folder.chmod(0o700)
 
 
-def _write_private(path: Path, parts: Sequence[bytes]) -> None:
+def write_private(path: Path, parts: Sequence[bytes]) -> None:
     """``parts`` one after another as ``path``, owner-only, appearing whole or not at all."""
-    descriptor, temporary = tempfile.mkstemp(prefix=_TEMPORARY, dir=path.parent)  # mkstemp makes it 0600
+    descriptor, temporary = tempfile.mkstemp(prefix=TEMPORARY, dir=path.parent)  # mkstemp makes it 0600
     try:
         with os.fdopen(descriptor, "wb") as file:
             for part in parts:

@@ -5,14 +5,26 @@ instead of reading it; joined where it was read (after the same text), the answe
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
+from backends.base import (
+    CancelToken,
+    ChatMessage,
+    Finished,
+    GenerationParams,
+    LoadOptions,
+    SavedCaches,
+    TextDelta,
+    Usage,
+)
 from backends.llamacpp.backend import LlamaCppBackend
 from backends.llamacpp.passage_store import KeptPassage
+from backends.llamacpp.saved_slots import SUFFIX
 from models.gguf import ModelInfo
 from rag.prompt import Source, rag_question, rag_system_prompt
+from tests.integration.conftest import as_other
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +128,59 @@ def test_a_kept_cache_llama_cpp_refuses_is_dropped_and_the_passage_read(one_slot
     assert len(store) == 2 and all(not kept.state.startswith(b"not a state") for kept in store._kept.values())
     _, again = ask(one_slot, "Where does the Nile end?", names[::-1])
     assert again.joined_tokens == passage_tokens(one_slot, names)
+
+
+def _with_shelf(model_info: ModelInfo, folder: Path) -> LlamaCppBackend:
+    """One slot, its kept passage caches also on disk in ``folder`` (conversation caches off)."""
+    backend = LlamaCppBackend()
+    caches = SavedCaches("", 0, str(folder), 64 << 20)
+    list(backend.load(model_info, LoadOptions(2048, threads=2, slots=1, saved_caches=caches)))
+    return backend
+
+
+def test_passages_kept_on_disk_are_joined_after_a_restart_and_a_damaged_one_is_read(
+    model_info: ModelInfo, tmp_path: Path
+) -> None:
+    names = ["tower.txt", "everest.txt"]
+    folder = tmp_path / "passages"
+    before = _with_shelf(model_info, folder)
+    try:
+        read_text, read = ask(before, "When was the Eiffel Tower finished?", names)
+    finally:
+        before.close()
+    kept = sorted(folder.glob(f"*/*{SUFFIX}"))
+    assert read.joined_tokens == 0 and len(kept) == 2  # one file per passage
+    after = _with_shelf(model_info, folder)  # a new engine: nothing in memory
+    try:
+        joined_text, joined = ask(after, "When was the Eiffel Tower finished?", names)
+        assert joined.joined_tokens == passage_tokens(after, names)
+        assert joined_text == read_text != ""  # joined where it was read, after the same text: the same answer
+    finally:
+        after.close()
+    for path in kept:  # a byte of each changed on disk: checked, deleted, and the passages read again
+        data = bytearray(path.read_bytes())
+        data[-7] ^= 0xFF
+        path.write_bytes(bytes(data))
+    damaged = _with_shelf(model_info, folder)
+    try:
+        text, usage = ask(damaged, "When was the Eiffel Tower finished?", names)
+        assert usage.joined_tokens == 0 and text == read_text
+        assert {p.name for p in folder.glob(f"*/*{SUFFIX}")} == {p.name for p in kept}  # read, then kept again
+    finally:
+        damaged.close()
+
+
+def test_another_account_cannot_read_the_kept_passages(
+    model_info: ModelInfo, other_account: tuple[int, int], open_folder: Path
+) -> None:
+    folder = open_folder / "passages"
+    backend = _with_shelf(model_info, folder)
+    try:
+        ask(backend, "How long is the Nile?", ["nile.txt"])
+    finally:
+        backend.close()
+    (kept,) = folder.glob(f"*/*{SUFFIX}")
+    listed = as_other(other_account, "/bin/ls", str(kept.parent))
+    read = as_other(other_account, "/bin/cat", str(kept))
+    assert listed.returncode != 0 and "Permission denied" in listed.stderr
+    assert read.returncode != 0 and "Permission denied" in read.stderr
