@@ -123,6 +123,11 @@ class DataPaths:
         return self.root / "chroma-servers"
 
     @property
+    def chroma_server_file(self) -> Path:
+        """The Chroma server chosen on the page (its address, and the names of its token and CA files): owner-only."""
+        return self.root / "chroma-server.json"
+
+    @property
     def server_file(self) -> Path:
         """Where a running `hearth ui` says where it listens, so other commands can talk to it."""
         return self.root / "server.json"
@@ -144,6 +149,7 @@ class DataPaths:
             self.mcp_servers_file,
             self.tool_consent_file,
             self.chroma_servers_dir,
+            self.chroma_server_file,
             self.root / "worker-paired.json",
         ]
 

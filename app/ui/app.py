@@ -13,6 +13,7 @@ from app.errors import HearthError
 from app.services.container import Services
 from app.ui.chat_page import REMEMBERED_DEFAULT, ChatPage
 from app.ui.chat_tab import build_chat_tab, build_sidebar, control_outputs, wire_chat
+from app.ui.chroma_server_section import ServerSection
 from app.ui.documents import DocumentsPanel, build_documents_tab, wire_documents_tab
 from app.ui.first_run_panel import FirstRunPanel, wire_first_run
 from app.ui.hardware import HardwarePanel, build_hardware_tab, wire_hardware_tab
@@ -105,7 +106,7 @@ def build_ui(services: Services) -> gr.Blocks:
         loaded = demo.load(page.on_load, [remembered], [sidebar.conversations, status, cancel_load, timer, *shown])
         loaded.then(page.controls, [conversation_id], control_outputs(chat, sidebar), queue=False).then(
             page.documents_view, [chat.collection], [*documents_ui.view, chat.collection], concurrency_id="documents"
-        )
+        ).then(ServerSection(documents).view, outputs=documents_ui.server.shown, queue=False)
         timer.tick(page.on_tick, outputs=[status, cancel_load, timer], show_progress="hidden")
         # Not queued: a stuck load holds the "switch" queue, and this is the way out of it.
         cancel_load.click(page.cancel_load, outputs=[chat.notice], queue=False)

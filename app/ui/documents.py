@@ -18,6 +18,7 @@ from app.services.library.documents import DocumentServices
 from app.services.library.uploads import add_uploads
 from app.services.training.tuning import forget_scope
 from app.ui import cancel_button
+from app.ui.chroma_server_section import ServerSection, ServerUi, build_server_section, wire_server_section
 from app.ui.document_text import (
     TABLE_HEADERS,
     cancelling_line,
@@ -234,6 +235,7 @@ class DocumentsUi:
     confirm_row: Any
     confirm: Any
     keep: Any
+    server: ServerUi
 
     @property
     def view(self) -> list[Any]:
@@ -290,9 +292,10 @@ def build_documents_tab(max_file_mb: int) -> DocumentsUi:
             gr.Markdown("Delete the collection and its index? Files you added by path stay on disk.")
             confirm = gr.Button("Yes, delete it", size="sm", variant="stop", elem_id="confirm-delete-collection")
             keep = gr.Button("Keep it", size="sm", elem_id="keep-collection")
+        server = build_server_section()
     return DocumentsUi(
         collection, new_name, create_button, summary, upload, folder_upload, progress, cancel, table, actions,
-        file_picker, remove, delete, confirm_row, confirm, keep,
+        file_picker, remove, delete, confirm_row, confirm, keep, server,
     )  # fmt: skip
 
 
@@ -326,3 +329,4 @@ def wire_documents_tab(documents: DocumentsPanel, ui: DocumentsUi, chat_collecti
     ui.confirm.click(documents.delete, [ui.collection, chat_collection], [*ui.view, chat_collection], **queue).then(
         lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False
     )
+    wire_server_section(ServerSection(documents), ui.server, ui, chat_collection)

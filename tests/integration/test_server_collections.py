@@ -19,6 +19,7 @@ import pytest
 from chromadb.config import Settings as ChromaSettings
 
 from app.paths import ensure_data_dir, resolve_data_paths
+from app.services.library.chroma_choice import ServerChoiceFile, choose
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.chroma_server import ChromaServerUnreachable, CollectionOfAnotherHearth, ServerCollectionGone
@@ -144,6 +145,40 @@ def test_another_hearth_leaves_this_one_s_collection_on_the_server_alone(
     finally:
         mine.close()
         theirs.close()
+
+
+def test_a_server_chosen_on_the_page_is_used_and_the_settings_win(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    home = tmp_path / "home"
+    chosen = ensure_data_dir(resolve_data_paths(home)).chroma_server_file
+    with pytest.raises(ChromaServerUnreachable):
+        choose(chosen, "http://127.0.0.1:9")  # nothing answers there: checked, and not kept
+    assert not chosen.exists()
+    choose(chosen, chroma.url)
+    documents = _documents(home, embedder, None)  # no setting names a server: the page's choice is used
+    try:
+        list(documents.ingestor.ingest([CORPUS / "garden-guide.txt"], "garden"))
+        assert documents.manifest.get("garden").server == chroma.url
+    finally:
+        documents.close()
+    running = start_chroma(tmp_path / "other-chroma")
+    try:
+        documents = _documents(home, embedder, running.url)  # the setting wins over the page's choice
+        try:
+            list(documents.ingestor.ingest([CORPUS / "garden-guide.txt"], "more garden"))
+            assert documents.manifest.get("more garden").server == running.url
+        finally:
+            documents.close()
+    finally:
+        running.stop()
+    ServerChoiceFile(chosen).clear()
+    documents = _documents(home, embedder, None)
+    try:
+        list(documents.ingestor.ingest([CORPUS / "garden-guide.txt"], "local garden"))
+        assert documents.manifest.get("local garden").server is None
+    finally:
+        documents.close()
 
 
 def test_a_collection_deleted_on_the_server_is_named_not_made_again_empty(
@@ -278,6 +313,8 @@ def test_what_this_hearth_keeps_about_the_server_is_its_own(
             list(documents.ingestor.ingest([CORPUS / "garden-guide.txt"], "garden"))
         finally:
             documents.close()
+        chosen = resolve_data_paths(home).chroma_server_file
+        choose(chosen, chroma.url)  # as the page keeps it
         folder = resolve_data_paths(home).chroma_servers_dir
         assert folder.stat().st_mode & 0o777 == 0o700 and (folder / OWNER_FILE).stat().st_mode & 0o777 == 0o600
         for open_to_all in (opened, home):  # as if an older Hearth had left the data folder open
@@ -285,6 +322,8 @@ def test_what_this_hearth_keeps_about_the_server_is_its_own(
         assert as_other(other_account, "/usr/bin/ls", str(home)).returncode == 0
         assert as_other(other_account, "/usr/bin/ls", str(folder)).returncode != 0  # the refusal is its own
         read = as_other(other_account, "/usr/bin/head", "-c", "8", str(folder / OWNER_FILE))
+        assert read.returncode != 0 and "Permission denied" in read.stderr
+        read = as_other(other_account, "/usr/bin/head", "-c", "8", str(chosen))  # it names the token's file
         assert read.returncode != 0 and "Permission denied" in read.stderr
     finally:
         shutil.rmtree(opened, ignore_errors=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from app.errors import HearthError
 from app.paths import DataPaths
+from app.services.library.chroma_choice import ServerChoice, current_choice
 from app.settings import Settings
 from rag.ingest import Ingestor
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest
@@ -178,8 +179,9 @@ def read_limits(settings: Settings) -> ReadLimits:
 def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | None = None) -> DocumentServices:
     manifest = Manifest(paths.index_db)
     store = VectorStore(paths.vectors_dir)
-    if settings.rag.chroma_url is not None:
-        manifest, store = _with_server(settings, paths, manifest, store, settings.rag.chroma_url)
+    choice = current_choice(settings, paths.chroma_server_file)
+    if choice is not None:
+        manifest, store = _with_server(paths, manifest, store, choice)
     embedder = embedder or configured_embedder(settings.rag.embedder_runtime)
     reader = ReaderProcess(read_limits(settings))
     ingestor = Ingestor(manifest, store, embedder, max_file_bytes=settings.rag.max_file_mb << 20, reader=reader)
@@ -204,11 +206,10 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
 
 
 def _with_server(
-    settings: Settings, paths: DataPaths, local: Manifest, store: VectorStore, url: str
+    paths: DataPaths, local: Manifest, store: VectorStore, choice: ServerChoice
 ) -> tuple[Manifest, VectorStore]:
     """The data folder's collections and the Chroma server's as one (rag/server_collections.py). The address is
     checked now; the server is reached when one of its collections is first used."""
-    from rag.chroma_server import chroma_server
     from rag.server_collections import (
         SERVER_PREFIX,
         CombinedManifest,
@@ -218,7 +219,7 @@ def _with_server(
         server_manifest_path,
     )
 
-    server = chroma_server(url, settings.rag.chroma_token_file, settings.rag.chroma_ca_file)
+    server = choice.server()
     owner = owner_id(paths.chroma_servers_dir)
     on_server = Manifest(server_manifest_path(paths.chroma_servers_dir, server), store_prefix=SERVER_PREFIX)
     return CombinedManifest(local, on_server, server.shown), RoutedStore(
