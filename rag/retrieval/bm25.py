@@ -137,25 +137,72 @@ class Posting:
     weights: np.ndarray  # float32 BM25 weight of the term in each of those documents
 
 
+@dataclass(frozen=True)
+class Terms:
+    """One passage's terms, tokenized once: their ids in a :class:`Vocabulary`, how often each occurs, and how many
+    tokens the passage has. Kept per passage, they let an index be built again without reading the text again."""
+
+    ids: np.ndarray  # int32, each term once
+    counts: np.ndarray  # int32
+    length: int
+
+
+class Vocabulary:
+    """Term ids for :class:`Terms`: an index is built over terms of one vocabulary."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def terms(self, text: str) -> Terms:
+        counted = Counter(tokenize(text))
+        ids = np.empty(len(counted), dtype=np.int32)
+        for place, term in enumerate(counted):
+            known = self._ids.get(term)
+            if known is None:
+                known = self._ids[term] = len(self.names)
+                self.names.append(term)
+            ids[place] = known
+        return Terms(ids, np.fromiter(counted.values(), dtype=np.int32, count=len(counted)), counted.total())
+
+
 class BM25Index:
     def __init__(self, texts: Sequence[str]) -> None:
-        self.size = len(texts)
-        token_lists = [tokenize(text) for text in texts]
-        lengths = np.array([len(tokens) for tokens in token_lists], dtype=np.float32)
+        vocabulary = Vocabulary()
+        self._build([vocabulary.terms(text) for text in texts], vocabulary)
+
+    @classmethod
+    def from_terms(cls, terms: Sequence[Terms], vocabulary: Vocabulary) -> BM25Index:
+        """The index over passages already tokenized (``terms``, in the index's document order)."""
+        index = cls.__new__(cls)
+        index._build(terms, vocabulary)
+        return index
+
+    def _build(self, terms: Sequence[Terms], vocabulary: Vocabulary) -> None:
+        """Every posting at once: the passages' (term, document, count) triples sorted by term, then each term's
+        weights computed over its run, with the same operations, in the same float32, as one term at a time."""
+        self.size = len(terms)
+        lengths = np.array([t.length for t in terms], dtype=np.float32)
         average = float(lengths.mean()) if self.size and lengths.sum() else 1.0
-        per_term: dict[str, tuple[list[int], list[int]]] = {}
-        for index, tokens in enumerate(token_lists):
-            for term, count in Counter(tokens).items():
-                documents, counts = per_term.setdefault(term, ([], []))
-                documents.append(index)
-                counts.append(count)
         self._postings: dict[str, Posting] = {}
-        for term, (documents, counts) in per_term.items():
-            docs = np.asarray(documents, dtype=np.int32)
-            tf = np.asarray(counts, dtype=np.float32)
-            idf = math.log(1.0 + (self.size - len(documents) + 0.5) / (len(documents) + 0.5))
-            norm = K1 * (1.0 - B + B * lengths[docs] / average)
-            self._postings[term] = Posting(docs, (idf * tf * (K1 + 1.0) / (tf + norm)).astype(np.float32))
+        if not self.size:
+            return
+        term_of = np.concatenate([t.ids for t in terms])
+        if not len(term_of):
+            return
+        doc_of = np.repeat(np.arange(self.size, dtype=np.int32), [len(t.ids) for t in terms])
+        count_of = np.concatenate([t.counts for t in terms])
+        order = np.argsort(term_of, kind="stable")  # stable: each term's documents stay in ascending order
+        term_of, doc_of, tf = term_of[order], doc_of[order], count_of[order].astype(np.float32)
+        starts = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]])
+        ends = np.r_[starts[1:], len(term_of)]
+        norm = K1 * (1.0 - B + B * lengths[doc_of] / average)
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            documents = end - start
+            idf = math.log(1.0 + (self.size - documents + 0.5) / (documents + 0.5))
+            tf_run = tf[start:end]
+            weights = (idf * tf_run * (K1 + 1.0) / (tf_run + norm[start:end])).astype(np.float32)
+            self._postings[vocabulary.names[int(term_of[start])]] = Posting(doc_of[start:end], weights)
 
     def exact_matches(self, query: str, limit: int = MAX_EXACT_MATCHES) -> list[int]:
         """The documents that hold every exact term of ``query`` that the collection holds at all (see

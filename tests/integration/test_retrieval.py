@@ -220,3 +220,44 @@ def test_a_follow_up_reads_from_the_cache_what_the_model_has_already_read(
     read_before = before.prompt_tokens + before.completion_tokens
     assert usage.cached_tokens >= 0.9 * read_before, (usage, before)
     assert usage.prompt_tokens - usage.cached_tokens < usage.prompt_tokens / 2  # only the new turn is read
+
+
+def test_the_keyword_index_reads_again_only_the_files_that_changed(
+    documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    import numpy as np
+
+    from rag.chunking import Chunk
+    from rag.retrieval.retriever import Retriever
+
+    info = documents.manifest.get("facts")
+    calls: list[str] = []
+    store = documents.store
+    for name in ("all_chunks", "chunks_of"):
+        method = getattr(store, name)
+        setattr(store, name, lambda *args, _m=method, _n=name: calls.append(_n) or _m(*args))
+    retriever = documents.retriever
+    first = retriever.keyword_index(info)
+    assert calls == ["all_chunks"]  # the first build reads every passage, in pages
+    added = tmp_path / "ferry.txt"
+    added.write_text("The island ferry leaves the harbour at 07:15 and returns at 18:40 on weekdays.")
+    list(documents.ingestor.ingest([added], "facts"))
+    # A file whose adding was cut short: its passages are in the store, with no record of the file.
+    store.replace_file(
+        info.store_name,
+        info.embedder,
+        "/cut/short.txt",
+        [Chunk("cut-0", "ferry ferry ferry", 0, None, None)],
+        np.asarray(embedder.embed(["ferry"]), dtype=np.float32),
+    )
+    calls.clear()
+    refreshed = retriever.keyword_index(info)
+    assert calls == ["chunks_of"]  # only the new file read; the others' passages and terms reused
+    assert len(refreshed.chunks) == len(first.chunks) + 1 and "/cut/short.txt" not in refreshed.by_file
+    fresh = Retriever(documents.manifest, store, embedder).keyword_index(info)  # built from nothing
+    assert [c.id for c in fresh.chunks] == [c.id for c in refreshed.chunks]
+    for query in ("ferry harbour 07:15", "XR-7742", "sourdough starter flour", "lighthouse engineer"):
+        assert refreshed.index.search(query, 5) == fresh.index.search(query, 5)
+    found = retriever.search("facts", "When does the ferry leave the harbour?", top_k=3)
+    assert any("07:15" in p.chunk.text for p in found.passages)
+    assert not any(p.chunk.path == "/cut/short.txt" for p in found.passages if p.keyword_rank is not None)
