@@ -19,9 +19,12 @@ import pytest
 from chromadb.config import Settings as ChromaSettings
 
 from app.paths import ensure_data_dir, resolve_data_paths
+from app.services.answering.ask import AskFinished
+from app.services.container import Services
 from app.services.library.chroma_choice import ServerChoiceFile, choose
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
+from backends.base import GenerationParams, TextDelta
 from rag.chroma_server import ChromaServerUnreachable, CollectionOfAnotherHearth, ServerCollectionGone
 from rag.manifest import CollectionError
 from rag.retrieval.embeddings import SentenceTransformerEmbedder
@@ -229,6 +232,37 @@ def test_an_ingest_cut_off_by_the_server_names_it_and_resumes_without_duplicates
         assert len(ids) == len(set(ids)) == documents.manifest.indexed_chunks("manuals")
         indexed = {path for path, record in documents.manifest.files("manuals").items() if record.status == "indexed"}
         assert set(by_path) == indexed  # no passage of a half-added file, none missing
+    finally:
+        documents.close()
+        running.stop()
+
+
+def test_a_server_gone_mid_answer_lets_the_answer_finish_and_names_itself_next(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, chat: Services
+) -> None:
+    from app.services.answering.ask import AskStarted, ask
+
+    running = start_chroma(tmp_path / "chroma-data")
+    home = tmp_path / "home"
+    before = _documents(home, embedder, None)
+    try:
+        list(before.ingestor.ingest([CORPUS / "lighthouse-history.md"], "notes"))
+    finally:
+        before.close()
+    documents = _documents(home, embedder, running.url)
+    try:
+        list(documents.ingestor.ingest([CORPUS], "manuals"))
+        params = GenerationParams(0.0, 24)
+        events = ask(documents, chat.runtime, "manuals", QUESTION, params)
+        assert isinstance(next(events), AskStarted)  # the passages are found: now the server goes
+        running.stop()
+        rest = list(events)
+        assert isinstance(rest[-1], AskFinished) and "".join(e.text for e in rest if isinstance(e, TextDelta))
+        with pytest.raises(ChromaServerUnreachable) as gone:
+            list(ask(documents, chat.runtime, "manuals", "Who kept the light?", params))
+        assert running.url in gone.value.message
+        kept = list(ask(documents, chat.runtime, "notes", QUESTION, params))  # the data folder's: as ever
+        assert isinstance(kept[-1], AskFinished)
     finally:
         documents.close()
         running.stop()
