@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rag.chunking import searchable_text
-from rag.manifest import CollectionInfo, Manifest
+from rag.manifest import CollectionError, CollectionInfo, Manifest
 from rag.reading.entries import entry_head
 from rag.retrieval.bm25 import BM25Index, Terms, Vocabulary
 from rag.retrieval.embeddings import Embedder
@@ -145,6 +145,13 @@ class Retriever:
     def candidates(self, collection: str, query: str) -> Candidates:
         """The three rankings for ``query`` before fusion, with the time each took."""
         info = self._manifest.get(collection)
+        if info.embedder != self._embedder.name:  # its vectors and the question's would not be comparable
+            raise CollectionError(
+                f"Collection {info.name!r} was built with the embedder {info.embedder}; this Hearth embeds with "
+                f"{self._embedder.name}, and a question embedded by one model cannot be compared with passages "
+                "embedded by another.",
+                "Search it from a Hearth with that embedder, or delete the collection and add its documents again.",
+            )
         started = time.perf_counter()
         vector = self._embedder.embed([query])[0]
         embedded = time.perf_counter()

@@ -261,3 +261,11 @@ def test_the_keyword_index_reads_again_only_the_files_that_changed(
     found = retriever.search("facts", "When does the ferry leave the harbour?", top_k=3)
     assert any("07:15" in p.chunk.text for p in found.passages)
     assert not any(p.chunk.path == "/cut/short.txt" for p in found.passages if p.keyword_rank is not None)
+
+
+def test_a_collection_built_by_another_embedder_is_refused_with_its_name(documents: DocumentServices) -> None:
+    documents.manifest.create("elsewhere", "another-embedding-model")  # as a Hearth with another embedder made it
+    with pytest.raises(CollectionError) as refused:
+        documents.retriever.search("elsewhere", "Who built the Skerry lighthouse?", top_k=3)
+    assert "built with the embedder another-embedding-model" in refused.value.message
+    assert documents.embedder.name in refused.value.message and "add its documents again" in refused.value.remedy
