@@ -1,8 +1,10 @@
 """What refreshing the keyword index costs against building it from the text, at a collection's size.
 
-    .venv/bin/python bench/bm25_build.py --home /tmp/evalhome --passages 100000 --out bench/data/bm25-build.txt
+    .venv/bin/python bench/bm25_build.py --home ~/.local/share/hearth-eval --passages 100000 \
+        --out bench/data/bm25-build.txt
 
-Reads the passages of the first collection in ``--home`` (the Debian documentation, as the evaluations index it),
+Reads the passages of the first collection in ``--home``, a data folder of your own (the Debian documentation, as
+the evaluations index it; keep it out of /tmp, where another account can replace it),
 repeats them to ``--passages``, then times, ``--runs`` times each: building the index from the texts (tokenizing
 every passage: what a change cost before the index kept its terms), tokenizing alone, and building from the kept
 terms (what a refresh costs after a change, besides reading and tokenizing the changed files' passages).

@@ -110,6 +110,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with self.server.counting:
+            self.server.forwarded += 1
         time.sleep(self.server.delay_s)
         kind = self.headers.get("Content-Type", "application/json")
         answer = httpx.request(
@@ -136,6 +138,8 @@ class TokenProxy(http.server.ThreadingHTTPServer):
     def __init__(self, upstream: str, token: str, cert_file: Path, key_file: Path, delay_s: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), _Forward)
         self.upstream, self.token, self.delay_s = upstream, token, delay_s
+        self.forwarded = 0  # requests passed on (with the right token)
+        self.counting = threading.Lock()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)
         self.socket = context.wrap_socket(self.socket, server_side=True)

@@ -80,6 +80,7 @@ def build_ui(services: Services) -> gr.Blocks:
     # Handlers read only files the page's own upload route stored in this run (app.ui.page_uploads).
     uploads = PageUploads(lambda: demo.upload_file_set)
     documents = DocumentsPanel(services, uploads)
+    server_section = ServerSection(documents)  # the page's choice of Chroma server, on the Documents tab
     models_panel = ModelsPanel(services, uploads)
     page = ChatPage(services, documents)
     max_file_mb = services.settings.rag.max_file_mb  # the page's upload limit too (app.api.server)
@@ -106,7 +107,7 @@ def build_ui(services: Services) -> gr.Blocks:
         loaded = demo.load(page.on_load, [remembered], [sidebar.conversations, status, cancel_load, timer, *shown])
         loaded.then(page.controls, [conversation_id], control_outputs(chat, sidebar), queue=False).then(
             page.documents_view, [chat.collection], [*documents_ui.view, chat.collection], concurrency_id="documents"
-        ).then(ServerSection(documents).view, outputs=documents_ui.server.shown, queue=False)
+        ).then(server_section.view, outputs=documents_ui.server.shown, queue=False)
         timer.tick(page.on_tick, outputs=[status, cancel_load, timer], show_progress="hidden")
         # Not queued: a stuck load holds the "switch" queue, and this is the way out of it.
         cancel_load.click(page.cancel_load, outputs=[chat.notice], queue=False)
@@ -123,7 +124,7 @@ def build_ui(services: Services) -> gr.Blocks:
         )
         wire_tools_tab(tools, tools_ui, tools_tab)
         wire_hardware_tab(HardwarePanel(services), hardware_ui, services, status, timer)
-        wire_documents_tab(documents, documents_ui, chat.collection)
+        wire_documents_tab(documents, documents_ui, chat.collection, server_section)
     return demo
 
 

@@ -309,7 +309,9 @@ def _collection_actions() -> tuple[Any, Any, Any, Any]:
     return actions, file_picker, remove, delete
 
 
-def wire_documents_tab(documents: DocumentsPanel, ui: DocumentsUi, chat_collection: Any) -> None:
+def wire_documents_tab(
+    documents: DocumentsPanel, ui: DocumentsUi, chat_collection: Any, server_section: ServerSection
+) -> None:
     """Their queue ("documents") is not the chat's, so chat keeps answering while files are indexed; everything
     that reads or changes collections runs in it, in the order it was asked for."""
     queue: dict[str, Any] = {"concurrency_id": "documents"}
@@ -329,4 +331,4 @@ def wire_documents_tab(documents: DocumentsPanel, ui: DocumentsUi, chat_collecti
     ui.confirm.click(documents.delete, [ui.collection, chat_collection], [*ui.view, chat_collection], **queue).then(
         lambda: gr.update(visible=False), outputs=[ui.confirm_row], queue=False
     )
-    wire_server_section(ServerSection(documents), ui.server, ui, chat_collection)
+    wire_server_section(server_section, ui.server, ui, chat_collection)

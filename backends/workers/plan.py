@@ -98,10 +98,10 @@ def pipeline_plan(
     )
     placements = in_layer_order(((here,) if local_layers or split.keep_output else ()) + on_rpc + on_gpus)
     used_gpus = sum(1 for count in split.on_gpus if count)
-    label = f"llama.cpp split across {plural(len(workers), 'worker')}"
-    label += f", {plural(used_gpus, 'GPU')} here" if used_gpus and local_layers else ""
-    label += f" and {plural(used_gpus, 'GPU')} here" if used_gpus and not local_layers else ""
-    label += " and this CPU" if local_layers else ""
+    parts = [plural(len(workers), "worker")]
+    parts += [f"{plural(used_gpus, 'GPU')} here"] if used_gpus else []
+    parts += ["this CPU"] if local_layers else []
+    label = "llama.cpp split across " + " and ".join((", ".join(parts[:-1]), parts[-1]) if parts[1:] else parts)
     return BackendPlan(
         backend="llamacpp",
         label=label,
@@ -119,16 +119,18 @@ def pipeline_plan(
 def _gpus_first(
     model: ModelInfo, context_length: int, gpus: Sequence[GpuDevice], slots: int, kv_width: float
 ) -> tuple[int, ...]:
-    """The layers each of this computer's GPUs takes before the workers get any: as many as its free memory holds
-    (the last one beside the output projection), in their order, up to the model's."""
-    counts: list[int] = []
+    """The layers each of this computer's GPUs takes before the workers get any: as many as its free memory holds,
+    up to the model's. They fill from the last one backwards: llama.cpp gives the last layers and the output
+    projection to the last device holding layers, so the GPU that takes the last layers is the one whose room counts
+    the output projection, whichever of them that is."""
+    counts = [0] * len(gpus)
     left = model.block_count
-    for index, gpu in enumerate(gpus):
-        room = usable_bytes(gpu.free_bytes, GPU_HEADROOM_BYTES)
-        last = index == len(gpus) - 1
-        holds = layers_that_fit(model, context_length, room, slots=slots, kv_width=kv_width, with_output=last)
-        counts.append(min(holds, left))
-        left -= counts[-1]
+    for index in reversed(range(len(gpus))):
+        room = usable_bytes(gpus[index].free_bytes, GPU_HEADROOM_BYTES)
+        with_output = left == model.block_count  # no GPU after this one took a layer
+        holds = layers_that_fit(model, context_length, room, slots=slots, kv_width=kv_width, with_output=with_output)
+        counts[index] = min(holds, left)
+        left -= counts[index]
     return tuple(counts)
 
 

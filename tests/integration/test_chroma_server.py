@@ -177,10 +177,13 @@ def test_a_slow_server_is_waited_for_and_answers_as_a_fast_one(chroma: ChromaPro
         slow = VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert))
         query = _chunks("/docs/a.md", 1, 0)[1][0]
         assert slow.count("kb-slow", EMBEDDER) == 36
+        counted = proxy.forwarded
+        assert counted > 0  # the calls went through the slow proxy, not around it
         assert slow.nearest("kb-slow", EMBEDDER, query, 3) == direct.nearest("kb-slow", EMBEDDER, query, 3)
         chunks, vectors = _chunks("/docs/d.md", 4, 7)
         slow.replace_file("kb-slow", EMBEDDER, "/docs/d.md", chunks, vectors)
         assert [c.text for c in direct.chunks_of("kb-slow", EMBEDDER, "/docs/d.md")] == [c.text for c in chunks]
+        assert proxy.forwarded > counted  # the search and the write waited on it too
     finally:
         proxy.close()
         direct.drop("kb-slow")

@@ -268,6 +268,26 @@ def test_the_chain_names_every_gpu_here_and_one_asked_for_alone_holds_the_layers
     assert not any(p.device.kind == "cuda" for p in on_cpu.placements)
 
 
+def test_the_gpu_with_the_last_layers_has_room_for_the_output_projection_whichever_it_is(model: ModelInfo) -> None:
+    import dataclasses
+
+    from backends.memory import usable_bytes
+    from backends.placement import GPU_HEADROOM_BYTES
+
+    # 30 layers of 256 MiB and a 2 GiB output projection: with the first GPU roomy enough for every layer but not
+    # for them and the output, the output must be counted where it lands, on the GPU taking the last layers
+    heavy = dataclasses.replace(_big(model, layer_bytes=GIB // 4), output_bytes=2 * GIB, output_tied=False)
+    for tenths in range(70, 131, 5):
+        free = tenths / 10
+        _, plan = _with_gpus(heavy, ("NVIDIA GeForce RTX 4080", 16, free), ("NVIDIA GeForce RTX 3050", 4, 3.6))
+        on_gpus = [p for p in plan.placements if p.device.kind == "cuda" and p.layers]
+        assert on_gpus and on_gpus[-1].layer_range.stop == 30, free  # the GPUs hold the last layers
+        for placement in on_gpus:
+            assert placement.memory.total_bytes <= usable_bytes(placement.available_bytes, GPU_HEADROOM_BYTES), free
+        assert on_gpus[-1].memory.weights_bytes >= on_gpus[-1].layers * GIB // 4 + 2 * GIB  # the output counted
+        assert plan.label.startswith("llama.cpp split across 2 workers") and "GPU" in plan.label
+
+
 def test_one_gpu_without_a_split_loads_in_llama_cpps_single_device_mode() -> None:
     from backends.base import LoadOptions
 
