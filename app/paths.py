@@ -118,8 +118,8 @@ class DataPaths:
 
     @property
     def chroma_servers_dir(self) -> Path:
-        """What this Hearth knows of its collections on Chroma servers (their files' records, one database per
-        server) and the id it marks them with on the server (owner-only)."""
+        """The mirror of each Chroma server's ledger (rag/server_ledger.py: its collections and their files' records,
+        one database per server), for listing them while the server cannot be reached (owner-only)."""
         return self.root / "chroma-servers"
 
     @property

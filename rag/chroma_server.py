@@ -10,11 +10,13 @@ server's reverse proxy with TLS). The address, the token and the certificate che
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import ssl
 import stat
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +35,6 @@ class ChromaServerSettingError(HearthError):
         "Fix the Chroma server settings Hearth was started with (see Collections on a Chroma server in its "
         "documentation), then start it again."
     )
-
-
-class CollectionOfAnotherHearth(HearthError):
-    """A collection on the server that another Hearth made: this one neither writes to it nor deletes it."""
 
 
 class ServerCollectionGone(StorageError):
@@ -155,6 +153,24 @@ def read_token(server: ChromaServer) -> str | None:
             "Put the token alone on the file's one line.",
         )
     return token
+
+
+@contextlib.contextmanager
+def answered(server: ChromaServer) -> Iterator[None]:
+    """Requests to ``server``: its transport failing (refused, timed out, TLS, a proxy's refusal) as
+    :class:`ChromaServerUnreachable`; what Chroma itself refused as a storage error naming the server."""
+    import httpx
+    from chromadb.errors import ChromaError
+
+    try:
+        yield
+    except ChromaError as exc:
+        raise StorageError(
+            f"The Chroma server {server.shown} refused a request ({exc}).",
+            "Check the server's log; the collection may have been changed by another Hearth.",
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise unreachable(server, exc) from exc
 
 
 def unreachable(server: ChromaServer, error: BaseException) -> ChromaServerUnreachable:

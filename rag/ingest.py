@@ -35,7 +35,7 @@ from rag.ingest_progress import IngestProgress, Meter, StepProgress
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, normalize_name
 from rag.reading.reader import DocumentReader, ReadCancelled, ReaderProcess, relay
 from rag.reading.sections import PASSAGE_FORMAT, Skipped
-from rag.reconcile import ReconcilePlan, plan_reconciliation
+from rag.reconcile import GRACE_S, ReconcilePlan, plan_reconciliation
 from rag.retrieval.embeddings import Embedder
 from rag.store import VectorStore
 
@@ -216,7 +216,8 @@ class Ingestor:
         twin = next((p.key for p in pending if p.digest == digest), None) or next(
             (r.path for r in known.values() if r.sha256 == digest and r.path != key and r.status == "indexed"), None
         )
-        if twin and Path(twin).exists():
+        # On a server the twin may be another Hearth's file, on another computer: its passages are there all the same.
+        if twin and (info.server is not None or Path(twin).exists()):
             reason = f"same content as {Path(twin).name}, already in this collection"
             return self._skip(info, key, digest, stat, reason, known)
         meter.begin_step()
@@ -340,7 +341,10 @@ class Ingestor:
             if self._store.count(info.store_name, info.embedder) == self._manifest.indexed_chunks(info.name):
                 return ReconcilePlan({}, [])
             indexed = {path: r.chunks for path, r in self._manifest.files(info.name).items() if r.status == "indexed"}
-            plan = plan_reconciliation(indexed, self._store.chunk_ids_by_path(info.store_name, info.embedder))
+            stored = self._store.chunk_ids_by_path(info.store_name, info.embedder)
+            # On a server, passages written lately may be another Hearth's file on its way (its record comes last).
+            recent = self._store.written_since(info.store_name, info.embedder, time.time() - GRACE_S)
+            plan = plan_reconciliation(indexed, stored, recent)
             if plan.orphans:
                 self._store.remove_chunks(info.store_name, info.embedder, plan.orphan_ids)
                 self._manifest.touch(info.name)

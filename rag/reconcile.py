@@ -7,8 +7,12 @@ whose chunks are gone, follows a crash while a file is being removed, or a vecto
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+
+# On a Chroma server, passages younger than this that no record owns may be another Hearth's file on its way (its
+# record is written last): left alone. Older, they were left by an add cut short, and removed.
+GRACE_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -21,9 +25,14 @@ class ReconcilePlan:
         return [chunk_id for ids in self.orphans.values() for chunk_id in ids]
 
 
-def plan_reconciliation(indexed: Mapping[str, int], stored: Mapping[str, Sequence[str]]) -> ReconcilePlan:
+def plan_reconciliation(
+    indexed: Mapping[str, int], stored: Mapping[str, Sequence[str]], recent: Collection[str] = ()
+) -> ReconcilePlan:
     """``indexed``: chunks recorded per file the manifest lists as indexed; ``stored``: chunk ids per file in the
-    vector store. Skipped files own no chunks, so chunks under their path are orphans too."""
-    orphans = {path: list(ids) for path, ids in sorted(stored.items()) if path not in indexed and ids}
+    vector store. Skipped files own no chunks, so chunks under their path are orphans too, unless the path is among
+    ``recent`` (written lately, perhaps by another Hearth whose record of it is still to come)."""
+    orphans = {
+        path: list(ids) for path, ids in sorted(stored.items()) if path not in indexed and ids and path not in recent
+    }
     missing = sorted(path for path, chunks in indexed.items() if len(stored.get(path, ())) < chunks)
     return ReconcilePlan(orphans, missing)

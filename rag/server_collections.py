@@ -5,18 +5,14 @@ With a server configured, new collections are made on it; those already in the d
 working, also while the server cannot be reached (its collections then fail alone, naming it). A collection name
 is one collection: one in the data folder is not made again on the server.
 
-What this Hearth knows of its files on a server (each file's hash, passages and status) is kept in the data folder,
-one database per server (``DataPaths.chroma_servers_dir``); and each collection it makes on the server is marked
-with this data folder's id, so another Hearth pointed at the same server neither writes into it nor deletes it
-(``VectorStore.on_server``). Sharing one collection between Hearths needs that state on the server itself: the
-next step of issue 40.
+What Hearth knows of the files in a server's collections (each file's hash, passages and status) is kept on the
+server (rag/server_ledger.py), so every Hearth pointed at it shares its collections; the data folder keeps a mirror
+of it, one database per server (``DataPaths.chroma_servers_dir``), for listing them while the server is away.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -30,7 +26,6 @@ from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest, 
 from rag.store import ExportedPage, StoredChunk, VectorStore
 from rag.writelock import WriteLock
 
-OWNER_FILE = "owner"
 SERVER_PREFIX = "hs"  # a server collection's Chroma name begins "hs-" (the data folder's "kb-"): where calls go
 
 
@@ -43,34 +38,6 @@ def server_manifest_path(folder: Path, server: ChromaServer) -> Path:
     """The database of what this Hearth knows of its collections on ``server`` (by its scheme, host and port)."""
     digest = hashlib.sha256(server.shown.encode()).hexdigest()[:16]
     return folder / f"{digest}.db"
-
-
-def owner_id(folder: Path) -> str:
-    """This data folder's id on Chroma servers: made once, at random, kept in ``folder`` (owner-only)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = folder / OWNER_FILE
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        pass
-    made = secrets.token_hex(16)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(made + "\n")
-    return made
-
-
-def added_by_this_hearth(manifest: Manifest) -> Callable[[str], str | None]:
-    """For ``VectorStore.on_server``: the collection of ``manifest`` stored under a Chroma name, when this Hearth's
-    records list passages it added there (None otherwise)."""
-
-    def collection_of(store_name: str) -> str | None:
-        for info in manifest.collections():
-            if info.store_name == store_name:
-                return info.name if manifest.indexed_chunks(info.name) else None
-        return None
-
-    return collection_of
 
 
 class CombinedManifest(Manifest):
@@ -222,6 +189,9 @@ class RoutedStore(VectorStore):
 
     def chunk_ids_by_path(self, store_name: str, embedder: str) -> dict[str, list[str]]:
         return self._for(store_name).chunk_ids_by_path(store_name, embedder)
+
+    def written_since(self, store_name: str, embedder: str, since: float) -> set[str]:
+        return self._for(store_name).written_since(store_name, embedder, since)
 
     def nearest_scored(
         self, store_name: str, embedder: str, vector: np.ndarray, limit: int

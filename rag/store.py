@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,7 @@ import numpy as np
 
 from app.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
 from app.errors import StorageError
-from rag.chroma_server import (
-    ChromaServer,
-    CollectionOfAnotherHearth,
-    ServerCollectionGone,
-    server_client,
-    unreachable,
-)
+from rag.chroma_server import ChromaServer, ServerCollectionGone, answered, server_client
 from rag.chunking import Chunk
 
 WRITE_BATCH = 512
@@ -38,8 +33,8 @@ READ_PAGE = 5000
 WHAT = "documents vector store"
 MEANWHILE = "Until then, chat works without documents."
 REPAIR_MARKER_SUFFIX = ".needs-repair"
-OWNER_KEY = "hearth_owner"  # on a server: the Hearth that made the collection (``VectorStore.on_server``)
 CHROMA_DB = "chroma.sqlite3"
+WRITTEN_AT = "written_at"  # a server passage's metadata: when it was written (seconds, the writer's clock)
 # What Chroma 1.5 reads when a client opens; a damaged page in any of these makes it panic.
 STARTUP_TABLES = (
     "migrations",
@@ -82,7 +77,6 @@ class VectorStore:
 
         self.directory = directory
         self.server: ChromaServer | None = None
-        self._owner: str | None = None
         self._expected: Callable[[str], str | None] = _nothing_expected
         self._know_chroma_errors()
         check_startup_tables(directory / CHROMA_DB)
@@ -93,19 +87,15 @@ class VectorStore:
         self._lock = threading.Lock()
 
     @classmethod
-    def on_server(
-        cls, server: ChromaServer, owner: str | None = None, expected: Callable[[str], str | None] | None = None
-    ) -> VectorStore:
+    def on_server(cls, server: ChromaServer, expected: Callable[[str], str | None] | None = None) -> VectorStore:
         """The chunks on a Chroma server (rag/chroma_server.py): the same calls, over its HTTP API. A request the
-        server does not answer fails with :class:`ChromaServerUnreachable`, naming it. With ``owner``, the
-        collections it makes are marked with it and a collection marked by another owner is refused
-        (:class:`CollectionOfAnotherHearth`). ``expected``: for a Chroma collection's name, the Hearth collection
-        whose passages this Hearth added there (None when it added none); reading one that the server no longer has
-        fails with :class:`ServerCollectionGone` instead of making it again, empty."""
+        server does not answer fails with :class:`ChromaServerUnreachable`, naming it. ``expected``: for a Chroma
+        collection's name, the Hearth collection whose passages the server's ledger lists there (None when it lists
+        none); reading one that the server no longer has fails with :class:`ServerCollectionGone` instead of making
+        it again, empty. Any Hearth pointed at the server reads and writes its collections (rag/server_ledger.py)."""
         store = cls.__new__(cls)
         store.directory = Path(server.shown)  # named in messages
         store.server = server
-        store._owner = owner
         store._expected = expected or _nothing_expected
         store._know_chroma_errors()
         store._client = server_client(server)
@@ -123,7 +113,7 @@ class VectorStore:
     def _guarded(self) -> Iterator[None]:
         """Chroma's errors and panics as Hearth's typed errors."""
         if self.server is not None:
-            with self._guarded_server(self.server):
+            with answered(self.server):
                 yield
             return
         try:
@@ -148,40 +138,21 @@ class VectorStore:
                 raise disk_full(WHAT, self.directory) from exc
             raise _damaged(self.directory, f"Chroma stopped with an internal panic: {exc}") from None
 
-    @contextlib.contextmanager
-    def _guarded_server(self, server: ChromaServer) -> Iterator[None]:
-        """A server's failures: its transport (refused, timed out, TLS, a proxy's refusal) as
-        :class:`ChromaServerUnreachable`; what Chroma itself refused as a storage error naming the server."""
-        import httpx
-
-        try:
-            yield
-        except self._chroma_error as exc:
-            raise StorageError(
-                f"The Chroma server {server.shown} refused a request ({exc}).",
-                "Check the server's log; the collection may have been changed by another Hearth.",
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise unreachable(server, exc) from exc
-
     def _collection(self, store_name: str, embedder: str, reading: bool = False) -> Any:
         # Looked up each time (about 0.7 ms): a cached handle would go stale if another Hearth process (the CLI
         # beside the UI) deleted and re-created the collection.
         if reading and self.server is not None:
             found = self._still_there(self.server, store_name)
             if found is not None:
-                self._check_owner(found)
                 return found
-        metadata = {"embedder": embedder} | ({OWNER_KEY: self._owner} if self._owner else {})
+        metadata = {"embedder": embedder}
         with self._guarded():
-            collection = self._client.get_or_create_collection(
+            return self._client.get_or_create_collection(
                 store_name,
                 embedding_function=None,
                 metadata=metadata,
                 configuration={"hnsw": {"space": "cosine"}},
             )
-        self._check_owner(collection)
-        return collection
 
     def _still_there(self, server: ChromaServer, store_name: str) -> Any:
         """A server collection about to be read, or None when the server has none of that name and this Hearth added
@@ -198,22 +169,14 @@ class VectorStore:
             )
         return None
 
-    def _check_owner(self, collection: Any) -> None:
-        if self._owner is None or self.server is None:
-            return
-        marked = (collection.metadata or {}).get(OWNER_KEY)
-        if marked != self._owner:
-            raise CollectionOfAnotherHearth(
-                f"The collection {collection.name} on the Chroma server {self.server.shown} was made by another "
-                "Hearth" + ("" if marked else " (or by something else)") + "; this Hearth leaves it alone.",
-                "Give this collection another name. Hearths cannot share one collection on a server yet.",
-            )
-
     def replace_file(
         self, store_name: str, embedder: str, path: str, chunks: Sequence[Chunk], vectors: np.ndarray
     ) -> None:
         """Make the store hold exactly ``chunks`` for ``path`` (old chunks of that path are removed first)."""
         collection = self._collection(store_name, embedder)
+        # On a server, when: another Hearth's reconciliation leaves passages written lately to the Hearth writing
+        # them (its record of the file, written last, may be on its way), and removes them once they are old.
+        written = {WRITTEN_AT: time.time()} if self.server is not None else {}
         with self._lock, self._guarded():
             collection.delete(where={"path": path})
             for start in range(0, len(chunks), WRITE_BATCH):
@@ -222,7 +185,7 @@ class VectorStore:
                     ids=[c.id for c in batch],
                     embeddings=vectors[start : start + len(batch)],
                     documents=[c.text for c in batch],
-                    metadatas=[_metadata(path, c) for c in batch],
+                    metadatas=[_metadata(path, c) | written for c in batch],
                 )
 
     def remove_file(self, store_name: str, embedder: str, path: str) -> None:
@@ -296,6 +259,23 @@ class VectorStore:
                     by_path.setdefault(str((meta or {}).get("path", "")), []).append(chunk_id)
         return by_path
 
+    def written_since(self, store_name: str, embedder: str, since: float) -> set[str]:
+        """The files whose passages were written at ``since`` or later (on a server; nothing in the data folder)."""
+        if self.server is None:
+            return set()
+        collection = self._collection(store_name, embedder, reading=True)
+        paths: set[str] = set()
+        start = 0
+        with self._guarded():
+            while True:
+                result = collection.get(
+                    where={WRITTEN_AT: {"$gte": since}}, include=["metadatas"], offset=start, limit=READ_PAGE
+                )
+                paths.update(str((meta or {}).get("path", "")) for meta in result["metadatas"])
+                if len(result["ids"]) < READ_PAGE:
+                    return paths
+                start += READ_PAGE
+
     def nearest(self, store_name: str, embedder: str, vector: np.ndarray, limit: int) -> list[StoredChunk]:
         """The ``limit`` chunks closest to ``vector`` (cosine), closest first."""
         return [chunk for chunk, _ in self.nearest_scored(store_name, embedder, vector, limit)]
@@ -305,14 +285,9 @@ class VectorStore:
     ) -> list[tuple[StoredChunk, float]]:
         """The ``limit`` chunks closest to ``vector``, closest first, each with its cosine similarity."""
         collection = self._collection(store_name, embedder, reading=True)
-        with self._guarded():
-            available = int(collection.count())
-            if available == 0:
-                return []
+        with self._guarded():  # Chroma 1.5 answers fewer than ``limit`` (or none) from a smaller collection
             result = collection.query(
-                query_embeddings=vector.reshape(1, -1),
-                n_results=min(limit, available),
-                include=["documents", "metadatas", "distances"],
+                query_embeddings=vector.reshape(1, -1), n_results=limit, include=["documents", "metadatas", "distances"]
             )
         similarity = {i: 1.0 - float(d) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)}
         chunks = _stored(result["ids"][0], result["documents"][0], result["metadatas"][0])
@@ -328,8 +303,6 @@ class VectorStore:
         For checking a store: a damaged vector index fails here (or, in Chroma 1.5, crashes the process)."""
         with self._guarded():
             collection = self._client.get_collection(store_name)
-        self._check_owner(collection)
-        with self._guarded():
             count = int(collection.count())
             if count:
                 first = collection.get(limit=1, include=["embeddings"])
@@ -340,8 +313,6 @@ class VectorStore:
         # Already gone is fine, and so is never made: a collection created empty on the Documents tab has no store
         # until its first file (Chroma 1.5 says NotFoundError; older versions a ValueError).
         with self._lock, self._guarded(), contextlib.suppress(ValueError, LookupError, self._not_found):
-            if self._owner is not None:
-                self._check_owner(self._client.get_collection(store_name))
             self._client.delete_collection(store_name)
 
 

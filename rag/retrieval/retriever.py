@@ -162,6 +162,9 @@ class Retriever:
         exact_hits = [keyword.chunks[i] for i in keyword.index.exact_matches(query)]
         keyword_done = time.perf_counter()
         scored = self._store.nearest_scored(info.store_name, info.embedder, vector, CANDIDATES_PER_RANKING)
+        # Only passages of recorded files: one whose record is not yet written (being added, here or by another
+        # Hearth on a shared server, or left by an add cut short) is not part of the collection yet.
+        scored = [(chunk, similarity) for chunk, similarity in scored if chunk.id in keyword.terms]
         vector_done = time.perf_counter()
         return Candidates(
             keyword_hits,

@@ -105,10 +105,11 @@ def test_chunks_left_by_a_killed_run_are_removed_once_their_file_is_deleted(
     documents = after_a_kill(secret.parent, "kill", isolated_home, embedder)
     try:
         info = documents.manifest.get(COLLECTION)
-        # The state the crash left: the secret's chunks are in Chroma, no manifest row owns them, and search finds them.
+        # The state the crash left: the secret's chunks are in Chroma and no manifest row owns them. Search leaves
+        # them out (only recorded files' passages are the collection's), but they stay in the store until removed.
         assert str(secret) not in documents.manifest.files(COLLECTION)
         assert documents.store.chunks_of(info.store_name, info.embedder, str(secret))
-        assert secret_passages(documents)
+        assert secret_passages(documents) == []
     finally:
         documents.close()
 
@@ -161,17 +162,22 @@ def test_a_long_running_page_forgets_the_leftovers_in_its_keyword_index(
     isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     """The page builds its keyword index once and rebuilds it when the collection changes: removing leftovers
-    must count as a change, or keyword search keeps returning them."""
+    counts as a change. Neither ranking returns the leftovers before or after (no record owns them), and
+    reconciling at start-up removes them from the store."""
     secret = write_folder(tmp_path / "notes")
     killed = run_killer(secret.parent, "kill", isolated_home)
     killed.communicate(timeout=300)
     documents = open_documents(embedder)
     try:
         info = documents.manifest.get(COLLECTION)
-        assert documents.retriever.keyword_index(info).chunks  # built now, with the leftovers in it
-        assert secret_passages(documents)
+        built = documents.retriever.keyword_index(info)  # built now
+        assert built.chunks and all(not c.path.endswith("b-secret.txt") for c in built.chunks)
+        assert documents.store.chunks_of(info.store_name, info.embedder, str(secret))  # the leftovers
+        assert secret_passages(documents) == []  # left out of search all the same
         secret.unlink()
         documents.ingestor.reconcile_all()  # what the page does at start-up
+        assert documents.retriever.keyword_index(info) is not built  # counted as a change
+        assert documents.store.chunks_of(info.store_name, info.embedder, str(secret)) == []
         assert secret_passages(documents) == []
     finally:
         documents.close()

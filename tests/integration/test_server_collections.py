@@ -1,7 +1,7 @@
 """Collections on a real Chroma server (`chroma run` on loopback, started here) beside the data folder's, by one
 setting (rag/server_collections.py, app/services/library/documents.py): new collections go to the server and are
 searched there; the folder's stay and keep working, also while the server is down, whose collections then name it;
-another Hearth pointed at the same server leaves this one's collection alone; `hearth ingest`, `collections` and
+two Hearths pointed at the same server share its collections; `hearth ingest`, `collections` and
 `ask` work from the terminal; and what this Hearth keeps about the server is its account's alone."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +26,11 @@ from app.services.library.chroma_choice import ServerChoiceFile, choose
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta
-from rag.chroma_server import ChromaServerUnreachable, CollectionOfAnotherHearth, ServerCollectionGone
+from rag.chroma_server import ChromaServerUnreachable, ServerCollectionGone
+from rag.ingest import FileOutcome
 from rag.manifest import CollectionError
 from rag.retrieval.embeddings import SentenceTransformerEmbedder
-from rag.server_collections import OWNER_FILE
+from rag.server_ledger import LEDGER, LISTED_S, SHARED_SUFFIX
 from tests.chroma_servers import ChromaProcess, chroma_running, start_chroma
 from tests.integration.conftest import as_other
 
@@ -59,7 +61,8 @@ def _client(url: str) -> chromadb.ClientAPI:
 
 
 def _on_server(url: str) -> list[str]:
-    return sorted(c.name for c in _client(url).list_collections())
+    """The passages' collections on the server (not the ledger, rag/server_ledger.py)."""
+    return sorted(c.name for c in _client(url).list_collections() if c.name != LEDGER)
 
 
 def test_new_collections_go_to_the_server_and_the_folder_s_stay(
@@ -129,25 +132,80 @@ def test_while_the_server_is_down_the_folder_s_collections_work_and_the_server_s
         nowhere.close()
 
 
-def test_another_hearth_leaves_this_one_s_collection_on_the_server_alone(
+def test_two_hearths_share_a_collection_on_the_server_and_never_add_a_file_twice(
     chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
+    """Two data folders, as two computers would have: what one adds, the other lists, searches and does not add again;
+    what the other adds or removes, the first sees; a file with the same content under another path (another
+    computer's copy) is not added again; a collection deleted by one is gone for both."""
     mine = _documents(tmp_path / "mine", embedder, chroma.url)
     theirs = _documents(tmp_path / "theirs", embedder, chroma.url)
+    mine_only, copy = tmp_path / "on my computer", tmp_path / "their copy"
+    for folder in (mine_only, copy):
+        folder.mkdir()
+        shutil.copy(CORPUS / "garden-guide.txt", folder / "garden-guide.txt")
     try:
-        list(mine.ingestor.ingest([CORPUS], "manuals"))
+        first = [str(CORPUS / "lighthouse-history.md"), str(mine_only / "garden-guide.txt")]
+        list(mine.ingestor.ingest([Path(path) for path in first], "manuals"))
+        shutil.rmtree(mine_only)  # from here on a path of another computer, as the other Hearth sees it
         info = mine.manifest.get("manuals")
         count = mine.store.count(info.store_name, info.embedder)
-        with pytest.raises(CollectionOfAnotherHearth) as refused:
-            list(theirs.ingestor.ingest([CORPUS / "garden-guide.txt"], "manuals"))
-        assert chroma.url in refused.value.message and "another name" in refused.value.remedy
-        with pytest.raises(CollectionOfAnotherHearth):
-            theirs.delete_collection("manuals")
-        assert mine.store.count(info.store_name, info.embedder) == count
-        assert "lighthouse" in _first(mine, "manuals").lower()
+        assert {i.name: i.server for i in theirs.manifest.collections()} == {"manuals": chroma.url}
+        assert set(theirs.manifest.files("manuals")) == set(first)
+        assert "lighthouse" in _first(theirs, "manuals").lower()  # found by the other, searched there
+        outcomes = [e for e in theirs.ingestor.ingest([CORPUS], "manuals") if isinstance(e, FileOutcome)]
+        assert {e.path for e in outcomes if e.outcome == "unchanged"} == {first[0]}
+        twins = [e for e in theirs.ingestor.ingest([copy], "manuals") if isinstance(e, FileOutcome)]
+        for twin in (*twins, next(e for e in outcomes if e.path.endswith("garden-guide.txt"))):
+            assert (twin.outcome, twin.reason) == (
+                "skipped",
+                "same content as garden-guide.txt, already in this collection",
+            )
+        total = mine.store.count(info.store_name, info.embedder)
+        assert total > count and total == mine.manifest.indexed_chunks("manuals")  # the others' files, once each
+        assert set(mine.manifest.files("manuals")) == set(theirs.manifest.files("manuals"))
+        theirs.ingestor.remove_file("manuals", str(CORPUS / "lighthouse-history.md"))
+        assert str(CORPUS / "lighthouse-history.md") not in mine.manifest.files("manuals")
+        assert all(
+            "lighthouse" not in p.chunk.text.lower() for p in mine.retriever.search("manuals", QUESTION).passages
+        )
+        theirs.delete_collection("manuals")
+        time.sleep(LISTED_S)  # the list of collections another Hearth read is taken as it was for that long
+        assert mine.manifest.find("manuals") is None and _on_server(chroma.url) == []
     finally:
         mine.close()
         theirs.close()
+
+
+def test_a_collection_made_before_the_ledger_is_copied_into_it_once_and_shared(
+    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A Hearth from before the ledger kept its server collections' records in its data folder only: the first time
+    it reaches the server they are copied into the ledger, and another Hearth then finds them."""
+    home = tmp_path / "older"
+    documents = _documents(home, embedder, chroma.url)
+    try:
+        list(documents.ingestor.ingest([CORPUS], "manuals"))
+        kept = documents.manifest.files("manuals")
+    finally:
+        documents.close()
+    _client(chroma.url).delete_collection(LEDGER)  # as that Hearth left the server: passages, no ledger
+    folder = resolve_data_paths(home).chroma_servers_dir
+    for marker in folder.glob(f"*{SHARED_SUFFIX}"):
+        marker.unlink()
+    older = _documents(home, embedder, chroma.url)
+    other = _documents(tmp_path / "other", embedder, chroma.url)
+    try:
+        assert "lighthouse" in _first(older, "manuals").lower()
+        assert other.manifest.files("manuals") == kept  # copied to the server, whole
+        assert "lighthouse" in _first(other, "manuals").lower()
+        other.delete_collection("manuals")
+        older.close()
+        older = _documents(home, embedder, chroma.url)
+        assert older.manifest.find("manuals") is None  # copied once: deleted on the server, it stays deleted
+    finally:
+        older.close()
+        other.close()
 
 
 def test_a_server_chosen_on_the_page_is_used_and_the_settings_win(
@@ -350,12 +408,13 @@ def test_what_this_hearth_keeps_about_the_server_is_its_own(
         chosen = resolve_data_paths(home).chroma_server_file
         choose(chosen, chroma.url)  # as the page keeps it
         folder = resolve_data_paths(home).chroma_servers_dir
-        assert folder.stat().st_mode & 0o777 == 0o700 and (folder / OWNER_FILE).stat().st_mode & 0o777 == 0o600
+        mirror = next(folder.glob("*.db"))  # the mirror of the server's ledger
+        assert folder.stat().st_mode & 0o777 == 0o700 and mirror.with_name(mirror.name + SHARED_SUFFIX).exists()
         for open_to_all in (opened, home):  # as if an older Hearth had left the data folder open
             open_to_all.chmod(0o755)
         assert as_other(other_account, "/usr/bin/ls", str(home)).returncode == 0
         assert as_other(other_account, "/usr/bin/ls", str(folder)).returncode != 0  # the refusal is its own
-        read = as_other(other_account, "/usr/bin/head", "-c", "8", str(folder / OWNER_FILE))
+        read = as_other(other_account, "/usr/bin/head", "-c", "8", str(mirror))
         assert read.returncode != 0 and "Permission denied" in read.stderr
         read = as_other(other_account, "/usr/bin/head", "-c", "8", str(chosen))  # it names the token's file
         assert read.returncode != 0 and "Permission denied" in read.stderr

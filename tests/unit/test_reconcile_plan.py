@@ -19,6 +19,13 @@ def test_chunks_no_indexed_file_owns_are_orphans() -> None:
     assert plan.missing == []
 
 
+def test_chunks_written_lately_are_left_to_the_hearth_still_writing_them() -> None:
+    """On a shared server: another Hearth's file whose passages are written and whose record is still to come."""
+    stored = {"/d/a.txt": ["a0"], "/theirs/new.txt": ["n0", "n1"], "/d/crashed.txt": ["c0"]}
+    plan = plan_reconciliation(indexed={"/d/a.txt": 1}, stored=stored, recent={"/theirs/new.txt"})
+    assert plan.orphans == {"/d/crashed.txt": ["c0"]} and plan.missing == []
+
+
 def test_files_whose_chunks_are_gone_are_indexed_again() -> None:
     plan = plan_reconciliation(indexed={"/d/a.txt": 3, "/d/b.txt": 1, "/d/empty.txt": 0}, stored={"/d/a.txt": ["a0"]})
     assert plan.orphans == {}

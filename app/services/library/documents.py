@@ -210,18 +210,14 @@ def _with_server(
 ) -> tuple[Manifest, VectorStore]:
     """The data folder's collections and the Chroma server's as one (rag/server_collections.py). The address is
     checked now; the server is reached when one of its collections is first used."""
-    from rag.server_collections import (
-        SERVER_PREFIX,
-        CombinedManifest,
-        RoutedStore,
-        added_by_this_hearth,
-        owner_id,
-        server_manifest_path,
-    )
+    from rag.server_collections import SERVER_PREFIX, CombinedManifest, RoutedStore, server_manifest_path
+    from rag.server_ledger import Ledger, SharedManifest, listed_passages
 
     server = choice.server()
-    owner = owner_id(paths.chroma_servers_dir)
-    on_server = Manifest(server_manifest_path(paths.chroma_servers_dir, server), store_prefix=SERVER_PREFIX)
+    paths.chroma_servers_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mirror_path = server_manifest_path(paths.chroma_servers_dir, server)
+    mirror = Manifest(mirror_path, store_prefix=SERVER_PREFIX)
+    on_server = SharedManifest(Ledger(server), mirror, mirror_path, SERVER_PREFIX)
     return CombinedManifest(local, on_server, server.shown), RoutedStore(
-        store, lambda: VectorStore.on_server(server, owner, added_by_this_hearth(on_server))
+        store, lambda: VectorStore.on_server(server, listed_passages(on_server))
     )
