@@ -83,6 +83,11 @@ def _file_row(store_name: str, record: FileRecord) -> dict[str, str | int | floa
     }
 
 
+def _change_row(store_name: str) -> dict[str, str | int | float]:
+    """A collection's version: a random number (two Hearths' clocks may disagree) and the time."""
+    return {"kind": "change", "store_name": store_name, "nonce": secrets.randbits(31), "at": time.time()}
+
+
 def _file_record(row: dict[str, Any]) -> FileRecord:
     status: FileStatus = "indexed" if row.get("status") == "indexed" else "skipped"
     return FileRecord(
@@ -162,17 +167,11 @@ class Ledger:
         return {record.path: record for record in sorted(records, key=lambda r: r.path)}
 
     def record(self, store_name: str, records: Iterable[FileRecord]) -> None:
-        """The files' rows (as one request), then the collection's change."""
+        """The files' rows and the collection's change, in one request (one row each, each whole)."""
         listed = list(records)
-        if listed:
-            self._call(
-                lambda rows: rows.upsert(
-                    ids=[_file_id(store_name, r.path) for r in listed],
-                    embeddings=[UNIT] * len(listed),
-                    metadatas=[_file_row(store_name, r) for r in listed],
-                )
-            )
-        self.changed(store_name)
+        ids = [_file_id(store_name, r.path) for r in listed] + [_change_id(store_name)]
+        rows = [_file_row(store_name, r) for r in listed] + [_change_row(store_name)]
+        self._call(lambda table: table.upsert(ids=ids, embeddings=[UNIT] * len(ids), metadatas=rows))
 
     def forget(self, store_name: str, path: str) -> None:
         self._call(lambda rows: rows.delete(ids=[_file_id(store_name, path)]))
@@ -180,7 +179,7 @@ class Ledger:
 
     def changed(self, store_name: str) -> None:
         """A new value of the collection's version: every Hearth's caches built from it are built again."""
-        row = {"kind": "change", "store_name": store_name, "nonce": secrets.randbits(31), "at": time.time()}
+        row = _change_row(store_name)
         self._call(lambda rows: rows.upsert(ids=[_change_id(store_name)], embeddings=[UNIT], metadatas=[row]))
 
     def version(self, store_name: str) -> tuple[int, float]:

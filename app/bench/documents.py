@@ -27,6 +27,8 @@ from app.services.answering.turn_settings import TurnSettings
 from backends.base import TextDelta, Usage
 
 DEFAULT_MAX_TOKENS = 128
+CONVERSATIONS_DISK_MB = 2048  # the caches a restart finds, in the benchmark's own folder (the settings' defaults)
+PASSAGES_DISK_MB = 512
 
 
 @dataclass(frozen=True)
@@ -166,72 +168,146 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
     )
 
 
+RUNS = ("cold", "again", "restart")
+
+
+@dataclass
+class _Bench:
+    """What the runs share: the questions, the raw side, the throwaway conversation store and its folder."""
+
+    args: argparse.Namespace
+    questions: list[str]
+    raw: Any
+    scratch: Path
+    params: Any = None
+    system: str = ""
+    conversation: str | None = None
+
+
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
-    from app.cli.commands import load_model
+    """Each run of ``args.runs`` asks the questions once: ``cold`` first (nothing kept from before), ``again`` in
+    the same engine (every passage read before: joined when ``--keep-passages``), ``restart`` after Hearth is
+    closed and started again on the caches it saved to disk (the kept passages', the conversations')."""
     from app.cli.eval import with_model, with_one_slot
-    from app.services.answering.chat import ChatService
     from app.services.container import build_services, measuring
-    from app.services.library.conversations import ConversationStore
 
     questions = chosen_questions(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
     if args.keep_passages:
         settings = with_one_slot(settings)
-    services = build_services(measuring(settings))
-    samples: list[DocumentsSample] = []
-    try:
-        documents = services.documents.get()
-        documents.manifest.get(args.collection)  # a clear error before the model loads
-        progress("loading the model into Hearth's engine process")
-        load_model(services)
-        plan, model = services.runtime.status.plan, services.runtime.model
-        assert plan is not None and model is not None
-        progress(f"opening raw llama-cpp-python on the same file ({model.display_name}, {plan.threads} threads)")
-        raw = open_raw_llama(model.path, plan.context_length, plan.threads)
-        params = replace(
-            services.generation_params(), temperature=0.0, max_new_tokens=args.max_tokens, seed=0, repeat_penalty=1.0
-        )
-        system = settings.generation.system_prompt
-        documents.retriever.search(args.collection, "warm up", top_k=1)  # the embedder and keyword index loaded
-        with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch:
-            store = ConversationStore(Path(scratch) / "conversations.db")
-            chat = ChatService(store, services.runtime, services.documents.get, top_k=settings.rag.top_k)
-            conversation: str | None = None
-            try:
-                for number, question in enumerate(questions, start=1):
-                    progress(f"question {number} of {len(questions)}")
-                    turn = TurnSettings(params, system, args.collection, keep_passages=args.keep_passages)
-                    sample, asked_in = _one_question(chat, raw, question, turn, number % 2, conversation)
-                    conversation = asked_in if args.conversation else None
-                    samples.append(sample)
-                    print(sample_line(number, len(questions), sample), flush=True)
-            except KeyboardInterrupt:
-                progress(f"stopped after {len(samples)} of {len(questions)} questions")
-            finally:
-                store.close()
-                raw.close()
-    finally:
-        services.close()
-    if not samples:
+    settings = measuring(settings)
+    runs: dict[str, list[DocumentsSample]] = {}
+    with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch_name:
+        bench = _Bench(args, questions, None, Path(scratch_name))
+        services = build_services(settings)
+        try:
+            model, plan = _start(services, bench)
+            for name in args.runs:
+                if name == "restart":
+                    services.close()
+                    progress("Hearth closed; starting it again on the caches it saved")
+                    services = build_services(settings)
+                    _start(services, bench)
+                samples = _run(services, bench, name)
+                if samples:
+                    runs[name] = samples
+                if len(samples) < len(questions):
+                    break  # stopped
+        finally:
+            services.close()
+            if bench.raw is not None:
+                bench.raw.close()
+    if not runs:
         return 130
-    summary = summarise(samples)
-    for line in report_lines(summary, model.display_name, plan.label):
-        print(line)
-    if args.conversation and len(samples) > 1:
-        summary["follow_ups"] = follow_up_figures(samples)
-        for line in follow_up_lines(summary["follow_ups"]):
+    _report(args, runs, model.display_name, plan.label)
+    return 0
+
+
+def _start(services: Any, bench: _Bench) -> tuple[Any, Any]:
+    """Load the model with its caches kept on disk in the benchmark's own folder (so the first run starts cold
+    and a restart finds what it saved), and open the raw side once."""
+    from backends.base import SavedCaches
+
+    documents = services.documents.get()
+    documents.manifest.get(bench.args.collection)  # a clear error before the model loads
+    progress("loading the model into Hearth's engine process")
+    passages_mb = PASSAGES_DISK_MB if bench.args.keep_passages else 0
+    saved = SavedCaches(
+        str(bench.scratch / "conversations"),
+        CONVERSATIONS_DISK_MB << 20,
+        str(bench.scratch / "passages"),
+        passages_mb << 20,
+    )
+    choice = replace(services.control.initial, saved_caches=saved if "restart" in bench.args.runs else None)
+    for step in services.runtime.load(choice):
+        progress(f"[{step.fraction:4.0%}] {step.message}")
+    plan, model = services.runtime.status.plan, services.runtime.model
+    assert plan is not None and model is not None
+    if bench.raw is None:
+        progress(f"opening raw llama-cpp-python on the same file ({model.display_name}, {plan.threads} threads)")
+        bench.raw = open_raw_llama(model.path, plan.context_length, plan.threads)
+        bench.params = replace(
+            services.generation_params(),
+            temperature=0.0,
+            max_new_tokens=bench.args.max_tokens,
+            seed=0,
+            repeat_penalty=1.0,
+        )
+        bench.system = services.settings.generation.system_prompt
+    documents.retriever.search(bench.args.collection, "warm up", top_k=1)  # the embedder and keyword index loaded
+    return model, plan
+
+
+def _run(services: Any, bench: _Bench, name: str) -> list[DocumentsSample]:
+    """The questions once, through the page's own path, each against raw llama-cpp-python; in one conversation
+    with ``--conversation`` (kept across the runs: a restart resumes it)."""
+    from app.services.answering.chat import ChatService
+    from app.services.library.conversations import ConversationStore
+
+    args, questions = bench.args, bench.questions
+    samples: list[DocumentsSample] = []
+    store = ConversationStore(bench.scratch / "conversations.db")
+    chat = ChatService(store, services.runtime, services.documents.get, top_k=services.settings.rag.top_k)
+    try:
+        for number, question in enumerate(questions, start=1):
+            progress(f"{name}: " * (len(args.runs) > 1) + f"question {number} of {len(questions)}")
+            turn = TurnSettings(bench.params, bench.system, args.collection, keep_passages=args.keep_passages)
+            sample, asked_in = _one_question(chat, bench.raw, question, turn, number % 2, bench.conversation)
+            bench.conversation = asked_in if args.conversation else None
+            samples.append(sample)
+            print(sample_line(number, len(questions), sample), flush=True)
+    except KeyboardInterrupt:
+        progress(f"stopped after {len(samples)} of {len(questions)} questions")
+    finally:
+        store.close()
+    return samples
+
+
+def _report(args: argparse.Namespace, runs: dict[str, list[DocumentsSample]], model: str, backend: str) -> None:
+    """Each run's medians and ratios printed; the first run's also at the top of the JSON, as before runs."""
+    summaries: dict[str, dict[str, Any]] = {}
+    for name, samples in runs.items():
+        summary = summarise(samples)
+        if len(runs) > 1:
+            print(f"{name} run:")
+        for line in report_lines(summary, model, backend):
             print(line)
+        if args.conversation and len(samples) > 1:
+            summary["follow_ups"] = follow_up_figures(samples)
+            for line in follow_up_lines(summary["follow_ups"]):
+                print(line)
+        summaries[name] = summary | {"samples": [asdict(s) for s in samples]}
     if args.json:
-        document = summary | {
-            "model": model.display_name,
-            "backend": plan.label,
+        first = next(iter(summaries.values()))
+        document = first | {
+            "model": model,
+            "backend": backend,
             "collection": args.collection,
             "max_tokens": args.max_tokens,
-            "samples": [asdict(s) for s in samples],
+            "runs": summaries,
         }
         args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    return 0
 
 
 def _one_question(
@@ -330,6 +406,21 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
         action="store_true",
         help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
     )
+    parser.add_argument(
+        "--runs",
+        type=_runs,
+        default=("cold",),
+        help="ask the questions in each of these runs, comma-separated: cold (first), again (the same engine, every "
+        "passage read before), restart (Hearth closed and started again on the caches it saved); default cold",
+    )
+
+
+def _runs(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in RUNS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"runs are {', '.join(RUNS)} (got {text!r})")
+    return names
 
 
 if __name__ == "__main__":  # pragma: no cover

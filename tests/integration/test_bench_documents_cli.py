@@ -60,5 +60,29 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
     assert any(sample["joined_tokens"] > 0 for sample in samples[1:]), samples
     assert all(sample["cached_tokens"] + sample["joined_tokens"] < sample["prompt_tokens"] for sample in samples)
 
+    # Three runs: cold, again in the same engine, and after a restart on the caches saved to disk. Every prompt of
+    # the later runs was read in the first (on this corpus both questions find the same passages): its tokens come
+    # from the slot's cache or kept passages, in the same engine and from the disk after the restart.
+    runs = tmp_path / "runs.json"
+    ran = _hearth(
+        isolated_home,
+        *("bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "corpus", "--limit", "2"),
+        *("--max-tokens", "4", "--model", str(embedded_model), "--json", str(runs), "--keep-passages"),
+        *("--runs", "cold,again,restart"),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "again run:" in ran.stdout and "restart run:" in ran.stdout and "starting it again" in ran.stderr
+    written = json.loads(runs.read_text())["runs"]
+    assert list(written) == ["cold", "again", "restart"]
+    cold, again, restart = (written[name]["samples"] for name in ("cold", "again", "restart"))
+    assert [s["question"] for s in again] == [s["question"] for s in cold] == [s["question"] for s in restart]
+    for sample in (*again, *restart):
+        reused = sample["cached_tokens"] + sample["joined_tokens"]
+        assert reused > 0.9 * sample["prompt_tokens"], sample  # read before: not read again
+        assert sample["raw_time_to_first_token_ms"] > 0
+    assert restart[0]["cached_tokens"] + restart[0]["joined_tokens"] > cold[0]["cached_tokens"]
+    wrong = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "x", "--runs", "warm")
+    assert wrong.returncode == 2 and "runs are cold, again, restart" in wrong.stderr
+
     missing = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "nowhere")
     assert missing.returncode == 1 and "nowhere" in missing.stderr
