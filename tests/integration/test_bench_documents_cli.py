@@ -81,6 +81,20 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
         assert reused > 0.9 * sample["prompt_tokens"], sample  # read before: not read again
         assert sample["raw_time_to_first_token_ms"] > 0
     assert restart[0]["cached_tokens"] + restart[0]["joined_tokens"] > cold[0]["cached_tokens"]
+    # A follow-up about another file in one conversation, passages kept: the first turn's prompt (its passages
+    # cut where that turn cut them) still comes from the slot's cache, as without kept passages.
+    two = tmp_path / "two-files.jsonl"
+    asked = ("Who designed the Skerry lighthouse?", "How many hours of sun do tomato plants need?")
+    two.write_text("".join(json.dumps({"question": question}) + "\n" for question in asked))
+    followed = tmp_path / "followed.json"
+    ran = _hearth(
+        isolated_home,
+        *("bench", "documents", str(two), "-c", "corpus", "--max-tokens", "4", "--model", str(embedded_model)),
+        *("--json", str(followed), "--keep-passages", "--conversation"),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    first, follow = json.loads(followed.read_text())["samples"]
+    assert follow["cached_tokens"] >= first["prompt_tokens"], (first, follow)
     wrong = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "x", "--runs", "warm")
     assert wrong.returncode == 2 and "runs are cold, again, restart" in wrong.stderr
 

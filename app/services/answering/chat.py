@@ -110,6 +110,9 @@ class _Prompt:
     dropped: int
     tokens: int
     documents: TurnPrompt | None = None  # the turn from documents, when the answer comes from documents
+    # The passages of the earlier turns the prompt repeats, in their order: cut where the turn that read them cut
+    # them, so the conversation's cached tokens still match (``backends.llamacpp.prompt_spans``)
+    passages_before: tuple[str, ...] = ()
 
 
 class ChatService:
@@ -233,8 +236,10 @@ class ChatService:
             # The turns the previous answer's prompt left out stay out (its cut is kept while it fits).
             last = next((m.stats for m in reversed(earlier) if m.role == "assistant" and m.stats), None)
             keep_from = last.dropped_messages // 2 if last else 0
-            turn = documents_turn(self._documents_now(), engine, asked, params, stored_turns(earlier), keep_from)
-            return _Prompt(list(turn.messages), turn.dropped_messages, turn.prompt_tokens, turn)
+            turns = stored_turns(earlier)
+            turn = documents_turn(self._documents_now(), engine, asked, params, turns, keep_from)
+            before = tuple(shown_text(source) for kept in turns[keep_from:] for source in kept.sources)
+            return _Prompt(list(turn.messages), turn.dropped_messages, turn.prompt_tokens, turn, before)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
@@ -282,7 +287,7 @@ class ChatService:
     ) -> Iterator[TurnEvent]:
         turn, tools = prompt.documents, settings.tools
         sources = turn.sources if turn else ()
-        params = _answer_params(settings, conversation_id, sources)
+        params = _answer_params(settings, conversation_id, sources, prompt.passages_before)
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
         uses = turn.found.uses if turn else ()
@@ -429,12 +434,15 @@ def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[Ch
     return [*system, *(ChatMessage(m.role, m.content) for m in stored)]
 
 
-def _answer_params(settings: TurnSettings, conversation_id: str, sources: Sequence[Source]) -> GenerationParams:
+def _answer_params(
+    settings: TurnSettings, conversation_id: str, sources: Sequence[Source], before: Sequence[str] = ()
+) -> GenerationParams:
     """The turn's generation settings, with the caches the engine saves marked as the conversation's own (deleted
-    with it) and, when passages are kept, the passages named so that their caches are kept and joined."""
+    with it) and, when passages are kept, the passages named so that their caches are kept and joined: the earlier
+    turns' (``before``) too, so the prompt is cut where those turns' prompts were and its tokens match theirs."""
     params = dataclasses.replace(settings.params, cache_owner=conversation_id)
     if settings.keep_passages and sources:
-        params = dataclasses.replace(params, passages=tuple(shown_text(source) for source in sources))
+        params = dataclasses.replace(params, passages=(*before, *(shown_text(source) for source in sources)))
     return params
 
 
