@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import chromadb
@@ -69,13 +69,18 @@ def _documents(home: Path, embedder: SentenceTransformerEmbedder, url: str) -> D
     return build_documents(settings, ensure_data_dir(resolve_data_paths(home)), embedder)
 
 
-def _recorded_files(url: str) -> int:
+def _file_rows(url: str) -> Callable[[], int]:
+    """How many files the server's ledger records, asked of one client (made once: polling stays quick)."""
     host, port = url.removeprefix("http://").split(":")
     client = chromadb.HttpClient(host=host, port=int(port), settings=ChromaSettings(anonymized_telemetry=False))
-    try:
-        return len(client.get_collection(LEDGER).get(where={"kind": "file"}, include=[])["ids"])
-    except Exception:  # the ledger is made with the collection's first file: not there yet
-        return 0
+
+    def count() -> int:
+        try:
+            return len(client.get_collection(LEDGER).get(where={"kind": "file"}, include=[])["ids"])
+        except Exception:  # the ledger is made with the collection's first file: not there yet
+            return 0
+
+    return count
 
 
 def _assert_whole(documents: DocumentServices, folder: Path) -> None:
@@ -94,12 +99,13 @@ def test_one_hearth_killed_mid_add_and_another_adding_the_same_folder_leave_each
     chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     first = _hearth(tmp_path / "first", chroma.url, "ingest", str(folder), "-c", "manuals")
+    recorded_files = _file_rows(chroma.url)
     deadline = time.monotonic() + 300
-    while _recorded_files(chroma.url) == 0 and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while recorded_files() == 0 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     first.send_signal(signal.SIGKILL)  # wherever it is: between files, embedding, or between passages and record
     first.communicate(timeout=60)
-    recorded = _recorded_files(chroma.url)
+    recorded = recorded_files()
     assert 0 < recorded < FILES, f"{recorded} files recorded: the kill came too late to cut the add short"
     _finished(_hearth(tmp_path / "second", chroma.url, "ingest", str(folder), "-c", "manuals"))
     second = _documents(tmp_path / "second", embedder, chroma.url)
