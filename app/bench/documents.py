@@ -196,18 +196,17 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
         settings = with_model(settings, args.bench_model)
     if args.keep_passages:
         settings = with_one_slot(settings)
-    settings = measuring(settings)
     runs: dict[str, list[DocumentsSample]] = {}
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch_name:
         bench = _Bench(args, questions, None, Path(scratch_name))
-        services = build_services(settings)
+        services = build_services(measuring(settings))
         try:
             model, plan = _start(services, bench)
             for name in args.runs:
                 if name == "restart":
                     services.close()
                     progress("Hearth closed; starting it again on the caches it saved")
-                    services = build_services(settings)
+                    services = build_services(measuring(settings))
                     _start(services, bench)
                 samples = _run(services, bench, name)
                 if samples:
