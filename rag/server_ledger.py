@@ -105,9 +105,8 @@ def _file_record(row: dict[str, Any]) -> FileRecord:
 class Ledger:
     """The ledger's rows on ``server``: connected on first use, and again after a failure."""
 
-    def __init__(self, server: ChromaServer, client: Callable[[], Any] | None = None) -> None:
+    def __init__(self, server: ChromaServer) -> None:
         self.server = server
-        self._client = client or (lambda: server_client(server))
         self._rows: Any = None
         self._lock = threading.Lock()
 
@@ -115,7 +114,7 @@ class Ledger:
         with self._lock:
             if self._rows is None:
                 with answered(self.server):
-                    self._rows = self._client().get_or_create_collection(
+                    self._rows = server_client(self.server).get_or_create_collection(
                         LEDGER, embedding_function=None, metadata={"hearth": "ledger of Hearth's collections"}
                     )
             return self._rows
@@ -198,6 +197,7 @@ class SharedManifest(Manifest):
         self._shared_marker = mirror_path.with_name(mirror_path.name + SHARED_SUFFIX)
         self._prefix = prefix
         self._copied = threading.Lock()
+        self._shared = False  # the marker seen (or written) once: not looked for again on every call
         self._listed: tuple[float, list[CollectionInfo]] | None = None
 
     def _from_server(self, read: Callable[[], T], meanwhile: Callable[[], T]) -> T:
@@ -211,8 +211,11 @@ class SharedManifest(Manifest):
     def _copy_mirror_once(self) -> None:
         """A mirror written before the ledger: its collections and files, copied to the server (where the server
         has none of that name), once."""
+        if self._shared:
+            return
         with self._copied:
-            if self._shared_marker.exists():
+            if self._shared or self._shared_marker.exists():
+                self._shared = True
                 return
             there = {info.name for info in self._ledger.collections()}
             for info in self._mirror.collections():
@@ -220,6 +223,7 @@ class SharedManifest(Manifest):
                     self._ledger.add_collection(info)
                     self._ledger.record(info.store_name, self._mirror.files(info.name).values())
             self._shared_marker.touch(mode=0o600)
+            self._shared = True
 
     def _mirrored(self, found: list[CollectionInfo]) -> list[CollectionInfo]:
         """The mirror made to list what the server does."""
@@ -272,8 +276,8 @@ class SharedManifest(Manifest):
     def files(self, collection: str) -> dict[str, FileRecord]:
         def read() -> dict[str, FileRecord]:
             records = self._ledger.files(store_name_for(collection, self._prefix))
-            mirrored = self._mirror.files(collection)
             if self._mirror.find(collection) is not None:
+                mirrored = self._mirror.files(collection)
                 for path, record in records.items():
                     if mirrored.get(path) != record:
                         self._mirror.record(collection, record)
