@@ -178,6 +178,14 @@ class Grammar:
     triggers: tuple[str, ...] = ()
 
 
+# Of each passage joined from a kept cache, the share of its first tokens read again after the text now before it.
+# Chosen on bench/passage_join.py's eight questions with Qwen2.5-Coder-1.5B (bench/data/passage-join.recompute.
+# qwen2.5-coder-1.5b.json): with none read again, two answers came from another passage than the question's and two
+# cited another passage than reading did; 0.1 still one and one; 0.2 answered each from the passage reading
+# answered from (one citation number off), at 0.55x of reading's time to the first word against 0.35x with none.
+DEFAULT_PASSAGE_RECOMPUTE = 0.2
+
+
 @dataclass(frozen=True)
 class GenerationParams:
     temperature: float = 0.7
@@ -198,6 +206,9 @@ class GenerationParams:
     # texts in the prompt (the passages of an answer from documents) whose caches are kept when read and joined
     # instead of read when a later prompt holds them again (llama.cpp with one slot; others read them)
     passages: tuple[str, ...] = ()
+    # of each joined passage, the share of its tokens (its first ones) read again after the text now before it, as
+    # CacheBlend recomputes a share: the rest comes from the kept cache (``backends.llamacpp.passage_join``)
+    passage_recompute: float = DEFAULT_PASSAGE_RECOMPUTE
 
 
 @dataclass(frozen=True)

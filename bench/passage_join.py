@@ -5,20 +5,25 @@ the same run; and whether the greedy answer stays the same.
 
 The prompt is Hearth's own for a question from documents (its system prompt and its passage layout,
 ``rag.prompt``), rendered by the model's chat template and cut at the passages (``backends.llamacpp.prompt_spans``).
-Three passages of a held-out text (the Apache License 2.0) answer each question; for every question the passages
-come in another order, so their kept caches are joined at other positions than they were read at (llama.cpp turns
-their keys for the new places). The caches come from the previous question's reading, as they would in use: a
-passage's keys and values then also carry what was read before it there (the approximation a joined cache makes;
-``--recompute N`` reads the first N tokens of every passage again instead, as CacheBlend recomputes a share).
+Eight sections of a held-out text (the Apache License 2.0) are the passages. First they are read three to a prompt,
+as earlier questions would read them, and each one's cache is kept; then each of eight questions (written for
+this bench, about one section each) gets its own section and two others, none of them after the passages they were
+read after and each at another position (llama.cpp turns their keys for the new places). A kept cache also carries
+what was read before it where it was computed: that is what joining approximates, and what reading a share of each
+passage again (``--recompute``, as CacheBlend recomputes a share; Hearth's ``passage_recompute``) corrects.
 
 For each question, alternating the order between runs:
 
 - read: the sequence holds the system prompt (as a slot keeps it between questions) and the rest is read in
   512-token pieces, as the engine does;
-- joined: the same start, then each passage's glue read and its kept cache joined, then the question read;
+- joined, once per share of ``--recompute``: the same start, then each passage's glue and its first tokens (the
+  share) read, the rest of its kept cache joined, then the question read;
 - raw: llama-cpp-python's ``Llama`` reads the whole prompt's tokens and writes one.
 
-    .venv/bin/python bench/passage_join.py --model PATH.gguf --runs 3 --json bench/data/passage-join.NAME.json
+This is the set the share is chosen on (tuning); answers are judged on the Debian sets (``hearth eval answers``).
+
+    .venv/bin/python bench/passage_join.py --model PATH.gguf --runs 2 --recompute 0,0.1,0.2 \
+        --json bench/data/passage-join.NAME.json
 """
 
 from __future__ import annotations
@@ -35,22 +40,58 @@ sys.path.insert(0, str(ROOT))
 
 TEXT = ROOT / "models" / "data" / "heldout-apache-2.0.txt"
 QUESTIONS = [
-    "What does the license say about using the Licensor's trade names and trademarks?",
-    "Is the Work provided with any warranty?",
+    "What may a contributor's copyright license let me do with the Work?",
     "When does the patent license granted to a contributor end?",
     "What must a redistribution of the Work include?",
+    "Under which terms is a contribution I send to the Licensor accepted?",
+    "What does the license say about using the Licensor's trade names and trademarks?",
+    "Is the Work provided with any warranty?",
+    "Can I sue a contributor for damages the Work caused me?",
+    "May I charge for support or a warranty when I redistribute the Work?",
 ]
-PASSAGE_MARKERS = ("6. Trademarks.", "7. Disclaimer of Warranty.", "3. Grant of Patent License.", "4. Redistribution.")
+PASSAGE_MARKERS = (
+    "2. Grant of Copyright License.",
+    "3. Grant of Patent License.",
+    "4. Redistribution.",
+    "5. Submission of Contributions.",
+    "6. Trademarks.",
+    "7. Disclaimer of Warranty.",
+    "8. Limitation of Liability.",
+    "9. Accepting Warranty or Additional Liability.",
+)
+PER_PROMPT = 3
 
 
-def passages(count: int) -> list[str]:
+def passages() -> list[str]:
     """The sections of the license the questions are about, each cut to about a passage's length."""
     text = TEXT.read_text(encoding="utf-8")
     found = []
-    for marker in PASSAGE_MARKERS[:count]:
+    for marker in PASSAGE_MARKERS:
         start = text.index(marker)
         found.append(" ".join(text[start : start + 900].split()))
     return found
+
+
+def reading_order() -> list[list[int]]:
+    """The prompts that first read the sections, three at a time in order (the last one wrapping around)."""
+    count = len(PASSAGE_MARKERS)
+    return [[(first + i) % count for i in range(PER_PROMPT)] for first in range(0, count, PER_PROMPT)]
+
+
+def asking_order(question: int) -> list[int]:
+    """The sections a question gets: its own and the ones three and six after it, turned so that its own stands
+    first, second or third in turn (none after what it was first read after)."""
+    count = len(PASSAGE_MARKERS)
+    chosen = [(question + 3 * i) % count for i in range(PER_PROMPT)]
+    turn = question % PER_PROMPT
+    return chosen[turn:] + chosen[:turn]
+
+
+def _shares(text: str) -> list[float]:
+    shares = [float(part) for part in text.split(",") if part.strip()]
+    if not shares or any(not 0 <= share < 1 for share in shares):
+        raise argparse.ArgumentTypeError(f"shares from 0 to below 1, comma-separated (got {text!r})")
+    return shares
 
 
 class Reader:
@@ -91,7 +132,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=None, help="a GGUF (default: the embedded model)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--recompute", type=int, default=0, help="tokens at the start of each passage read again")
+    parser.add_argument(
+        "--recompute",
+        type=_shares,
+        default=[0.0],
+        help="shares of each passage's first tokens read again, comma-separated: each a joined way (default 0)",
+    )
     parser.add_argument("--answer-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
@@ -103,6 +149,7 @@ def main() -> int:
     from backends.chat_template import ChatFormatter
     from backends.llamacpp.backend import route_llama_logs
     from backends.llamacpp.native import BATCH_TOKENS, NativeModel
+    from backends.llamacpp.passage_join import recomputed
     from backends.llamacpp.prompt_spans import segments, tokenized
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
@@ -116,10 +163,10 @@ def main() -> int:
     formatter = ChatFormatter(info.chat_template, info.bos_token, info.eos_token)
     reader = Reader(model, BATCH_TOKENS)
     system = rag_system_prompt("")
-    texts = passages(3)
+    texts = passages()
 
-    def prompt_for(question: int) -> tuple[list[int], list[Any], list[str]]:
-        order = [texts[(question + i) % len(texts)] for i in range(len(texts))]
+    def prompt_for(question: int, sections: list[int]) -> tuple[list[int], list[Any], list[str]]:
+        order = [texts[section] for section in sections]
         sources = [Source(n + 1, "apache-2.0.txt", None, None, t) for n, t in enumerate(order)]
         messages = [ChatMessage("system", system), ChatMessage("user", rag_question(QUESTIONS[question], sources))]
         rendered = formatter.render_chat(messages)
@@ -153,17 +200,16 @@ def main() -> int:
         for span, text in zip(spans, order, strict=True):
             kept[text] = (model.span_state(0, span.start, span.stop), span.start)
 
-    def joined(tokens: list[int], spans: list[Any], order: list[str]) -> tuple[float, list[int], int]:
+    def joined(tokens: list[int], spans: list[Any], order: list[str], share: float) -> tuple[float, list[int], int]:
         model.forget(0)
         reader.read(tokens[:kept_prefix], 0)
         began = time.perf_counter()
         at, joined_tokens = kept_prefix, 0
         for span, text in zip(spans, order, strict=True):
             state, computed_at = kept[text]
-            fresh = min(args.recompute, len(span))
+            fresh = recomputed(len(span), share)
             reader.read(tokens[at : span.start + fresh], at)  # the glue, and the passage's first tokens again
-            cut = _without_first(model, state, computed_at, fresh) if fresh else state
-            assert model.join_span(0, cut, computed_at + fresh, span.start + fresh)
+            assert model.join_span(0, state, computed_at, span.start, skip=fresh)
             at = span.stop
             joined_tokens += len(span) - fresh
         first = reader.read(tokens[at:], at)
@@ -178,31 +224,39 @@ def main() -> int:
         raw.create_completion(tokens, max_tokens=1, temperature=0.0)
         return (time.perf_counter() - began) * 1000
 
+    def text(answer: list[int]) -> str:
+        return b"".join(model.piece(t) for t in answer).decode(errors="replace")
+
+    shares = args.recompute
     rows: list[dict[str, Any]] = []
     try:
-        first_tokens, first_spans, first_order = prompt_for(0)
-        keep(first_tokens, first_spans, first_order)  # the passages as an earlier question read them
+        for sections in reading_order():  # the passages as earlier questions read them
+            keep(*prompt_for(sections[0], sections))
         for run in range(args.runs):
-            for question in range(1, len(QUESTIONS)):
-                tokens, spans, order = prompt_for(question)
-                ways = ["read", "joined", "raw"] if run % 2 == 0 else ["raw", "joined", "read"]
+            for question in range(len(QUESTIONS)):
+                tokens, spans, order = prompt_for(question, asking_order(question))
+                ways = ["read", *shares, "raw"]
+                ways = ways if run % 2 == 0 else ways[::-1]
                 row: dict[str, Any] = {"run": run, "question": QUESTIONS[question], "prompt_tokens": len(tokens)}
+                row["joined"] = {}
                 for way in ways:
                     if way == "read":
                         seconds, answer = read_whole(tokens)
-                        row |= {"read_ms": seconds * 1000, "read_answer": answer}
-                    elif way == "joined":
-                        seconds, answer, from_cache = joined(tokens, spans, order)
-                        row |= {"joined_ms": seconds * 1000, "joined_answer": answer, "from_cache": from_cache}
-                    else:
+                        row |= {"read_ms": seconds * 1000, "read_text": text(answer)}
+                    elif way == "raw":
                         row["raw_ms"] = raw_ms(tokens)
-                row["same_answer"] = row["read_answer"] == row["joined_answer"]
-                row["read_text"] = b"".join(model.piece(t) for t in row.pop("read_answer")).decode(errors="replace")
-                row["joined_text"] = b"".join(model.piece(t) for t in row.pop("joined_answer")).decode(errors="replace")
+                    else:
+                        seconds, answer, from_cache = joined(tokens, spans, order, float(way))
+                        row["joined"][str(way)] = {"ms": seconds * 1000, "text": text(answer), "from_cache": from_cache}
+                for joined_way in row["joined"].values():
+                    joined_way["same_answer"] = joined_way["text"] == row["read_text"]
                 rows.append(row)
                 print(
-                    f"run {run + 1} q{question}: read {row['read_ms']:.0f} ms, joined {row['joined_ms']:.0f} ms, "
-                    f"raw {row['raw_ms']:.0f} ms, same answer {row['same_answer']}",
+                    f"run {run + 1} q{question}: read {row['read_ms']:.0f} ms, raw {row['raw_ms']:.0f} ms, joined "
+                    + ", ".join(
+                        f"{share}: {way['ms']:.0f} ms{'' if way['same_answer'] else ' (other answer)'}"
+                        for share, way in row["joined"].items()
+                    ),
                     flush=True,
                 )
     finally:
@@ -215,34 +269,29 @@ def main() -> int:
         "machine": f"{platform.machine()}, {platform.python_version()}",
         "model": path.name,
         "threads": args.threads,
-        "recompute_tokens": args.recompute,
-        "passage_tokens": sorted({r["from_cache"] for r in rows}),
-        "ms": {way: summarise([r[f"{way}_ms"] for r in rows]) for way in ("read", "joined", "raw")},
-        "ratios": {
-            "joined / read": summarise([r["joined_ms"] / r["read_ms"] for r in rows]),
-            "joined / raw": summarise([r["joined_ms"] / r["raw_ms"] for r in rows]),
-            "read / raw": summarise([r["read_ms"] / r["raw_ms"] for r in rows]),
-        },
-        "same_answer": f"{sum(r['same_answer'] for r in rows)} of {len(rows)}",
+        "ms": {way: summarise([r[f"{way}_ms"] for r in rows]) for way in ("read", "raw")},
+        "ratios": {"read / raw": summarise([r["read_ms"] / r["raw_ms"] for r in rows])},
+        "recompute": {str(share): _share_figures(rows, str(share)) for share in shares},
         "rows": rows,
     }
     report(result, args.json)
     return 0
 
 
-def _without_first(model: Any, state: bytes, computed_at: int, count: int) -> bytes:
-    """A kept cache less its first ``count`` tokens: loaded into the scratch sequence's place in an empty sequence,
-    cut there, and written again."""
-    import llama_cpp
+def _share_figures(rows: list[dict[str, Any]], share: str) -> dict[str, Any]:
+    """One share's times against reading and raw, the passage tokens joined, and the answers that stayed the same
+    (each question's answer is the same in every run: greedy on the same tokens)."""
+    from app.bench.stats import summarise
 
-    from backends.llamacpp.native import SCRATCH
-
-    assert model.restore_sequence(SCRATCH, state)
-    llama_cpp.llama_memory_seq_rm(model.memory, SCRATCH, computed_at, computed_at + count)
-    try:
-        return bytes(model.sequence_state(SCRATCH))
-    finally:
-        model.forget(SCRATCH)
+    ways = [row["joined"][share] for row in rows]
+    first_run = [row["joined"][share]["same_answer"] for row in rows if row["run"] == 0]
+    return {
+        "ms": summarise([way["ms"] for way in ways]),
+        "joined / read": summarise([way["ms"] / row["read_ms"] for way, row in zip(ways, rows, strict=True)]),
+        "joined / raw": summarise([way["ms"] / row["raw_ms"] for way, row in zip(ways, rows, strict=True)]),
+        "passage tokens joined": summarise([float(way["from_cache"]) for way in ways]),
+        "same answer": f"{sum(first_run)} of {len(first_run)}",
+    }
 
 
 if __name__ == "__main__":

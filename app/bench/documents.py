@@ -24,7 +24,7 @@ from app.bench.chat import open_raw_llama, progress, time_stream
 from app.bench.stats import Spread, format_spread, noise_warning, paired_ratios, spread
 from app.errors import HearthError
 from app.services.answering.turn_settings import TurnSettings
-from backends.base import TextDelta, Usage
+from backends.base import DEFAULT_PASSAGE_RECOMPUTE, TextDelta, Usage
 
 DEFAULT_MAX_TOKENS = 128
 CONVERSATIONS_DISK_MB = 2048  # the caches a restart finds, in the benchmark's own folder (the settings' defaults)
@@ -158,6 +158,22 @@ def chosen_questions(args: argparse.Namespace) -> list[str]:
     return questions
 
 
+def warm_set(args: argparse.Namespace) -> list[str]:
+    """The questions of ``--warm-questions`` (at most ``--limit``), which a ``warm`` run asks; none without it."""
+    if "warm" not in args.runs and args.warm_questions is None:
+        return []
+    if "warm" not in args.runs or args.warm_questions is None:
+        raise HearthError(
+            "A warm run asks other questions over the passages read before: it needs both.",
+            "Give --runs cold,warm with --warm-questions FILE (bench/data/debian-docs-reworded.jsonl).",
+        )
+    questions = read_questions(args.warm_questions)
+    questions = questions[: args.limit] if args.limit else questions
+    if not questions:
+        raise HearthError(f"{args.warm_questions} has no questions to ask.", "Give a JSON Lines file with questions.")
+    return questions
+
+
 def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
     return (
         f"[{number}/{total}] first token {sample.time_to_first_token_ms / 1000:5.2f} s (raw "
@@ -168,7 +184,7 @@ def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
     )
 
 
-RUNS = ("cold", "again", "restart")
+RUNS = ("cold", "again", "warm", "restart")
 
 
 @dataclass
@@ -177,6 +193,7 @@ class _Bench:
 
     args: argparse.Namespace
     questions: list[str]
+    warm_questions: list[str]
     raw: Any
     scratch: Path
     params: Any = None
@@ -186,19 +203,23 @@ class _Bench:
 
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     """Each run of ``args.runs`` asks the questions once: ``cold`` first (nothing kept from before), ``again`` in
-    the same engine (every passage read before: joined when ``--keep-passages``), ``restart`` after Hearth is
-    closed and started again on the caches it saved to disk (the kept passages', the conversations')."""
+    the same engine (every passage read before: joined when ``--keep-passages``), ``warm`` the same engine asked
+    ``--warm-questions`` (new questions over the passages read before), ``restart`` after Hearth is closed and
+    started again on the caches it saved to disk (the kept passages', the conversations')."""
     from app.cli.eval import with_model, with_one_slot
     from app.services.container import build_services, measuring
 
     questions = chosen_questions(args)
+    warm_questions = warm_set(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
     if args.keep_passages:
         settings = with_one_slot(settings)
+    elif args.recompute is not None:
+        raise HearthError("--recompute is about kept passages.", "Add --keep-passages, or leave it out.")
     runs: dict[str, list[DocumentsSample]] = {}
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch_name:
-        bench = _Bench(args, questions, None, Path(scratch_name))
+        bench = _Bench(args, questions, warm_questions, None, Path(scratch_name))
         services = build_services(measuring(settings))
         try:
             model, plan = _start(services, bench)
@@ -253,6 +274,8 @@ def _start(services: Any, bench: _Bench) -> tuple[Any, Any]:
             seed=0,
             repeat_penalty=1.0,
         )
+        if bench.args.recompute is not None:
+            bench.params = replace(bench.params, passage_recompute=bench.args.recompute)
         bench.system = services.settings.generation.system_prompt
     documents.retriever.search(bench.args.collection, "warm up", top_k=1)  # the embedder and keyword index loaded
     return model, plan
@@ -264,7 +287,8 @@ def _run(services: Any, bench: _Bench, name: str) -> list[DocumentsSample]:
     from app.services.answering.chat import ChatService
     from app.services.library.conversations import ConversationStore
 
-    args, questions = bench.args, bench.questions
+    args = bench.args
+    questions = bench.warm_questions if name == "warm" else bench.questions
     samples: list[DocumentsSample] = []
     store = ConversationStore(bench.scratch / "conversations.db")
     chat = ChatService(store, services.runtime, services.documents.get, top_k=services.settings.rag.top_k)
@@ -405,13 +429,41 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
         action="store_true",
         help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
     )
+    add_recompute_argument(parser)
     parser.add_argument(
         "--runs",
         type=_runs,
         default=("cold",),
         help="ask the questions in each of these runs, comma-separated: cold (first), again (the same engine, every "
-        "passage read before), restart (Hearth closed and started again on the caches it saved); default cold",
+        "passage read before), warm (the same engine, the --warm-questions), restart (Hearth closed and started again "
+        "on the caches it saved); default cold",
     )
+    parser.add_argument(
+        "--warm-questions",
+        type=Path,
+        help="JSON Lines of other questions over the same passages, for a warm run "
+        "(bench/data/debian-docs-reworded.jsonl asks the held-out questions in other words)",
+    )
+
+
+def add_recompute_argument(parser: Any) -> None:
+    parser.add_argument(
+        "--recompute",
+        type=_share,
+        metavar="SHARE",
+        help="with --keep-passages: the share of each joined passage's first tokens read again, from 0 to below 1 "
+        f"(default {DEFAULT_PASSAGE_RECOMPUTE}, chosen on bench/passage_join.py)",
+    )
+
+
+def _share(text: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share < 1:
+        raise argparse.ArgumentTypeError(f"a share from 0 to below 1, such as 0.2 (got {text!r})")
+    return share
 
 
 def _runs(text: str) -> tuple[str, ...]:

@@ -52,9 +52,14 @@ def run_eval_answers(
     max_tokens: int,
     part: str | None = None,
     keep_passages: bool = False,
+    recompute: float | None = None,
+    read_first: Path | None = None,
 ) -> int:
     """``keep_passages``: answer with one slot, keeping each passage's cache as it is read and joining it when a
-    later question retrieves the passage (issue 39), to measure what that does to the answers."""
+    later question retrieves the passage (issue 39), to measure what that does to the answers; ``recompute``: the
+    share of each joined passage read again (the engine's default when None); ``read_first``: a question set asked
+    before (its ``part`` and ``limit`` too, one token each, not scored), so that the passages it retrieves have
+    been read."""
     from app.cli.commands import load_model
     from app.services.container import build_services, measuring
     from app.services.library.conversations import ConversationStore
@@ -62,6 +67,11 @@ def run_eval_answers(
     if max_tokens < 1:
         raise HearthError("--max-tokens must be 1 or more.", f"Leave it out for {DEFAULT_MAX_TOKENS}.")
     questions = chosen_questions(read_answer_questions, questions_path, part, limit, output)
+    first = chosen_questions(read_answer_questions, read_first, part, limit, None) if read_first else []
+    if (read_first or recompute is not None) and not keep_passages:
+        raise HearthError(
+            "--read-first and --recompute are about kept passages.", "Add --keep-passages, or leave them out."
+        )
     if model is not None:
         settings = with_model(settings, model)
     if keep_passages:
@@ -74,6 +84,8 @@ def run_eval_answers(
         load_model(services)
         _ = documents.embedder.dimension  # loaded now, not inside the first question's time
         params = replace(services.generation_params(), temperature=0.0, max_new_tokens=max_tokens, seed=0)
+        if recompute is not None:
+            params = replace(params, passage_recompute=recompute)
         with tempfile.TemporaryDirectory(prefix="hearth-eval-") as scratch:
             store = ConversationStore(Path(scratch) / "conversations.db")
             chat = ChatService(store, services.runtime, services.documents.get, top_k=settings.rag.top_k)
@@ -83,10 +95,9 @@ def run_eval_answers(
                     f"Asking {len(questions)} questions of {for_terminal(repr(collection))} with {model_name}",
                     file=sys.stderr,
                 )
+                turn = TurnSettings(params, settings.generation.system_prompt, collection, keep_passages=keep_passages)
+                _read_first(chat, first, turn)
                 for number, question in enumerate(questions, start=1):
-                    turn = TurnSettings(
-                        params, settings.generation.system_prompt, collection, keep_passages=keep_passages
-                    )
                     result = _ask(chat, question, turn)
                     results.append(result)
                     print(_progress_line(number, len(questions), result), flush=True)
@@ -159,6 +170,17 @@ def split_part(questions: Sequence[T], questions_path: Path, part: str) -> list[
             f"Use line numbers from 1 to {len(questions)}.",
         )
     return [questions[n - 1] for n in lines]
+
+
+def _read_first(chat: ChatService, questions: Sequence[AnswerQuestion], turn: TurnSettings) -> None:
+    """Ask ``questions`` for one token each, unscored: their passages are read, and kept."""
+    if not questions:
+        return
+    print(f"Reading the passages of {len(questions)} other questions first", file=sys.stderr)
+    one_token = replace(turn, params=replace(turn.params, max_new_tokens=1))
+    for number, question in enumerate(questions, start=1):
+        _ask(chat, question, one_token)
+        print(f"  read {number}/{len(questions)}", file=sys.stderr, flush=True)
 
 
 def _ask(chat: ChatService, question: AnswerQuestion, turn: TurnSettings) -> AnswerResult:

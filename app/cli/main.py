@@ -278,6 +278,8 @@ def _evaluation(args: argparse.Namespace, settings: Settings) -> int:
             args.eval_max_tokens,
             args.part,
             keep_passages=args.keep_passages,
+            recompute=args.recompute,
+            read_first=args.read_first,
         )
     from app.cli import documents as commands_documents
 

@@ -269,6 +269,16 @@ def _evaluation(commands: Commands) -> None:
         action="store_true",
         help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
     )
+    from app.bench.documents import add_recompute_argument
+
+    add_recompute_argument(eval_answers)
+    eval_answers.add_argument(
+        "--read-first",
+        type=Path,
+        metavar="QA.jsonl",
+        help="with --keep-passages: ask this set first (the same --part and --limit, unscored, one token each) so "
+        "the passages it finds have been read (bench/data/debian-docs-answers.jsonl before its rewording)",
+    )
 
     eval_tools = eval_kinds.add_parser(
         "tools", help="right calls, right abstentions and invalid calls over a JSONL function-calling question set"

@@ -286,20 +286,30 @@ class NativeModel:
         finally:
             llama_cpp.llama_memory_seq_rm(self.memory, SCRATCH, -1, -1)
 
-    def join_span(self, sequence: int, state: bytes, computed_at: int, place_at: int) -> bool:
-        """Append a span saved by :meth:`span_state` (its first position was ``computed_at``) to ``sequence`` from
-        position ``place_at`` on, which must follow the sequence's last one: loaded into the scratch sequence,
-        moved (llama.cpp turns its keys for the new positions at the next decode) and handed over; an empty
-        ``sequence`` may begin anywhere. False, with ``sequence`` unchanged, when llama.cpp refuses the state."""
+    def join_span(self, sequence: int, state: bytes, computed_at: int, place_at: int, skip: int = 0) -> bool:
+        """Append a span saved by :meth:`span_state` (its first position was ``computed_at``) to ``sequence`` with
+        its first token at position ``place_at``: loaded into the scratch sequence, moved (llama.cpp turns its keys
+        for the new positions at the next decode) and handed over. Its first ``skip`` tokens are left out (the
+        sequence has read them again there), so ``place_at + skip`` must follow the sequence's last position; an
+        empty ``sequence`` may begin anywhere. False, with ``sequence`` unchanged, when llama.cpp refuses the
+        state."""
         import llama_cpp
 
         if not self.can_join:
             raise RuntimeError("spans are joined only with one slot")
         last = int(llama_cpp.llama_memory_seq_pos_max(self.memory, sequence))
-        if last >= 0 and place_at != last + 1:
-            raise ValueError(f"a span must follow the sequence: position {place_at}, expected {last + 1}")
+        if last >= 0 and place_at + skip != last + 1:
+            raise ValueError(f"a span must follow the sequence: position {place_at + skip}, expected {last + 1}")
         if not self.restore_sequence(SCRATCH, state):
             return False
+        if skip:
+            # Cut off, and loaded again without them: the cells left then lie together right after the sequence's,
+            # where reading would put them. (Left where they were, the first tokens' cells would be a gap that
+            # later tokens fill, and attention, which adds the cells up in the order they lie, would round
+            # otherwise than reading.)
+            llama_cpp.llama_memory_seq_rm(self.memory, SCRATCH, computed_at, computed_at + skip)
+            if not self.restore_sequence(SCRATCH, self.sequence_state(SCRATCH)):
+                return False
         if place_at != computed_at:
             llama_cpp.llama_memory_seq_add(self.memory, SCRATCH, -1, -1, place_at - computed_at)
         llama_cpp.llama_memory_seq_cp(self.memory, SCRATCH, sequence, -1, -1)

@@ -31,10 +31,12 @@ class PassageJoiner:
 
     def cut_before_kept(self, request: Request, adapter: AdapterUse | None, reused: int) -> int:
         """Where the reused cache ends inside a passage whose cache is kept (the passage that stood there before
-        began with the same tokens), it is cut back to the passage's start, so the whole passage is joined."""
+        began with the same tokens), it is cut back to where the passage's kept cache is joined (past the tokens
+        read again, which the reused cache holds as they are read), so the rest of the passage is joined."""
+        share = request.params.passage_recompute
         for span in request.spans:
             if span.start < reused < span.stop and self.store.has(adapter, request.prompt[span.start : span.stop]):
-                return span.start
+                return min(reused, span.start + recomputed(span.stop - span.start, share))
         return reused
 
     def advance(self, slot: Slot, answer: Answer) -> bool:
@@ -57,30 +59,39 @@ class PassageJoiner:
                 continue
             if slot.answer is not answer or answer.next_token is not None:
                 break  # ended, or its prompt is read
-            if span.start != at or span.stop > len(prompt) - MIN_PIECE_TOKENS:
+            fresh = recomputed(len(tokens), answer.request.params.passage_recompute)
+            if span.start + fresh != at or fresh == len(tokens) or span.stop > len(prompt) - MIN_PIECE_TOKENS:
                 break
             kept = self.store.get(slot.adapter, tokens)
             if kept is None:
                 break
-            if not self._engine.join_span(slot.index, kept.state, kept.computed_at, at):
+            if not self._engine.join_span(slot.index, kept.state, kept.computed_at, span.start, skip=fresh):
                 log.warning("llama.cpp refused a kept passage cache; the passage is read instead")
                 self.store.drop(slot.adapter, tokens)
                 break
-            slot.cached.extend(tokens)
-            del answer.pending[: len(tokens)]
-            answer.joined += len(tokens)
+            slot.cached.extend(tokens[fresh:])
+            del answer.pending[: len(tokens) - fresh]
+            answer.joined += len(tokens) - fresh
             answer.spans_seen += 1
-            turn_later = turn_later or kept.computed_at != at
+            turn_later = turn_later or kept.computed_at != span.start
         return turn_later
 
     def readable(self, slot: Slot, answer: Answer) -> int:
         """How much of the prompt left to read goes before the next passage whose cache is kept (all of it when
-        none is), leaving that passage to be joined at the next step."""
+        none is), with that passage's tokens read again, leaving the rest of it to be joined at the next step."""
         spans, prompt = answer.request.spans, answer.request.prompt
+        share = answer.request.params.passage_recompute
         at = len(slot.cached)
         for span in spans[answer.spans_seen :]:
-            ahead = span.start - at
-            fits = span.stop <= len(prompt) - MIN_PIECE_TOKENS
+            fresh = recomputed(span.stop - span.start, share)
+            ahead = span.start + fresh - at
+            fits = span.stop <= len(prompt) - MIN_PIECE_TOKENS and fresh < span.stop - span.start
             if ahead >= MIN_PIECE_TOKENS and fits and self.store.has(slot.adapter, prompt[span.start : span.stop]):
                 return ahead
         return len(answer.pending)
+
+
+def recomputed(length: int, share: float) -> int:
+    """Of a joined passage of ``length`` tokens, how many of its first tokens are read again (``share`` of them,
+    rounded; all of them when the share is 1 or more, none when it is 0 or less)."""
+    return max(0, min(length, round(length * share)))

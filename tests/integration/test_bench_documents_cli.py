@@ -95,8 +95,29 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
     assert ran.returncode == 0, ran.stderr[-3000:]
     first, follow = json.loads(followed.read_text())["samples"]
     assert follow["cached_tokens"] >= first["prompt_tokens"], (first, follow)
-    wrong = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "x", "--runs", "warm")
-    assert wrong.returncode == 2 and "runs are cold, again, restart" in wrong.stderr
+    # A warm run: the same engine asked the first questions again in other words, after a cold run read their
+    # passages; the passages come from the slot's cache or are joined from kept caches, not read again.
+    reworded = tmp_path / "reworded.jsonl"
+    other_words = ("Skerry lighthouse: who was its designer?", "Tomato plants: how much sun a day do they want?")
+    reworded.write_text("".join(json.dumps({"question": question}) + "\n" for question in other_words))
+    warm = tmp_path / "warm.json"
+    ran = _hearth(
+        isolated_home,
+        *("bench", "documents", str(two), "-c", "corpus", "--max-tokens", "4", "--model", str(embedded_model)),
+        *("--json", str(warm), "--keep-passages", "--runs", "cold,warm", "--warm-questions", str(reworded)),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "warm run:" in ran.stdout
+    written = json.loads(warm.read_text())["runs"]
+    cold, warmed = written["cold"]["samples"], written["warm"]["samples"]
+    assert [s["question"] for s in warmed] == list(other_words)
+    for before, after in zip(cold, warmed, strict=True):
+        assert after["joined_tokens"] + after["cached_tokens"] > before["joined_tokens"] + before["cached_tokens"]
+        assert after["joined_tokens"] + after["cached_tokens"] > 0.6 * after["prompt_tokens"], after
+    wrong = _hearth(isolated_home, "bench", "documents", str(two), "-c", "corpus", "--runs", "cold,warm")
+    assert wrong.returncode == 1 and "--warm-questions" in wrong.stderr
+    wrong = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "x", "--runs", "hot")
+    assert wrong.returncode == 2 and "runs are cold, again, warm, restart" in wrong.stderr
 
     missing = _hearth(isolated_home, "bench", "documents", str(DATA / "retrieval-qa.jsonl"), "-c", "nowhere")
     assert missing.returncode == 1 and "nowhere" in missing.stderr

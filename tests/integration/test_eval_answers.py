@@ -103,6 +103,27 @@ def test_eval_answers_with_kept_passages_joins_what_an_earlier_question_read(
     assert [row["joined_tokens"] > 0 for row in rows] == [False, False, True]
     assert rows[2]["joined_tokens"] < rows[2]["prompt_tokens"] / 2
 
+    # --read-first: another set, asked first and not scored, reads the passages; a question in other words asked
+    # after joins them, less the share of each read again (--recompute).
+    first, reworded = tmp_path / "first.jsonl", tmp_path / "reworded.jsonl"
+    first.write_text(json.dumps(QUESTIONS[0]) + "\n", encoding="utf-8")
+    other_words = {"question": "The Skerry ferry: which colour is it painted?", "expected": [["red", "crimson"]]}
+    reworded.write_text(json.dumps(other_words) + "\n", encoding="utf-8")
+    warm, half = tmp_path / "warm.json", tmp_path / "half.json"
+    for share, output in (("0", warm), ("0.5", half)):
+        result = hearth(
+            "eval", "answers", str(reworded), "-c", "Skerry", "--model", str(embedded_model),
+            "--max-tokens", "8", "--output", str(output), "--keep-passages", "--read-first", str(first),
+            "--recompute", share, home=isolated_home, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert "Reading the passages of 1 other questions first" in result.stderr
+    (whole,), (part,) = (json.loads(output.read_text(encoding="utf-8"))["results"] for output in (warm, half))
+    assert whole["line"] == part["line"] == 1 and whole["question"] == other_words["question"]
+    assert 0 < part["joined_tokens"] < whole["joined_tokens"]
+    wrong = hearth("eval", "answers", str(reworded), "-c", "Skerry", "--read-first", str(first), home=isolated_home)
+    assert wrong.returncode == 1 and "--keep-passages" in wrong.stderr
+
 
 def test_eval_answers_names_the_bad_line_before_loading_anything(isolated_home: Path, tmp_path: Path) -> None:
     questions = tmp_path / "qa.jsonl"

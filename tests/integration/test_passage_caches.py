@@ -51,9 +51,13 @@ def documents_chat(question: str, names: list[str]) -> tuple[list[ChatMessage], 
     return messages, tuple(PASSAGES[name] for name in names)
 
 
-def ask(backend: LlamaCppBackend, question: str, names: list[str], keep: bool = True) -> tuple[str, Usage]:
+def ask(
+    backend: LlamaCppBackend, question: str, names: list[str], keep: bool = True, recompute: float = 0.0
+) -> tuple[str, Usage]:
     messages, passages = documents_chat(question, names)
-    params = GenerationParams(**{**GREEDY.__dict__, "passages": passages if keep else ()})
+    params = GenerationParams(
+        **{**GREEDY.__dict__, "passages": passages if keep else (), "passage_recompute": recompute}
+    )
     events = list(backend.stream_chat(messages, params, CancelToken()))
     assert isinstance(events[-1], Finished)
     usage = next(e for e in events if isinstance(e, Usage))
@@ -90,6 +94,23 @@ def test_joined_after_the_same_text_the_answer_is_the_one_read(one_slot: LlamaCp
     joined_text, joined = ask(one_slot, "How long is the Nile?", names)
     assert read.joined_tokens == 0 and joined.joined_tokens == passage_tokens(one_slot, names)
     assert joined_text == read_text != ""
+
+
+def test_a_share_of_each_joined_passage_is_read_again(one_slot: LlamaCppBackend) -> None:
+    names = ["everest.txt", "nile.txt", "tower.txt"]
+    read_text, read = ask(one_slot, "How long is the Nile?", names, recompute=0.25)
+    ask(one_slot, "How tall is the Eiffel Tower?", ["tower.txt"])  # the slot's cache now holds another prompt
+    # After the same text, the first quarter of each passage read again and the rest joined: the answer read.
+    joined_text, joined = ask(one_slot, "How long is the Nile?", names, recompute=0.25)
+    lengths = [passage_tokens(one_slot, [name]) for name in names]
+    assert read.joined_tokens == 0
+    assert joined.joined_tokens == sum(n - round(n * 0.25) for n in lengths)
+    assert joined_text == read_text != ""
+    # In another order, a share of 1 reads every passage: nothing is joined.
+    _, whole = ask(one_slot, "Who first reached the summit of Everest?", names[::-1], recompute=1.0)
+    assert whole.joined_tokens == 0
+    _, most = ask(one_slot, "Who first reached the summit of Everest?", names[1:], recompute=0.5)
+    assert most.joined_tokens == sum(n - round(n * 0.5) for n in lengths[1:])
 
 
 def test_without_passages_named_or_with_several_slots_nothing_is_joined(model_info: ModelInfo) -> None:

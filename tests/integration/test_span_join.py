@@ -113,6 +113,40 @@ def test_spans_joined_where_they_were_read_give_the_scores_of_reading_them(reade
     assert reader.greedy(joined, starts[-1] + len(pieces[-1])) == read_answer
 
 
+def test_a_span_joined_past_its_first_tokens_read_again_gives_the_scores_of_reading_it(reader: Reader) -> None:
+    # What recomputing a share of a passage does (``GenerationParams.passage_recompute``): its first tokens are
+    # read again after the text now before them, and its kept cache is joined from there on, without them.
+    model = reader.model
+    pieces = [
+        reader.tokens(SYSTEM + "[1] tower.txt\n", first=True),
+        reader.tokens(TOWER),
+        reader.tokens("\n[2] everest.txt\n"),
+        reader.tokens(MOUNTAIN),
+        reader.tokens(QUESTION),
+    ]
+    starts = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+    skip = 5
+    model.forget(0)  # read in the same pieces as below (a token's scores may change with what shares its batch)
+    reader.read(pieces[0] + pieces[1][:skip], 0)
+    reader.read(pieces[1][skip:], starts[1] + skip)
+    reader.read(pieces[2] + pieces[3][:skip], starts[2])
+    reader.read(pieces[3][skip:], starts[3] + skip)
+    tower = model.span_state(0, starts[1], starts[2])
+    mountain = model.span_state(0, starts[3], starts[4])
+    read = reader.read(pieces[-1], starts[-1])
+
+    model.forget(0)
+    reader.read(pieces[0] + pieces[1][:skip], 0)
+    with pytest.raises(ValueError, match="must follow"):
+        model.join_span(0, tower, computed_at=starts[1], place_at=starts[1])  # its first tokens are there already
+    assert model.join_span(0, tower, computed_at=starts[1], place_at=starts[1], skip=skip)
+    assert reader.last_position() == starts[2] - 1
+    reader.read(pieces[2] + pieces[3][:skip], starts[2])
+    assert model.join_span(0, mountain, computed_at=starts[3], place_at=starts[3], skip=skip)
+    assert reader.last_position() == starts[4] - 1
+    assert np.array_equal(reader.read(pieces[-1], starts[-1]), read)
+
+
 def test_a_span_moved_to_other_positions_answers_as_if_read_there(reader: Reader) -> None:
     model = reader.model
     tower, question = reader.tokens(TOWER), reader.tokens(QUESTION)
