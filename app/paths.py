@@ -92,6 +92,12 @@ class DataPaths:
         return self.root / "cache" / "conversations"
 
     @property
+    def passage_cache_dir(self) -> Path:
+        """Kept passages' llama.cpp caches, one folder per model and adapter (``backends.llamacpp.passage_shelf``;
+        owner-only)."""
+        return self.root / "cache" / "passages"
+
+    @property
     def compiled_cache_dir(self) -> Path:
         """Models compiled for a device (OpenVINO), so the second load skips compilation."""
         return self.root / "cache" / "compiled"

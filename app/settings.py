@@ -78,6 +78,13 @@ class BackendSettings(BaseModel):
         description="Disk for conversations' llama.cpp caches, in the data folder: a follow-up after a restart, or "
         "after other chats took the model's slots, then reads only what is new. 0 keeps them in memory only.",
     )
+    passage_cache_mb: int = Field(
+        default=512,
+        ge=0,
+        le=1_048_576,
+        description="Disk for kept passages' llama.cpp caches, in the data folder (with rag keep_passages): a "
+        "passage read before a restart is joined after it, not read again. 0 keeps them in memory only.",
+    )
     prompt_lookup: Literal["auto", "off"] = Field(
         default="auto",
         description="Prompt-lookup decoding (llama.cpp): guess the next tokens from the prompt and the answer so "
@@ -142,6 +149,13 @@ class RagSettings(BaseModel):
         description="Give the best sentences of the first 8 passages found, in the room the first top_k passages "
         "would take, instead of those passages whole (rag/excerpts.py). Off: the default model did not answer better "
         "from them, and embedding every window of 8 passages takes about a second per question on a 2-core CPU.",
+    )
+    keep_passages: bool = Field(
+        default=True,
+        description="Keep each passage's llama.cpp cache when it is first read (in memory and in the data folder) "
+        "and join it when a later question retrieves the passage, reading only a fifth of it again, instead of "
+        "reading it whole. Only while llama.cpp answers one question at a time (backend slots 1): with several "
+        "slots the passages are read as before.",
     )
     embedder_runtime: Literal["sentence-transformers", "openvino"] = Field(
         default="openvino",

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
@@ -36,7 +36,11 @@ from rag.answer_eval import (
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
+if TYPE_CHECKING:
+    from app.services.container import Services
+
 DEFAULT_MAX_TOKENS = 200
+EVAL_PASSAGES_MB = 4096  # disk for kept passages' caches in an evaluation's own folder (``_load``)
 SHOWN_CHARS = 70
 
 T = TypeVar("T")
@@ -60,7 +64,6 @@ def run_eval_answers(
     share of each joined passage read again (the engine's default when None); ``read_first``: a question set asked
     before (its ``part`` and ``limit`` too, one token each, not scored), so that the passages it retrieves have
     been read."""
-    from app.cli.commands import load_model
     from app.services.container import build_services, measuring
     from app.services.library.conversations import ConversationStore
 
@@ -81,12 +84,12 @@ def run_eval_answers(
     try:
         documents = services.documents.get()
         documents.manifest.get(collection)  # a clear error before the model loads
-        load_model(services)
-        _ = documents.embedder.dimension  # loaded now, not inside the first question's time
-        params = replace(services.generation_params(), temperature=0.0, max_new_tokens=max_tokens, seed=0)
-        if recompute is not None:
-            params = replace(params, passage_recompute=recompute)
         with tempfile.TemporaryDirectory(prefix="hearth-eval-") as scratch:
+            _load(services, Path(scratch) / "passages" if keep_passages else None)
+            _ = documents.embedder.dimension  # loaded now, not inside the first question's time
+            params = replace(services.generation_params(), temperature=0.0, max_new_tokens=max_tokens, seed=0)
+            if recompute is not None:
+                params = replace(params, passage_recompute=recompute)
             store = ConversationStore(Path(scratch) / "conversations.db")
             chat = ChatService(store, services.runtime, services.documents.get, top_k=settings.rag.top_k)
             try:
@@ -170,6 +173,21 @@ def split_part(questions: Sequence[T], questions_path: Path, part: str) -> list[
             f"Use line numbers from 1 to {len(questions)}.",
         )
     return [questions[n - 1] for n in lines]
+
+
+def _load(services: Services, passages: Path | None) -> None:
+    """Load the model; with ``passages``, the kept passages' caches are also kept there on disk (up to
+    ``EVAL_PASSAGES_MB``), so that none read is forgotten before the questions end, as the memory's cap alone would
+    (about 75 passages of the default model)."""
+    from app.cli.commands import load_model
+    from backends.base import SavedCaches
+
+    if passages is None:
+        load_model(services)
+        return
+    saved = SavedCaches("", 0, str(passages), EVAL_PASSAGES_MB << 20)
+    for step in services.runtime.load(replace(services.control.initial, saved_caches=saved)):
+        print(f"[{step.fraction:4.0%}] {step.message}", file=sys.stderr)
 
 
 def _read_first(chat: ChatService, questions: Sequence[AnswerQuestion], turn: TurnSettings) -> None:

@@ -130,18 +130,27 @@ def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoic
     path, why = (pick.path, pick.why) if pick else (embedded_chat_model(), RULE_WORDS["fallback"])
     cache = str(paths.compiled_cache_dir)
     links = tuple(worker.link for worker in paired)
-    saved_bytes = settings.backend.conversation_cache_mb << 20
-    saved = SavedCaches(str(paths.conversation_cache_dir), saved_bytes) if saved_bytes > 0 else None
+    saved = _saved_caches(settings, paths)
     choice = ModelChoice(path, prefs, settings.generation.seed or 0, cache, links, saved)
     return StartChoice(choice, why)
 
 
+def _saved_caches(settings: Settings, paths: DataPaths) -> SavedCaches | None:
+    """Where llama.cpp keeps conversations' caches on disk, and kept passages' when passages are kept."""
+    conversations = settings.backend.conversation_cache_mb << 20
+    passages = settings.backend.passage_cache_mb << 20 if settings.rag.keep_passages else 0
+    if conversations <= 0 and passages <= 0:
+        return None
+    return SavedCaches(str(paths.conversation_cache_dir), conversations, str(paths.passage_cache_dir), passages)
+
+
 def measuring(settings: Settings) -> Settings:
     """``settings`` for a benchmark or an evaluation: every prompt is read as it would be the first time, not
-    loaded from a conversation cache an earlier run saved (which would time the disk, and could round a near tie
-    otherwise than reading does)."""
-    backend = settings.backend.model_copy(update={"conversation_cache_mb": 0})
-    return settings.model_copy(update={"backend": backend})
+    loaded from a conversation's or a passage's cache an earlier run saved (which would time the disk, and could
+    round a near tie otherwise than reading does); a benchmark or evaluation keeps passages only when it asks to."""
+    backend = settings.backend.model_copy(update={"conversation_cache_mb": 0, "passage_cache_mb": 0})
+    rag = settings.rag.model_copy(update={"keep_passages": False})
+    return settings.model_copy(update={"backend": backend, "rag": rag})
 
 
 def preferences(settings: Settings, paired: Sequence[PairedWorker] | None = None) -> Preferences:
@@ -196,7 +205,9 @@ def build_services(
     runtime = ModelRuntime(inventory, registry.AUTOMATIC, registry.ALL, make_engine, current_inventory=refresh)
     control = ModelControl(runtime, paths, lambda: start_choice(settings, inventory))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
-    chat = ChatService(store, runtime, documents.get, top_k=settings.rag.top_k)
+    chat = ChatService(
+        store, runtime, documents.get, top_k=settings.rag.top_k, keep_passages=settings.rag.keep_passages
+    )
     cpu = CpuSharing(
         runtime,
         _planned_threads(runtime, inventory),

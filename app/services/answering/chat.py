@@ -123,9 +123,12 @@ class ChatService:
         documents: Callable[[], DocumentServices] | None = None,
         top_k: int = DEFAULT_TOP_K,
         draft_every_s: float = DRAFT_EVERY_S,
+        keep_passages: bool = False,
     ) -> None:
         """``documents`` builds (once) what answering from a collection needs; plain chat never calls it. The
-        answer being written is saved every ``draft_every_s``, so a kill loses at most that much of it."""
+        answer being written is saved every ``draft_every_s``, so a kill loses at most that much of it. With
+        ``keep_passages`` every turn keeps its passages' caches and joins them (``TurnSettings.keep_passages``)."""
+        self._keep_passages = keep_passages
         self._draft_every_s = draft_every_s
         self._store = store
         self._runtime = runtime
@@ -287,6 +290,8 @@ class ChatService:
     ) -> Iterator[TurnEvent]:
         turn, tools = prompt.documents, settings.tools
         sources = turn.sources if turn else ()
+        if self._keep_passages:
+            settings = dataclasses.replace(settings, keep_passages=True)
         params = _answer_params(settings, conversation_id, sources, prompt.passages_before)
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
