@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import HearthError
+from backends.base import DEFAULT_PASSAGE_RECOMPUTE
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are Hearth, a helpful assistant running entirely on this computer. Answer clearly and concisely."
@@ -156,6 +157,14 @@ class RagSettings(BaseModel):
         "and join it when a later question retrieves the passage, reading only a fifth of it again, instead of "
         "reading it whole. Only while llama.cpp answers one question at a time (backend slots 1): with several "
         "slots the passages are read as before.",
+    )
+    passage_recompute: float = Field(
+        default=DEFAULT_PASSAGE_RECOMPUTE,
+        ge=0.0,
+        lt=1.0,
+        description="Of each passage joined from its kept cache, the share of its first tokens read again after the "
+        "text now before it (as CacheBlend recomputes a share): 0 is quickest, more answers as reading would. The "
+        "default was chosen on bench/passage_join.py and the tuning half of bench/data/debian-docs-reworded.jsonl.",
     )
     embedder_runtime: Literal["sentence-transformers", "openvino"] = Field(
         default="openvino",

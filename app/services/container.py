@@ -206,7 +206,12 @@ def build_services(
     control = ModelControl(runtime, paths, lambda: start_choice(settings, inventory))
     documents = LazyDocuments(lambda: build_documents(settings, paths))
     chat = ChatService(
-        store, runtime, documents.get, top_k=settings.rag.top_k, keep_passages=settings.rag.keep_passages
+        store,
+        runtime,
+        documents.get,
+        top_k=settings.rag.top_k,
+        keep_passages=settings.rag.keep_passages,
+        passage_recompute=settings.rag.passage_recompute,
     )
     cpu = CpuSharing(
         runtime,

@@ -24,13 +24,13 @@ UNRELATED = "How long does sourdough starter take to get going?"  # the slot's c
 REWORDED = ("Skerry lighthouse: who was its designer?", "The lighthouse on Skerry, who designed it?")
 
 
-def start(home: Path, keep: bool = True, slots: int = 1) -> Services:
+def start(home: Path, keep: bool = True, slots: int = 1, recompute: float = 0.2) -> Services:
     settings = load_settings(
         home=home,
         model={"context_length": 2048},
         # no conversations' caches on disk: a new conversation could otherwise load an earlier one's prompt whole
         backend={"name": "llamacpp", "slots": slots, "conversation_cache_mb": 0},
-        rag={"keep_passages": keep},
+        rag={"keep_passages": keep, "passage_recompute": recompute},
     )
     services = build_services(settings)
     list(services.control.start())
@@ -60,18 +60,18 @@ def test_the_page_joins_passages_read_before_and_after_a_restart(
     assert again.prompt_tokens - again.cached_tokens - again.joined_tokens < again.prompt_tokens / 2
 
     # After a restart nothing is in memory: the kept caches come from the data folder, which only Hearth's own
-    # account can open.
+    # account can open. Half of each passage is read again now (HEARTH_RAG__PASSAGE_RECOMPUTE), so less is joined.
     folder = home / "cache" / "passages"
     assert folder.is_dir() and folder.stat().st_mode & 0o077 == 0
     kept = [path for path in folder.rglob("*") if path.is_file()]
     assert kept and all(path.stat().st_mode & 0o077 == 0 for path in kept)
     assert as_other(other_account, "/bin/ls", str(folder)).returncode != 0
-    restarted = start(home)
+    restarted = start(home, recompute=0.5)
     try:
         after = usage(restarted, REWORDED[1])
     finally:
         restarted.close()
-    assert after.joined_tokens > 0
+    assert 0 < after.joined_tokens < again.joined_tokens
 
 
 def test_with_passages_not_kept_or_several_slots_they_are_read(

@@ -36,6 +36,7 @@ from app.services.serving.runtime import ModelRuntime
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, LoopNote, answer_with_tools
 from backends.base import (
+    DEFAULT_PASSAGE_RECOMPUTE,
     AdapterUse,
     CancelToken,
     ChatEvent,
@@ -124,11 +125,14 @@ class ChatService:
         top_k: int = DEFAULT_TOP_K,
         draft_every_s: float = DRAFT_EVERY_S,
         keep_passages: bool = False,
+        passage_recompute: float = DEFAULT_PASSAGE_RECOMPUTE,
     ) -> None:
         """``documents`` builds (once) what answering from a collection needs; plain chat never calls it. The
         answer being written is saved every ``draft_every_s``, so a kill loses at most that much of it. With
-        ``keep_passages`` every turn keeps its passages' caches and joins them (``TurnSettings.keep_passages``)."""
+        ``keep_passages`` every turn keeps its passages' caches and joins them (``TurnSettings.keep_passages``),
+        reading ``passage_recompute`` of each joined passage again."""
         self._keep_passages = keep_passages
+        self._passage_recompute = passage_recompute
         self._draft_every_s = draft_every_s
         self._store = store
         self._runtime = runtime
@@ -291,7 +295,8 @@ class ChatService:
         turn, tools = prompt.documents, settings.tools
         sources = turn.sources if turn else ()
         if self._keep_passages:
-            settings = dataclasses.replace(settings, keep_passages=True)
+            params = dataclasses.replace(settings.params, passage_recompute=self._passage_recompute)
+            settings = dataclasses.replace(settings, keep_passages=True, params=params)
         params = _answer_params(settings, conversation_id, sources, prompt.passages_before)
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
