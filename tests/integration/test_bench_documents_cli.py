@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -17,6 +18,17 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 _hearth = run_hearth
+
+
+def _kept_bench(home: Path, questions: Path, model: Path, report: Path, *more: str) -> CompletedProcess[str]:
+    """`hearth bench documents` of ``questions`` with kept passages, four tokens an answer; it must succeed."""
+    ran = _hearth(
+        home,
+        *("bench", "documents", str(questions), "-c", "corpus", "--max-tokens", "4", "--model", str(model)),
+        *("--json", str(report), "--keep-passages", *more),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    return ran
 
 
 def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
@@ -87,12 +99,7 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
     asked = ("Who designed the Skerry lighthouse?", "How many hours of sun do tomato plants need?")
     two.write_text("".join(json.dumps({"question": question}) + "\n" for question in asked))
     followed = tmp_path / "followed.json"
-    ran = _hearth(
-        isolated_home,
-        *("bench", "documents", str(two), "-c", "corpus", "--max-tokens", "4", "--model", str(embedded_model)),
-        *("--json", str(followed), "--keep-passages", "--conversation"),
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
+    ran = _kept_bench(isolated_home, two, embedded_model, followed, "--conversation")
     first, follow = json.loads(followed.read_text())["samples"]
     assert follow["cached_tokens"] >= first["prompt_tokens"], (first, follow)
     # A warm run: the same engine asked the first questions again in other words, after a cold run read their
@@ -101,12 +108,8 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
     other_words = ("Skerry lighthouse: who was its designer?", "Tomato plants: how much sun a day do they want?")
     reworded.write_text("".join(json.dumps({"question": question}) + "\n" for question in other_words))
     warm = tmp_path / "warm.json"
-    ran = _hearth(
-        isolated_home,
-        *("bench", "documents", str(two), "-c", "corpus", "--max-tokens", "4", "--model", str(embedded_model)),
-        *("--json", str(warm), "--keep-passages", "--runs", "cold,warm", "--warm-questions", str(reworded)),
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
+    warm_run = ("--runs", "cold,warm", "--warm-questions", str(reworded))
+    ran = _kept_bench(isolated_home, two, embedded_model, warm, *warm_run)
     assert "warm run:" in ran.stdout
     written = json.loads(warm.read_text())["runs"]
     cold, warmed = written["cold"]["samples"], written["warm"]["samples"]

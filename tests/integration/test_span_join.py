@@ -74,6 +74,19 @@ def top(scores: np.ndarray, count: int) -> list[int]:
     return [int(i) for i in np.argsort(scores)[::-1][:count]]
 
 
+def two_passages(reader: Reader) -> tuple[list[list[int]], list[int]]:
+    """A documents prompt in pieces: the instructions and the first passage's label, the tower passage, the second
+    label, the mountain passage, the question; and where each piece starts."""
+    pieces = [
+        reader.tokens(SYSTEM + "[1] tower.txt\n", first=True),
+        reader.tokens(TOWER),
+        reader.tokens("\n[2] everest.txt\n"),
+        reader.tokens(MOUNTAIN),
+        reader.tokens(QUESTION),
+    ]
+    return pieces, [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+
+
 @pytest.fixture(scope="module")
 def reader(model_info: ModelInfo) -> Iterator[Reader]:
     model = NativeModel(model_info.path, LoadOptions(context_length=1024, threads=2))
@@ -86,14 +99,7 @@ def reader(model_info: ModelInfo) -> Iterator[Reader]:
 def test_spans_joined_where_they_were_read_give_the_scores_of_reading_them(reader: Reader) -> None:
     model = reader.model
     assert model.can_join and model.shape.slots == 1
-    pieces = [
-        reader.tokens(SYSTEM + "[1] tower.txt\n", first=True),
-        reader.tokens(TOWER),
-        reader.tokens("\n[2] everest.txt\n"),
-        reader.tokens(MOUNTAIN),
-        reader.tokens(QUESTION),
-    ]
-    starts = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+    pieces, starts = two_passages(reader)
     model.forget(0)
     for piece, start in zip(pieces[:-1], starts[:-1], strict=True):
         reader.read(piece, start)
@@ -117,14 +123,7 @@ def test_a_span_joined_past_its_first_tokens_read_again_gives_the_scores_of_read
     # What recomputing a share of a passage does (``GenerationParams.passage_recompute``): its first tokens are
     # read again after the text now before them, and its kept cache is joined from there on, without them.
     model = reader.model
-    pieces = [
-        reader.tokens(SYSTEM + "[1] tower.txt\n", first=True),
-        reader.tokens(TOWER),
-        reader.tokens("\n[2] everest.txt\n"),
-        reader.tokens(MOUNTAIN),
-        reader.tokens(QUESTION),
-    ]
-    starts = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+    pieces, starts = two_passages(reader)
     skip = 5
     model.forget(0)  # read in the same pieces as below (a token's scores may change with what shares its batch)
     reader.read(pieces[0] + pieces[1][:skip], 0)
