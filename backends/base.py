@@ -181,7 +181,7 @@ class Grammar:
 # Of each passage joined from a kept cache, the share of its first tokens read again after the text now before it.
 # Chosen on bench/passage_join.py's eight questions with Qwen2.5-Coder-1.5B (bench/data/passage-join.recompute.
 # qwen2.5-coder-1.5b.json): with none read again, two answers came from another passage than the question's and two
-# cited another passage than reading did; 0.1 still one and one; 0.2 answered each from the passage reading
+# cited another passage than reading did; 0.1 still two and one; 0.2 answered each from the passage reading
 # answered from (one citation number off), at 0.55x of reading's time to the first word against 0.35x with none.
 DEFAULT_PASSAGE_RECOMPUTE = 0.2
 
