@@ -53,6 +53,7 @@ COMMAND_WORDS = re.compile(r"`?hearth [a-z]|(^|[\s(`])--[a-z]|HEARTH_[A-Z]")
 OUTSIDE_THE_PAGE = {
     "app/cli/": "the command line: its parser and its commands",
     "app/api/": "answers to API clients, who work with settings and commands",
+    "app/bench/": "`hearth bench`'s refusals, on the terminal that ran it: they name its options",
     "app/paths.py": "the data folder is checked before any page exists",
     "app/database.py": "a store from a newer Hearth is refused at start, on the terminal",
     "app/desktop/toolkit.py": "no window could open: said on the terminal that started it",

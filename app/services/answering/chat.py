@@ -294,10 +294,8 @@ class ChatService:
     ) -> Iterator[TurnEvent]:
         turn, tools = prompt.documents, settings.tools
         sources = turn.sources if turn else ()
-        if self._keep_passages:
-            params = dataclasses.replace(settings.params, passage_recompute=self._passage_recompute)
-            settings = dataclasses.replace(settings, keep_passages=True, params=params)
-        params = _answer_params(settings, conversation_id, sources, prompt.passages_before)
+        kept = self._passage_recompute if self._keep_passages else None
+        params = _answer_params(settings, conversation_id, sources, prompt.passages_before, kept)
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
         uses = turn.found.uses if turn else ()
@@ -445,13 +443,20 @@ def _as_messages(system_prompt: str, stored: Sequence[StoredMessage]) -> list[Ch
 
 
 def _answer_params(
-    settings: TurnSettings, conversation_id: str, sources: Sequence[Source], before: Sequence[str] = ()
+    settings: TurnSettings,
+    conversation_id: str,
+    sources: Sequence[Source],
+    before: Sequence[str] = (),
+    keep_share: float | None = None,
 ) -> GenerationParams:
     """The turn's generation settings, with the caches the engine saves marked as the conversation's own (deleted
-    with it) and, when passages are kept, the passages named so that their caches are kept and joined: the earlier
-    turns' (``before``) too, so the prompt is cut where those turns' prompts were and its tokens match theirs."""
+    with it) and, when passages are kept (the turn's settings, or the service's ``keep_share`` of each joined
+    passage read again), the passages named so that their caches are kept and joined: the earlier turns'
+    (``before``) too, so the prompt is cut where those turns' prompts were and its tokens match theirs."""
     params = dataclasses.replace(settings.params, cache_owner=conversation_id)
-    if settings.keep_passages and sources:
+    if keep_share is not None:
+        params = dataclasses.replace(params, passage_recompute=keep_share)
+    if (settings.keep_passages or keep_share is not None) and sources:
         params = dataclasses.replace(params, passages=(*before, *(shown_text(source) for source in sources)))
     return params
 
