@@ -210,8 +210,7 @@ def build_services(
         runtime,
         documents.get,
         top_k=settings.rag.top_k,
-        keep_passages=settings.rag.keep_passages,
-        passage_recompute=settings.rag.passage_recompute,
+        keep_share=settings.rag.passage_recompute if settings.rag.keep_passages else None,
     )
     cpu = CpuSharing(
         runtime,

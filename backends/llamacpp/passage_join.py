@@ -15,6 +15,7 @@ from backends.base import AdapterUse
 from backends.llamacpp.batch_policy import MIN_PIECE_TOKENS
 from backends.llamacpp.batch_state import Answer, Request, Slot
 from backends.llamacpp.passage_store import KeptPassage, PassageStore
+from backends.llamacpp.prompt_spans import Span
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel
@@ -33,10 +34,9 @@ class PassageJoiner:
         """Where the reused cache ends inside a passage whose cache is kept (the passage that stood there before
         began with the same tokens), it is cut back to where the passage's kept cache is joined (past the tokens
         read again, which the reused cache holds as they are read), so the rest of the passage is joined."""
-        share = request.params.passage_recompute
         for span in request.spans:
             if span.start < reused < span.stop and self.store.has(adapter, request.prompt[span.start : span.stop]):
-                return min(reused, span.start + recomputed(span.stop - span.start, share))
+                return min(reused, span.start + _read_again(request, span))
         return reused
 
     def advance(self, slot: Slot, answer: Answer) -> bool:
@@ -59,7 +59,7 @@ class PassageJoiner:
                 continue
             if slot.answer is not answer or answer.next_token is not None:
                 break  # ended, or its prompt is read
-            fresh = recomputed(len(tokens), answer.request.params.passage_recompute)
+            fresh = _read_again(answer.request, span)
             if span.start + fresh != at or fresh == len(tokens) or span.stop > len(prompt) - MIN_PIECE_TOKENS:
                 break
             kept = self.store.get(slot.adapter, tokens)
@@ -80,10 +80,9 @@ class PassageJoiner:
         """How much of the prompt left to read goes before the next passage whose cache is kept (all of it when
         none is), with that passage's tokens read again, leaving the rest of it to be joined at the next step."""
         spans, prompt = answer.request.spans, answer.request.prompt
-        share = answer.request.params.passage_recompute
         at = len(slot.cached)
         for span in spans[answer.spans_seen :]:
-            fresh = recomputed(span.stop - span.start, share)
+            fresh = _read_again(answer.request, span)
             ahead = span.start + fresh - at
             fits = span.stop <= len(prompt) - MIN_PIECE_TOKENS and fresh < span.stop - span.start
             if ahead >= MIN_PIECE_TOKENS and fits and self.store.has(slot.adapter, prompt[span.start : span.stop]):
@@ -95,3 +94,8 @@ def recomputed(length: int, share: float) -> int:
     """Of a joined passage of ``length`` tokens, how many of its first tokens are read again (``share`` of them,
     rounded; all of them when the share is 1 or more, none when it is 0 or less)."""
     return max(0, min(length, round(length * share)))
+
+
+def _read_again(request: Request, span: Span) -> int:
+    """How many of the first tokens of the passage at ``span`` are read again when it is joined."""
+    return recomputed(span.stop - span.start, request.params.passage_recompute)

@@ -36,7 +36,6 @@ from app.services.serving.runtime import ModelRuntime
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, LoopNote, answer_with_tools
 from backends.base import (
-    DEFAULT_PASSAGE_RECOMPUTE,
     AdapterUse,
     CancelToken,
     ChatEvent,
@@ -124,15 +123,13 @@ class ChatService:
         documents: Callable[[], DocumentServices] | None = None,
         top_k: int = DEFAULT_TOP_K,
         draft_every_s: float = DRAFT_EVERY_S,
-        keep_passages: bool = False,
-        passage_recompute: float = DEFAULT_PASSAGE_RECOMPUTE,
+        keep_share: float | None = None,
     ) -> None:
         """``documents`` builds (once) what answering from a collection needs; plain chat never calls it. The
-        answer being written is saved every ``draft_every_s``, so a kill loses at most that much of it. With
-        ``keep_passages`` every turn keeps its passages' caches and joins them (``TurnSettings.keep_passages``),
-        reading ``passage_recompute`` of each joined passage again."""
-        self._keep_passages = keep_passages
-        self._passage_recompute = passage_recompute
+        answer being written is saved every ``draft_every_s``, so a kill loses at most that much of it. With a
+        ``keep_share`` every turn keeps its passages' caches and joins them (``TurnSettings.keep_passages``),
+        reading that share of each joined passage again."""
+        self._keep_share = keep_share
         self._draft_every_s = draft_every_s
         self._store = store
         self._runtime = runtime
@@ -294,8 +291,7 @@ class ChatService:
     ) -> Iterator[TurnEvent]:
         turn, tools = prompt.documents, settings.tools
         sources = turn.sources if turn else ()
-        kept = self._passage_recompute if self._keep_passages else None
-        params = _answer_params(settings, conversation_id, sources, prompt.passages_before, kept)
+        params = _answer_params(settings, conversation_id, sources, prompt.passages_before, self._keep_share)
         retrieve_ms = turn.found.total_ms if turn else 0.0
         embed_ms = turn.found.embed_ms if turn else 0.0
         uses = turn.found.uses if turn else ()
