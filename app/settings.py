@@ -86,6 +86,11 @@ class BackendSettings(BaseModel):
         description="Disk for kept passages' llama.cpp caches, in the data folder (with rag keep_passages): a "
         "passage read before a restart is joined after it, not read again. 0 keeps them in memory only.",
     )
+    passage_cache_type: Literal["q8_0", "f16"] = Field(
+        default="q8_0",
+        description="How kept passages' llama.cpp caches are held, in memory and on disk: q8_0 (8 bits, about half "
+        "the room, so twice the passages fit) or f16 (as llama.cpp computed them).",
+    )
     prompt_lookup: Literal["auto", "off"] = Field(
         default="auto",
         description="Prompt-lookup decoding (llama.cpp): guess the next tokens from the prompt and the answer so "
@@ -157,6 +162,13 @@ class RagSettings(BaseModel):
         "and join it when a later question retrieves the passage, reading only a fifth of it again, instead of "
         "reading it whole. Only while llama.cpp answers one question at a time (backend slots 1): with several "
         "slots the passages are read as before.",
+    )
+    read_ahead: bool = Field(
+        default=False,
+        description="After files are added on the page, read their passages with the chat model once, so that the "
+        "first question that finds one joins its kept cache instead of reading it (as `hearth ingest --read-ahead` "
+        "does). Only where passages are kept (keep_passages, backend slots 1), and never on battery; off by "
+        "default: each passage costs the CPU what reading it in a question would.",
     )
     passage_recompute: float = Field(
         default=DEFAULT_PASSAGE_RECOMPUTE,

@@ -86,6 +86,7 @@ class SavedCaches:
     cap_bytes: int
     passages_folder: str = ""
     passages_cap_bytes: int = 0
+    passages_type: Literal["q8_0", "f16"] = "q8_0"  # how kept passages' keys and values are held (kept_state)
 
 
 @dataclass(frozen=True)

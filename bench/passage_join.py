@@ -20,6 +20,10 @@ For each question, alternating the order between runs:
   share) read, the rest of its kept cache joined, then the question read;
 - raw: llama-cpp-python's ``Llama`` reads the whole prompt's tokens and writes one.
 
+With ``--packed``, each share is also joined from caches kept at 8 bits (``backends.llamacpp.kept_state``, as the
+passage store holds them by default), unpacked inside the timed part as the store does; its rows are named
+``SHARE q8_0``.
+
 This is the set the share is chosen on (tuning); answers are judged on the Debian sets (``hearth eval answers``).
 
     .venv/bin/python bench/passage_join.py --model PATH.gguf --runs 2 --recompute 0,0.1,0.2 \
@@ -138,6 +142,7 @@ def main() -> int:
         default=[0.0],
         help="shares of each passage's first tokens read again, comma-separated: each a joined way (default 0)",
     )
+    parser.add_argument("--packed", action="store_true", help="also join each share from caches kept at 8 bits")
     parser.add_argument("--answer-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
@@ -148,6 +153,7 @@ def main() -> int:
     from backends.base import ChatMessage, LoadOptions
     from backends.chat_template import ChatFormatter
     from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.kept_state import pack, unpack
     from backends.llamacpp.native import BATCH_TOKENS, NativeModel
     from backends.llamacpp.passage_join import recomputed
     from backends.llamacpp.prompt_spans import segments, tokenized
@@ -185,6 +191,7 @@ def main() -> int:
 
     kept_prefix = system_tokens()
     kept: dict[str, tuple[bytes, int]] = {}  # passage -> (its cache, where it was read)
+    packed: dict[str, bytes] = {}  # passage -> its cache at 8 bits
 
     def read_whole(tokens: list[int]) -> tuple[float, list[int]]:
         model.forget(0)
@@ -199,14 +206,20 @@ def main() -> int:
         reader.read(tokens, 0)
         for span, text in zip(spans, order, strict=True):
             kept[text] = (model.span_state(0, span.start, span.stop), span.start)
+            packed[text] = pack(kept[text][0])
 
-    def joined(tokens: list[int], spans: list[Any], order: list[str], share: float) -> tuple[float, list[int], int]:
+    def joined(tokens: list[int], spans: list[Any], order: list[str], way: str) -> tuple[float, list[int], int]:
+        share, eight_bits = float(way.split()[0]), way.endswith(" q8_0")
         model.forget(0)
         reader.read(tokens[:kept_prefix], 0)
         began = time.perf_counter()
         at, joined_tokens = kept_prefix, 0
         for span, text in zip(spans, order, strict=True):
             state, computed_at = kept[text]
+            if eight_bits:
+                unpacked = unpack(packed[text])
+                assert unpacked is not None and unpacked != state, "a cache at 8 bits must be packed"
+                state = unpacked
             fresh = recomputed(len(span), share)
             reader.read(tokens[at : span.start + fresh], at)  # the glue, and the passage's first tokens again
             assert model.join_span(0, state, computed_at, span.start, skip=fresh)
@@ -227,7 +240,8 @@ def main() -> int:
     def text(answer: list[int]) -> str:
         return b"".join(model.piece(t) for t in answer).decode(errors="replace")
 
-    shares = args.recompute
+    shares = [str(share) for share in args.recompute]
+    shares += [f"{share} q8_0" for share in shares] if args.packed else []
     rows: list[dict[str, Any]] = []
     try:
         for sections in reading_order():  # the passages as earlier questions read them
@@ -246,10 +260,12 @@ def main() -> int:
                     elif way == "raw":
                         row["raw_ms"] = raw_ms(tokens)
                     else:
-                        seconds, answer, from_cache = joined(tokens, spans, order, float(way))
+                        seconds, answer, from_cache = joined(tokens, spans, order, way)
                         row["joined"][str(way)] = {"ms": seconds * 1000, "text": text(answer), "from_cache": from_cache}
-                for joined_way in row["joined"].values():
+                for name, joined_way in row["joined"].items():
                     joined_way["same_answer"] = joined_way["text"] == row["read_text"]
+                    if name.endswith(" q8_0"):
+                        joined_way["same_as_f16"] = joined_way["text"] == row["joined"][name.split()[0]]["text"]
                 rows.append(row)
                 print(
                     f"run {run + 1} q{question}: read {row['read_ms']:.0f} ms, raw {row['raw_ms']:.0f} ms, joined "
@@ -271,7 +287,7 @@ def main() -> int:
         "threads": args.threads,
         "ms": {way: summarise([r[f"{way}_ms"] for r in rows]) for way in ("read", "raw")},
         "ratios": {"read / raw": summarise([r["read_ms"] / r["raw_ms"] for r in rows])},
-        "recompute": {str(share): _share_figures(rows, str(share)) for share in shares},
+        "recompute": {share: _share_figures(rows, share) for share in shares},
         "rows": rows,
     }
     report(result, args.json)
@@ -291,7 +307,15 @@ def _share_figures(rows: list[dict[str, Any]], share: str) -> dict[str, Any]:
         "joined / raw": summarise([way["ms"] / row["raw_ms"] for way, row in zip(ways, rows, strict=True)]),
         "passage tokens joined": summarise([float(way["from_cache"]) for way in ways]),
         "same answer": f"{sum(first_run)} of {len(first_run)}",
-    }
+    } | _as_f16(rows, share)
+
+
+def _as_f16(rows: list[dict[str, Any]], share: str) -> dict[str, Any]:
+    """For caches kept at 8 bits, the answers that stayed those of the same share joined from f16 caches."""
+    if not share.endswith(" q8_0"):
+        return {}
+    same = [row["joined"][share]["same_as_f16"] for row in rows if row["run"] == 0]
+    return {"same answer as f16": f"{sum(same)} of {len(same)}"}
 
 
 if __name__ == "__main__":

@@ -258,8 +258,11 @@ def _start(services: Any, bench: _Bench) -> tuple[Any, Any]:
         CONVERSATIONS_DISK_MB << 20,
         str(bench.scratch / "passages"),
         passages_mb << 20,
+        services.settings.backend.passage_cache_type,
     )
-    choice = replace(services.control.initial, saved_caches=saved if "restart" in bench.args.runs else None)
+    if "restart" not in bench.args.runs:  # nothing on disk: the caches in memory only, held as the settings say
+        saved = replace(saved, cap_bytes=0, passages_cap_bytes=0)
+    choice = replace(services.control.initial, saved_caches=saved)
     for step in services.runtime.load(choice):
         progress(f"[{step.fraction:4.0%}] {step.message}")
     plan, model = services.runtime.status.plan, services.runtime.model

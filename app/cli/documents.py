@@ -13,7 +13,7 @@ from app.services.container import enforce_offline
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
-from app.wording import plural, shorten
+from app.wording import format_eta, plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
@@ -28,8 +28,11 @@ def _documents(settings: Settings) -> DocumentServices:
     return build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
 
 
-def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
+def run_ingest(settings: Settings, paths: list[Path], collection: str, read_ahead: bool = False) -> int:
+    if read_ahead:
+        _check_read_ahead(settings)
     documents = _documents(settings)
+    indexed: list[str] = []
     progress = IngestProgressPrinter(sys.stderr.isatty())
     counts = {"indexed": 0, "unchanged": 0, "skipped": 0, "removed": 0}
     chunks = 0
@@ -43,6 +46,7 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
                 continue
             counts[event.outcome] += 1
             chunks += event.chunks if event.outcome == "indexed" else 0
+            indexed += [event.path] if event.outcome == "indexed" else []
             progress.clear()
             print(describe_outcome(event), flush=True)
     except KeyboardInterrupt:
@@ -58,6 +62,64 @@ def run_ingest(settings: Settings, paths: list[Path], collection: str) -> int:
     elapsed = time.perf_counter() - started
     summary = ", ".join(f"{n} {name}" for name, n in counts.items())
     print(f"{summary} — {chunks} new passages in {elapsed:.1f} s", file=sys.stderr)
+    if read_ahead and indexed:
+        return _read_ahead(settings, collection, indexed)
+    return EXIT_OK
+
+
+def _check_read_ahead(settings: Settings) -> None:
+    """Refuses reading ahead, before anything is indexed, where the passages read would not be kept."""
+    if not settings.rag.keep_passages:
+        raise HearthError(
+            "Passages read ahead would not be kept: keeping passages is off.",
+            "Set HEARTH_RAG__KEEP_PASSAGES=true, then run the same command again.",
+        )
+    if settings.backend.slots != 1:
+        raise HearthError(
+            f"Passages read ahead would not be kept: llama.cpp answers {settings.backend.slots} questions at a time, "
+            "and joins kept passages only while it answers one.",
+            "Set HEARTH_BACKEND__SLOTS=1, then run the same command again.",
+        )
+
+
+def _read_ahead(settings: Settings, collection: str, indexed: list[str]) -> int:
+    """Read the passages of the files just indexed with the chat model once, so that their caches are kept."""
+    from app.cli.commands import load_model
+    from app.services.answering.warming import passages_of, planned, room_tokens, warm
+    from app.services.container import build_services
+    from backends.base import CancelToken
+
+    services = build_services(settings)
+    cancel = CancelToken()
+    done = kept_before = 0
+    try:
+        passages = passages_of(services.documents.get(), collection, indexed)
+        load_model(services)
+        assert services.runtime.model is not None
+        plan = planned(services.runtime, passages, room_tokens(services.runtime.model, settings))
+        if len(plan) < len(passages):
+            print(
+                f"Reading ahead the first {len(plan)} of {plural(len(passages), 'passage')}: the rest would not fit "
+                "in the room kept caches have (HEARTH_BACKEND__PASSAGE_CACHE_MB).",
+                file=sys.stderr,
+            )
+        params = services.generation_params(collection=collection)
+        for step in warm(services.runtime, plan, params, cancel):
+            done, kept_before = step.done, step.kept_before
+            line = f"Reading ahead: {step.done} of {plural(step.total, 'passage')} · {format_eta(step.eta_s)}"
+            print(line, file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        cancel.cancel()
+        print(f"Stopped after {plural(done, 'passage')}; those read are kept.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        services.close()
+    already = f" ({kept_before} of them kept already)" if kept_before else ""
+    print(
+        f"Read {plural(done, 'passage')} ahead{already}: a question that finds them joins their kept caches instead "
+        "of reading them.",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

@@ -185,7 +185,7 @@ def _load(services: Services, passages: Path | None) -> None:
     if passages is None:
         load_model(services)
         return
-    saved = SavedCaches("", 0, str(passages), EVAL_PASSAGES_MB << 20)
+    saved = SavedCaches("", 0, str(passages), EVAL_PASSAGES_MB << 20, services.settings.backend.passage_cache_type)
     for step in services.runtime.load(replace(services.control.initial, saved_caches=saved)):
         print(f"[{step.fraction:4.0%}] {step.message}", file=sys.stderr)
 

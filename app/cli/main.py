@@ -301,7 +301,7 @@ def _documents(args: argparse.Namespace, settings: Settings) -> int:
             settings, args.question, args.collection, top_k, args.adapter, args.adapter_scale
         )
     if args.command == "ingest":
-        return commands_documents.run_ingest(settings, args.paths, args.collection)
+        return commands_documents.run_ingest(settings, args.paths, args.collection, args.read_ahead)
     if (args.delete or args.remove_file) and not args.name:
         raise HearthError("Which collection?", "Name it: hearth collections NAME --delete")
     copy_to = "server" if args.copy_to_server else "folder" if args.copy_to_folder else None

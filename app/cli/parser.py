@@ -170,6 +170,12 @@ def _documents(commands: Commands) -> None:
     ingest = commands.add_parser("ingest", help="add files or folders to a collection (only what changed)")
     ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
     ingest.add_argument("--collection", "-c", required=True, help="collection name (created if new)")
+    ingest.add_argument(
+        "--read-ahead",
+        action="store_true",
+        help="then read the new files' passages with the chat model once, so that questions join their kept "
+        "caches instead of reading them (needs HEARTH_BACKEND__SLOTS=1)",
+    )
 
     ask = commands.add_parser("ask", help="answer a question from a collection, citing its sources")
     ask.add_argument("question", help="what to ask")

@@ -135,13 +135,18 @@ def start_choice(settings: Settings, inventory: HardwareInventory) -> StartChoic
     return StartChoice(choice, why)
 
 
-def _saved_caches(settings: Settings, paths: DataPaths) -> SavedCaches | None:
-    """Where llama.cpp keeps conversations' caches on disk, and kept passages' when passages are kept."""
+def _saved_caches(settings: Settings, paths: DataPaths) -> SavedCaches:
+    """Where llama.cpp keeps conversations' caches on disk, and kept passages' when passages are kept (0: not on
+    disk), and how kept passages are held."""
     conversations = settings.backend.conversation_cache_mb << 20
     passages = settings.backend.passage_cache_mb << 20 if settings.rag.keep_passages else 0
-    if conversations <= 0 and passages <= 0:
-        return None
-    return SavedCaches(str(paths.conversation_cache_dir), conversations, str(paths.passage_cache_dir), passages)
+    return SavedCaches(
+        str(paths.conversation_cache_dir),
+        conversations,
+        str(paths.passage_cache_dir),
+        passages,
+        settings.backend.passage_cache_type,
+    )
 
 
 def measuring(settings: Settings) -> Settings:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app.ingest_text import progress_words
-from app.wording import plural
+from app.wording import format_eta, plural
 from rag.ingest import FileOutcome, IngestProgress
 from rag.manifest import FileRecord
 
@@ -81,3 +81,12 @@ def collection_summary(collection: str | None, records: Sequence[FileRecord], se
     line = f"**{collection}**: {plural(len(indexed), 'file')}, {plural(sum(r.chunks for r in indexed), 'passage')}"
     where = f", on the Chroma server `{server}`" if server else ""  # as code: not a link to open
     return line + (f", {skipped} skipped" if skipped else "") + where + "."
+
+
+def read_ahead_line(done: int, total: int, eta_s: float | None) -> str:
+    """Progress of reading new passages ahead, under the upload's report."""
+    if done >= total:
+        return f"Read {plural(total, 'passage')} ahead: questions that find them start answering sooner."
+    return (
+        f"Reading the new passages ahead, so questions start answering sooner: {done} of {total} · {format_eta(eta_s)}"
+    )

@@ -25,6 +25,7 @@ from app.ui.document_text import (
     collection_summary,
     file_rows,
     progress_line,
+    read_ahead_line,
     upload_report,
 )
 from app.ui.errors import as_gradio_error
@@ -211,7 +212,40 @@ class DocumentsPanel:
             ) from exc
         _, table, picker, summary, _actions = self.view(info.name)
         report = upload_report(outcomes, len(uploaded), cancelled=cancel.cancelled)
+        indexed = [o.path for o in outcomes if o.outcome == "indexed"]
+        if indexed and not cancel.cancelled and self._reads_ahead():
+            yield report, table, picker, summary, gr.update(), None
+            for line in self._read_ahead(info.name, indexed, cancel):
+                yield f"{report}\n\n{line}", *idle, gr.update(), gr.update()
         yield report, table, picker, summary, cancel_button.hidden(), None
+
+    def _reads_ahead(self) -> bool:
+        """Whether the page reads new files' passages ahead (``rag.read_ahead``, where they would be kept, with the
+        model loaded, and not on battery)."""
+        from app.services.answering.warming import keeps_passages, on_battery
+
+        settings = self.services.settings
+        if not settings.rag.read_ahead or not keeps_passages(settings):
+            return False
+        return self.services.runtime.model is not None and not on_battery()
+
+    def _read_ahead(self, collection: str, indexed: Sequence[str], cancel: CancelToken) -> Iterator[str]:
+        """Read the passages of the files just indexed once with the chat model, so that questions join their kept
+        caches; a progress line after each (Cancel stops it; what was read stays kept)."""
+        from app.services.answering.warming import passages_of, planned, room_tokens, warm
+
+        runtime, model = self.services.runtime, self.services.runtime.model
+        if model is None:
+            return
+        plan = planned(
+            runtime, passages_of(self.docs(), collection, indexed), room_tokens(model, self.services.settings)
+        )
+        params = self.services.generation_params(collection=collection)
+        try:
+            for step in warm(runtime, plan, params, cancel):
+                yield read_ahead_line(step.done, step.total, step.eta_s)
+        except HearthError as exc:  # the files are indexed all the same: said under the report, not as an error
+            yield f"The new passages were not read ahead: {exc.message}"
 
     def _line(self) -> str:
         return progress_line(self._last) if self._last is not None else "Starting…"

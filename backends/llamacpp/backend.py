@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from backends.llamacpp.batch import BatchScheduler
     from backends.llamacpp.native import NativeModel
-    from backends.llamacpp.passage_shelf import PassageShelf
+    from backends.llamacpp.passage_store import PassageStore
     from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
     from models.gguf import ModelInfo
@@ -196,8 +196,7 @@ class LlamaCppBackend(Backend):
         self._stack.callback(batch.close)
         # Answers that name no seed draw a fresh one from here: a fixed load seed makes a run repeatable.
         saved = _saved_slots(model, options)
-        shelf = _passage_shelf(model, options)
-        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None), saved, shelf)
+        scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None), saved, _passages(model, options))
         self._stack.callback(scheduler.close)
         yield LoadProgress(0.9, "Checking the model's chat template")
         formatter.probe()
@@ -333,12 +332,16 @@ def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
     return SavedSlots(Path(caches.folder), key, caches.cap_bytes, model.path)
 
 
-def _passage_shelf(model: ModelInfo, options: LoadOptions) -> PassageShelf | None:
-    """Where this model's kept passage caches are kept on disk, when that is on."""
+def _passages(model: ModelInfo, options: LoadOptions) -> PassageStore:
+    """The kept passage caches: in memory, packed unless the caches say f16, and on disk when that is on."""
+    from backends.llamacpp.passage_store import PassageStore
+
     caches = options.saved_caches
+    packed = caches is None or caches.passages_type == "q8_0"
     key = _cache_key(model, options) if caches is not None and caches.passages_cap_bytes > 0 else None
     if caches is None or key is None or not caches.passages_folder:
-        return None
+        return PassageStore(packed=packed)
     from backends.llamacpp.passage_shelf import PassageShelf
 
-    return PassageShelf(Path(caches.passages_folder), key, caches.passages_cap_bytes, model.path)
+    shelf = PassageShelf(Path(caches.passages_folder), key, caches.passages_cap_bytes, model.path)
+    return PassageStore(shelf=shelf, packed=packed)

@@ -56,7 +56,6 @@ from backends.llamacpp.slot_keeper import SlotKeeper
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel, TokenBatch
-    from backends.llamacpp.passage_shelf import PassageShelf
     from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
 
@@ -78,7 +77,7 @@ class BatchScheduler:
         batch: TokenBatch,
         seeds: random.Random,
         saved: SavedSlots | None = None,
-        shelf: PassageShelf | None = None,
+        passages: PassageStore | None = None,
     ) -> None:
         self._engine = engine
         self._keeper = SlotKeeper(engine, saved)  # conversation caches on disk
@@ -98,7 +97,7 @@ class BatchScheduler:
         # (``NativeModel.copy_sequence``), or a joined passage whose keys are still to be turned for their new places
         # (``join_span``). Until one has run no request is admitted, so no cache is loaded or saved unfinished.
         self._copying: list[Slot] = []
-        self._joiner = PassageJoiner(engine, PassageStore(shelf=shelf))  # kept passage caches, in memory and on disk
+        self._joiner = PassageJoiner(engine, passages)  # kept passage caches, in memory and on disk
         self._thread = threading.Thread(target=self._run, name="llama.cpp batch", daemon=True)
         self._thread.start()
 

@@ -8,6 +8,10 @@ tokens). Within ``cap_bytes`` the least recently used go first. With a shelf (``
 each kept cache is also written to disk, and one not in memory is looked for there, so passages read before a
 restart are joined after it. What it approximates: a passage's cache also carries what was read before it where it
 was computed (see docs/speed.md).
+
+Kept ``packed`` (the default), a cache's f16 keys and values are held at 8 bits, in memory and on disk
+(``backends.llamacpp.kept_state``): about 53% of the room, so twice the passages fit under a cap, each value within
+half a step of its block's scale of what llama.cpp computed (docs/speed.md has what that did to answers).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from backends.base import AdapterUse
+from backends.llamacpp.kept_state import pack, unpack
 
 if TYPE_CHECKING:
     from backends.llamacpp.passage_shelf import PassageShelf
@@ -36,9 +41,12 @@ class KeptPassage:
 
 
 class PassageStore:
-    def __init__(self, cap_bytes: int = DEFAULT_CAP_BYTES, shelf: PassageShelf | None = None) -> None:
+    def __init__(
+        self, cap_bytes: int = DEFAULT_CAP_BYTES, shelf: PassageShelf | None = None, packed: bool = True
+    ) -> None:
         self.cap_bytes = cap_bytes
         self.shelf = shelf
+        self.packed = packed
         self._kept: OrderedDict[Key, KeptPassage] = OrderedDict()
         self._bytes = 0
 
@@ -55,20 +63,29 @@ class PassageStore:
         return self.shelf is not None and self.shelf.has(adapter, tokens)
 
     def get(self, adapter: AdapterUse | None, tokens: Sequence[int]) -> KeptPassage | None:
-        """The kept cache of exactly these tokens under ``adapter`` (now the most recently used): from memory, else
-        from the shelf (checked there, then kept in memory too); or None."""
+        """The kept cache of exactly these tokens under ``adapter``, as llama.cpp loads it (now the most recently
+        used): from memory, else from the shelf (checked there, then kept in memory too); or None, also for one whose
+        packed form does not add up (it is dropped)."""
         key = (adapter, tuple(tokens))
         found = self._kept.get(key)
         if found is not None:
             self._kept.move_to_end(key)
-            return found
-        found = self.shelf.get(adapter, tokens) if self.shelf is not None else None
-        if found is not None:
+        else:
+            found = self.shelf.get(adapter, tokens) if self.shelf is not None else None
+            if found is None:
+                return None
             self._remember(key, found)
-        return found
+        state = unpack(found.state)
+        if state is None:
+            self.drop(adapter, tokens)
+            return None
+        return KeptPassage(state, found.computed_at)
 
     def put(self, adapter: AdapterUse | None, tokens: Sequence[int], kept: KeptPassage) -> None:
-        """Keep a passage's cache (replacing one of the same tokens) in memory and on the shelf."""
+        """Keep a passage's cache (replacing one of the same tokens) in memory and on the shelf, packed when the
+        store packs."""
+        if self.packed:
+            kept = KeptPassage(pack(kept.state), kept.computed_at)
         self._remember((adapter, tuple(tokens)), kept)
         if self.shelf is not None:
             self.shelf.put(adapter, tokens, kept)

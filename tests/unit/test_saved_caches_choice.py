@@ -25,5 +25,14 @@ def test_no_passages_on_disk_when_they_are_not_kept_and_nothing_when_both_are_ze
     assert off is not None and off.passages_cap_bytes == 0 and off.cap_bytes == 2048 << 20
     only = _saved_caches(load_settings(home=tmp_path, backend={"conversation_cache_mb": 0}), paths)
     assert only is not None and only.cap_bytes == 0 and only.passages_cap_bytes == 512 << 20
-    none = load_settings(home=tmp_path, backend={"conversation_cache_mb": 0, "passage_cache_mb": 0})
-    assert _saved_caches(none, paths) is None
+    none = _saved_caches(
+        load_settings(home=tmp_path, backend={"conversation_cache_mb": 0, "passage_cache_mb": 0}), paths
+    )
+    assert (none.cap_bytes, none.passages_cap_bytes) == (0, 0)
+
+
+def test_kept_passages_are_packed_unless_asked_for_f16(tmp_path: Path) -> None:
+    paths = resolve_data_paths(tmp_path)
+    assert _saved_caches(load_settings(home=tmp_path), paths).passages_type == "q8_0"
+    f16 = load_settings(home=tmp_path, backend={"passage_cache_type": "f16", "passage_cache_mb": 0})
+    assert _saved_caches(f16, paths).passages_type == "f16"
