@@ -216,7 +216,9 @@ class DocumentsPanel:
         if indexed and not cancel.cancelled and self._reads_ahead():
             yield report, table, picker, summary, gr.update(), None
             for line in self._read_ahead(info.name, indexed, cancel):
-                yield f"{report}\n\n{line}", *idle, gr.update(), gr.update()
+                report_and_line = f"{report}\n\n{line}"
+                yield report_and_line, *idle, gr.update(), gr.update()
+            report = report_and_line  # the last line stays under the report
         yield report, table, picker, summary, cancel_button.hidden(), None
 
     def _reads_ahead(self) -> bool:
@@ -241,11 +243,16 @@ class DocumentsPanel:
             runtime, passages_of(self.docs(), collection, indexed), room_tokens(model, self.services.settings)
         )
         params = self.services.generation_params(collection=collection)
+        done = 0
         try:
             for step in warm(runtime, plan, params, cancel):
+                done = step.done
                 yield read_ahead_line(step.done, step.total, step.eta_s)
         except HearthError as exc:  # the files are indexed all the same: said under the report, not as an error
             yield f"The new passages were not read ahead: {exc.message}"
+            return
+        if cancel.cancelled:
+            yield f"Stopped reading ahead after {done} of {len(plan)} passages; those read are kept."
 
     def _line(self) -> str:
         return progress_line(self._last) if self._last is not None else "Starting…"
