@@ -160,14 +160,13 @@ class RagSettings(BaseModel):
         default=True,
         description="Keep each passage's llama.cpp cache when it is first read (in memory and in the data folder) "
         "and join it when a later question retrieves the passage, reading only a fifth of it again, instead of "
-        "reading it whole. Only while llama.cpp answers one question at a time (backend slots 1): with several "
-        "slots the passages are read as before.",
+        "reading it whole.",
     )
     read_ahead: bool = Field(
         default=False,
         description="After files are added on the page, read their passages with the chat model once, so that the "
         "first question that finds one joins its kept cache instead of reading it (as `hearth ingest --read-ahead` "
-        "does). Only where passages are kept (keep_passages, backend slots 1), and never on battery; off by "
+        "does). Only where passages are kept (keep_passages), and never on battery; off by "
         "default: each passage costs the CPU what reading it in a question would.",
     )
     passage_recompute: float = Field(

@@ -205,7 +205,7 @@ class GenerationParams:
     # the conversation an answer belongs to: a cache saved from it is deleted with it (llama.cpp's saved slots)
     cache_owner: str = ""
     # texts in the prompt (the passages of an answer from documents) whose caches are kept when read and joined
-    # instead of read when a later prompt holds them again (llama.cpp with one slot; others read them)
+    # instead of read when a later prompt holds them again (llama.cpp; other backends read them)
     passages: tuple[str, ...] = ()
     # of each joined passage, the share of its tokens (its first ones) read again after the text now before it, as
     # CacheBlend recomputes a share: the rest comes from the kept cache (``backends.llamacpp.passage_join``)

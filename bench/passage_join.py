@@ -22,7 +22,8 @@ For each question, alternating the order between runs:
 
 With ``--packed``, each share is also joined from caches kept at 8 bits (``backends.llamacpp.kept_state``, as the
 passage store holds them by default), unpacked inside the timed part as the store does; its rows are named
-``SHARE q8_0``.
+``SHARE q8_0``. With ``--slots N`` (more than one), the context has a KV stream per slot and a kept cache is joined
+as bytes (``backends.llamacpp.stream_join``), as the engine does with its default four slots.
 
 This is the set the share is chosen on (tuning); answers are judged on the Debian sets (``hearth eval answers``).
 
@@ -145,6 +146,13 @@ def main() -> int:
     parser.add_argument("--packed", action="store_true", help="also join each share from caches kept at 8 bits")
     parser.add_argument("--answer-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=1,
+        help="slots of the context (with more than one, each has a KV stream of its own and a kept cache is joined "
+        "as bytes: backends/llamacpp/stream_join.py); the bench reads and joins in the first",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -165,7 +173,7 @@ def main() -> int:
     path = args.model or embedded_chat_model()
     info = read_model_info(path)
     context = 4096
-    model = NativeModel(path, LoadOptions(context_length=context, threads=args.threads))
+    model = NativeModel(path, LoadOptions(context_length=context, threads=args.threads, slots=args.slots))
     formatter = ChatFormatter(info.chat_template, info.bos_token, info.eos_token)
     reader = Reader(model, BATCH_TOKENS)
     system = rag_system_prompt("")
@@ -285,6 +293,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {platform.python_version()}",
         "model": path.name,
         "threads": args.threads,
+        "slots": args.slots,
         "ms": {way: summarise([r[f"{way}_ms"] for r in rows]) for way in ("read", "raw")},
         "ratios": {"read / raw": summarise([r["read_ms"] / r["raw_ms"] for r in rows])},
         "recompute": {share: _share_figures(rows, share) for share in shares},

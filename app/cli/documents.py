@@ -74,12 +74,6 @@ def _check_read_ahead(settings: Settings) -> None:
             "Passages read ahead would not be kept: keeping passages is off.",
             "Set HEARTH_RAG__KEEP_PASSAGES=true, then run the same command again.",
         )
-    if settings.backend.slots != 1:
-        raise HearthError(
-            f"Passages read ahead would not be kept: llama.cpp answers {settings.backend.slots} questions at a time, "
-            "and joins kept passages only while it answers one.",
-            "Set HEARTH_BACKEND__SLOTS=1, then run the same command again.",
-        )
 
 
 def _read_ahead(settings: Settings, collection: str, indexed: list[str]) -> int:

@@ -295,8 +295,8 @@ def with_model(settings: Settings, reference: str) -> Settings:
 
 
 def with_one_slot(settings: Settings) -> Settings:
-    """``settings`` answering one question at a time: llama.cpp joins a kept passage cache only into a slot that
-    shares its KV stream with a scratch sequence, which one slot does (``--keep-passages``)."""
+    """``settings`` answering one question at a time, as the kept passages' figures are measured
+    (``--keep-passages``): with one slot a join only relabels cells in the slot's stream."""
     return settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
 
 

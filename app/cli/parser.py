@@ -174,7 +174,7 @@ def _documents(commands: Commands) -> None:
         "--read-ahead",
         action="store_true",
         help="then read the new files' passages with the chat model once, so that questions join their kept "
-        "caches instead of reading them (needs HEARTH_BACKEND__SLOTS=1)",
+        "caches instead of reading them",
     )
 
     ask = commands.add_parser("ask", help="answer a question from a collection, citing its sources")

@@ -125,8 +125,7 @@ class BatchScheduler:
             self._threads = threads
 
     def forget_owner(self, owner: str) -> None:
-        """Drop the caches of the deleted conversation ``owner`` (idle slots at the next step; a slot still answering
-        for it keeps going and is never saved)."""
+        """Drop the deleted conversation ``owner``'s caches (idle slots next step; one answering it is never saved)."""
         with self._wake:
             self._to_forget.add(owner)
             self._wake.notify()
@@ -328,6 +327,8 @@ class BatchScheduler:
                 self._join_passages(slot, answer)
 
     def _join_passages(self, slot: Slot, answer: Answer) -> None:
+        if slot in self._copying and not self._engine.turns_later:  # a stream per slot: its bytes after the copy
+            return
         if self._joiner.advance(slot, answer) and slot not in self._copying:
             self._copying.append(slot)  # its joined keys are turned at the next llama_decode
 

@@ -1,7 +1,7 @@
 """Kept passage caches at 8 bits (issue 39, item 1: "quantized where that keeps accuracy").
 
-llama.cpp writes a sequence's state as a mark and the sequence's id, its cells' positions and sequence ids, then
-each layer's key rows and value rows in the context's cache type (f16 unless the user chose a quantized one).
+llama.cpp writes a sequence's state as its cells' positions, then each layer's key rows and value rows in the
+context's cache type (f16 unless the user chose a quantized one; ``state_cells`` lays it out).
 :func:`pack` keeps the f16 rows as blocks of 32 values with one f16 scale and 32 signed bytes each (the layout of
 ggml's q8_0, 34 bytes where f16 takes 64) and everything else as it was; :func:`unpack` gives back a state in
 llama.cpp's own format, each value within half a step of its scale, for llama.cpp to load. Pure bytes and
@@ -15,60 +15,25 @@ a format it does not know) is kept as llama.cpp wrote it: :func:`pack` then retu
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 
+from backends.llamacpp.state_cells import Rows, layout
+
 MARK = b"HKQ8"  # the packed form begins with it (llama.cpp's states with another)
-_STATE_MARK = 0xAF143CD8  # what llama.cpp's sequence states begin with (llama-context.cpp's io_magic)
 _F16 = 1  # ggml's type numbers
 BLOCK = 32  # values a scale covers
 _U32 = struct.Struct("<I")
-_ROWS_HEAD = struct.Struct("<iQ")  # a layer's rows: their type, then the bytes of one row
 _PIECE = struct.Struct("<BQ")  # a packed piece: kind (0 as written, 1 f16 rows at 8 bits), then its length
 
 
-@dataclass(frozen=True)
-class _Rows:
-    start: int  # where a layer's f16 rows begin in the state
-    stop: int
-
-
-def _f16_rows(state: bytes) -> list[_Rows] | None:
-    """Where the f16 key and value rows lie in a state llama.cpp wrote (``llama_state_seq_get_data``); None when its
-    layout is not the one this module knows, to the last byte."""
-    try:
-        mark, _sequence, streams = struct.unpack_from("<IiI", state, 0)
-        at, rows = 12, []
-        if mark != _STATE_MARK or not 0 < streams <= 4096:
-            return None
-        for _ in range(streams):
-            (cells,) = _U32.unpack_from(state, at)
-            at += _U32.size
-            if cells == 0:
-                continue
-            for _cell in range(cells):  # position, then the count of sequence ids (one) and the id
-                (count,) = _U32.unpack_from(state, at + 4)
-                if count != 1:
-                    return None
-                at += 12
-            transposed, layers = struct.unpack_from("<II", state, at)
-            at += 8
-            if transposed != 0 or not 0 < layers <= 4096:
-                return None
-            for _half in range(2):  # every layer's keys, then every layer's values
-                for _layer in range(layers):
-                    kind, row_bytes = _ROWS_HEAD.unpack_from(state, at)
-                    at += _ROWS_HEAD.size
-                    stop = at + cells * row_bytes
-                    if stop > len(state):
-                        return None
-                    if kind == _F16 and row_bytes % (2 * BLOCK) == 0:
-                        rows.append(_Rows(at, stop))
-                    at = stop
-        return rows if at == len(state) else None
-    except struct.error:
+def _f16_rows(state: bytes) -> list[Rows] | None:
+    """The f16 key and value rows of a state llama.cpp wrote, in the order they lie; None when its layout is not the
+    one ``state_cells`` knows."""
+    found = layout(state)
+    if found is None:
         return None
+    return [rows for rows in found.rows if rows.kind == _F16 and rows.row_bytes % (2 * BLOCK) == 0]
 
 
 def pack(state: bytes) -> bytes:

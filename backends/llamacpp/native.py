@@ -19,6 +19,8 @@ from typing import Any
 from app.errors import AdapterError, ModelLoadError
 from backends.base import AdapterUse, LoadOptions
 from backends.llamacpp import buffers as llamacpp_buffers
+from backends.llamacpp.state_cells import for_streams
+from backends.llamacpp.stream_join import join_apart, span_apart
 
 # What every context of Hearth's is created with, and what benchmarks give raw llama-cpp-python to match it.
 FLASH_ATTENTION = True
@@ -131,6 +133,7 @@ class NativeModel:
 
             attach_workers(local_endpoints(options.workers, options.worker_links))
         self._tensor_split: Any = None
+        self._nudge: TokenBatch | None = None  # the one-token batch a join with several slots evaluates
         self._overrides: Any = None
         self.model: Any = None
         self.ctx: Any = None
@@ -178,9 +181,11 @@ class NativeModel:
             )
         self.memory: Any = llama_cpp.llama_get_memory(self.ctx)
         self.shape = ContextShape(slots=slots, context_length=int(llama_cpp.llama_n_ctx_seq(self.ctx)))
-        # Whether a span of cells can be saved alone and joined elsewhere (one slot, and a cache whose positions
-        # can be moved: llama.cpp turns the keys again for their new positions).
-        self.can_join = slots == 1 and bool(llama_cpp.llama_memory_can_shift(self.memory))
+        # A span of cells can be saved alone and joined elsewhere where positions can be moved (llama.cpp turns the
+        # keys again); with a stream per slot as bytes, laid out only without transposed values (``stream_join``).
+        self.can_join = bool(llama_cpp.llama_memory_can_shift(self.memory)) and (slots == 1 or FLASH_ATTENTION)
+        self.streams = 1 if slots == 1 else slots  # KV streams: one shared, or one per slot
+        self.turns_later = slots == 1  # a moved span's keys turned at the next llama_decode (else at once)
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self.vocab_size = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         # Whether a sequence's last tokens can be dropped alone (a transformer's cache can; a recurrent state
@@ -265,6 +270,7 @@ class NativeModel:
         import llama_cpp
 
         self.forget(sequence)
+        state = for_streams(state, self.streams)
         buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
         if int(llama_cpp.llama_state_seq_set_data(self.ctx, buffer, len(state), sequence)) != len(state):
             self.forget(sequence)
@@ -278,7 +284,9 @@ class NativeModel:
         import llama_cpp
 
         if not self.can_join:
-            raise RuntimeError("spans are saved only with one slot")
+            raise RuntimeError("spans cannot be saved with this model's cache")
+        if self.streams > 1:
+            return span_apart(self, sequence, start, stop)
         llama_cpp.llama_memory_seq_rm(self.memory, SCRATCH, -1, -1)
         llama_cpp.llama_memory_seq_cp(self.memory, sequence, SCRATCH, start, stop)
         try:
@@ -296,10 +304,13 @@ class NativeModel:
         import llama_cpp
 
         if not self.can_join:
-            raise RuntimeError("spans are joined only with one slot")
+            raise RuntimeError("spans cannot be joined with this model's cache")
         last = int(llama_cpp.llama_memory_seq_pos_max(self.memory, sequence))
         if last >= 0 and place_at + skip != last + 1:
             raise ValueError(f"a span must follow the sequence: position {place_at + skip}, expected {last + 1}")
+        if self.streams > 1:
+            self._nudge = self._nudge or TokenBatch(1)
+            return join_apart(self, self._nudge, sequence, state, computed_at, place_at, skip)
         if not self.restore_sequence(SCRATCH, state):
             return False
         if skip:
@@ -387,6 +398,9 @@ class NativeModel:
     def close(self) -> None:
         import llama_cpp
 
+        if self._nudge is not None:
+            self._nudge.close()
+            self._nudge = None
         if self.ctx:
             llama_cpp.llama_free(self.ctx)
         if self.model:

@@ -54,7 +54,8 @@ class PassageJoiner:
             if span.stop <= at:  # read by now (in this answer, or found in the slot's cache)
                 if span.start >= answer.reused and not self.store.has(slot.adapter, tokens):
                     state = self._engine.span_state(slot.index, span.start, span.stop)
-                    self.store.put(slot.adapter, tokens, KeptPassage(state, span.start))
+                    if state:  # empty: llama.cpp's state is laid out otherwise than Hearth knows
+                        self.store.put(slot.adapter, tokens, KeptPassage(state, span.start))
                 answer.spans_seen += 1
                 continue
             if slot.answer is not answer or answer.next_token is not None:
@@ -73,7 +74,7 @@ class PassageJoiner:
             del answer.pending[: len(tokens) - fresh]
             answer.joined += len(tokens) - fresh
             answer.spans_seen += 1
-            turn_later = turn_later or kept.computed_at != span.start
+            turn_later = turn_later or (self._engine.turns_later and kept.computed_at != span.start)
         return turn_later
 
     def readable(self, slot: Slot, answer: Answer) -> int:

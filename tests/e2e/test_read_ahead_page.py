@@ -1,5 +1,5 @@
 """Reading new passages ahead on the page (`HEARTH_RAG__READ_AHEAD`, issue 39), in a real browser against a real
-`hearth ui` with one slot: after an upload is indexed, its report stays and a line under it counts the passages read
+`hearth ui`: after an upload is indexed, its report stays and a line under it counts the passages read
 ahead with the time left, then says they were read, and that stays; the kept caches are on disk afterwards. A
 screenshot is kept for a person to look at."""
 
@@ -29,8 +29,7 @@ def test_the_page_reads_an_upload_s_passages_ahead_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
     artifacts_dir: Path,
 ) -> None:
-    monkeypatch.setenv("HEARTH_RAG__READ_AHEAD", "true")
-    monkeypatch.setenv("HEARTH_BACKEND__SLOTS", "1")
+    monkeypatch.setenv("HEARTH_RAG__READ_AHEAD", "true")  # with the other defaults: four slots
     notes = Path(shutil.copy(CORPUS / "lighthouse-history.md", tmp_path / "lighthouse-history.md"))
     app = start_app()
     page = open_page(app)

@@ -1,7 +1,7 @@
 """Passages read once on the page's own path (issue 39): with llama.cpp answering one question at a time, the chat
 service Hearth builds keeps each passage's cache as it is read and joins it when a later question retrieves it, from
-memory and, after Hearth restarts, from the data folder (closed to other accounts); with `rag.keep_passages` off, or
-several slots, passages are read as before. The real engine process, the embedded model, MiniLM and Chroma."""
+memory and, after Hearth restarts, from the data folder (closed to other accounts); with several slots too; with
+`rag.keep_passages` off, passages are read as before. The real engine process, the embedded model, MiniLM and Chroma."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.services.answering.chat import TurnStarted
 from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services
 from app.settings import load_settings
@@ -74,18 +75,24 @@ def test_the_page_joins_passages_read_before_and_after_a_restart(
     assert 0 < after.joined_tokens < again.joined_tokens
 
 
-def test_with_passages_not_kept_or_several_slots_they_are_read(
+def test_with_passages_not_kept_they_are_read_and_with_several_slots_joined_too(
     tmp_path: Path, embedded_model: Path, llama_cpp_installed: None
 ) -> None:
+    joined = {}
     for keep, slots in ((False, 1), (True, 2)):
         home = tmp_path / f"home-{keep}-{slots}"
         services = start(home, keep=keep, slots=slots)
         try:
             documents = services.documents.get()
             list(documents.ingestor.ingest([CORPUS / "lighthouse-history.md"], "Coast notes"))
-            usage(services, ASKED)
+            turn = TurnSettings(PARAMS, "", collection="Coast notes")
+            asked = next(e for e in list(services.chat.send(None, ASKED, turn)) if isinstance(e, TurnStarted))
+            services.runtime.forget_owner(asked.conversation_id)  # no slot holds the passages' tokens any more
             usage(services, UNRELATED)
-            assert usage(services, REWORDED[0]).joined_tokens == 0
+            joined[keep, slots] = usage(services, REWORDED[0]).joined_tokens
         finally:
             services.close()
-        assert not any(path.is_file() for path in (home / "cache" / "passages").rglob("*"))
+        kept_files = any(path.is_file() for path in (home / "cache" / "passages").rglob("*"))
+        assert kept_files == keep
+    assert joined[False, 1] == 0
+    assert joined[True, 2] > 0  # each slot has a KV stream of its own: the kept caches travel as bytes

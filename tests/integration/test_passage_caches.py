@@ -1,5 +1,5 @@
-"""Passages read once (issue 39, item 1) through the scheduler, on the real engine with the embedded model and one
-slot: the first answer that reads a passage keeps its cache; a later prompt holding the same passage joins it
+"""Passages read once (issue 39, item 1) through the scheduler, on the real engine with the embedded model (one
+slot, and two): the first answer that reads a passage keeps its cache; a later prompt holding the same passage joins it
 instead of reading it; joined where it was read (after the same text), the answer is the one read there."""
 
 from __future__ import annotations
@@ -113,14 +113,14 @@ def test_a_share_of_each_joined_passage_is_read_again(one_slot: LlamaCppBackend)
     assert most.joined_tokens == sum(n - round(n * 0.5) for n in lengths[1:])
 
 
-def test_without_passages_named_or_with_several_slots_nothing_is_joined(model_info: ModelInfo) -> None:
+def test_with_several_slots_passages_are_joined_too_and_without_names_nothing_is(model_info: ModelInfo) -> None:
     backend = LlamaCppBackend()
     list(backend.load(model_info, LoadOptions(1024, threads=2, slots=2)))
     try:
         names = ["tower.txt", "nile.txt"]
         ask(backend, "How long is the Nile?", names)
         _, usage = ask(backend, "When was the Eiffel Tower finished?", names[::-1])
-        assert usage.joined_tokens == 0
+        assert usage.joined_tokens > 0  # each slot a KV stream of its own: the kept cache travels as bytes
     finally:
         backend.close()
     backend = LlamaCppBackend()

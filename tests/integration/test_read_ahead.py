@@ -2,7 +2,7 @@
 process with the embedded model, MiniLM and Chroma: each passage of the files just indexed is read once and its
 cache kept, so the very first question that finds one joins it; read ahead again, every passage is found kept; from
 the terminal (`hearth ingest --read-ahead`) with progress, and refused before anything is indexed where nothing
-would be kept (several slots)."""
+would be kept (keeping passages off)."""
 
 from __future__ import annotations
 
@@ -66,12 +66,13 @@ def test_passages_read_ahead_are_joined_by_the_first_question_that_finds_them(
 def test_the_terminal_reads_ahead_after_indexing_and_refuses_where_nothing_would_be_kept(
     embedded_model: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("HEARTH_RAG__KEEP_PASSAGES", "false")
     refused = run_hearth(isolated_home, "ingest", str(CORPUS / "lighthouse-history.md"), "-c", "Coast", "--read-ahead")
     assert refused.returncode != 0
-    assert "HEARTH_BACKEND__SLOTS=1" in refused.stderr and "Adding to collection" not in refused.stderr
+    assert "HEARTH_RAG__KEEP_PASSAGES=true" in refused.stderr and "Adding to collection" not in refused.stderr
     assert "Coast" not in run_hearth(isolated_home, "collections").stdout  # refused before anything was indexed
 
-    monkeypatch.setenv("HEARTH_BACKEND__SLOTS", "1")
+    monkeypatch.delenv("HEARTH_RAG__KEEP_PASSAGES")  # the defaults: passages kept, four slots
     ran = run_hearth(isolated_home, "ingest", str(CORPUS / "lighthouse-history.md"), "-c", "Coast", "--read-ahead")
     assert ran.returncode == 0, ran.stderr[-3000:]
     lines = [line for line in ran.stderr.splitlines() if line.startswith("Reading ahead: ")]

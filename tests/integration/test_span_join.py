@@ -31,9 +31,10 @@ QUESTION = "\nWhen was the Eiffel Tower finished?<|im_end|>\n<|im_start|>assista
 class Reader:
     """The model's context, read a piece at a time into sequence 0."""
 
-    def __init__(self, model: NativeModel) -> None:
+    def __init__(self, model: NativeModel, sequence: int = 0) -> None:
         self.model = model
         self.batch = TokenBatch(512)
+        self.sequence = sequence
 
     def tokens(self, text: str, first: bool = False) -> list[int]:
         return self.model.tokenize(text, first, True)
@@ -44,7 +45,7 @@ class Reader:
 
         self.batch.clear()
         for offset, token in enumerate(tokens):
-            self.batch.add(token, start + offset, 0, offset == len(tokens) - 1)
+            self.batch.add(token, start + offset, self.sequence, offset == len(tokens) - 1)
         assert self.model.decode(self.batch) == 0
         scores = llama_cpp.llama_get_logits_ith(self.model.ctx, self.batch.size - 1)
         return np.ctypeslib.as_array(scores, shape=(self.model.vocab_size,)).copy()
@@ -59,7 +60,7 @@ class Reader:
     def last_position(self) -> int:
         import llama_cpp
 
-        return int(llama_cpp.llama_memory_seq_pos_max(self.model.memory, 0))
+        return int(llama_cpp.llama_memory_seq_pos_max(self.model.memory, self.sequence))
 
 
 def divergence(expected: np.ndarray, got: np.ndarray) -> float:
@@ -220,11 +221,53 @@ def test_a_refused_state_or_a_span_that_would_not_follow_changes_nothing(reader:
     assert reader.last_position() == len(tower) + 9
 
 
-def test_with_several_slots_spans_are_not_offered(model_info: ModelInfo) -> None:
-    model = NativeModel(model_info.path, LoadOptions(context_length=512, threads=2, slots=2))
+def test_with_several_slots_spans_travel_as_bytes_between_the_slots_streams(model_info: ModelInfo) -> None:
+    # Each slot has a KV stream of its own: a span is cut out of one slot's state and joined into another's
+    # (``stream_join``), where it was read it gives the very scores of reading, moved the answer read there.
+    model = NativeModel(model_info.path, LoadOptions(context_length=1024, threads=2, slots=2))
     try:
-        assert not model.can_join and model.shape.slots == 2
-        with pytest.raises(RuntimeError, match="one slot"):
-            model.span_state(0, 0, 1)
+        assert model.can_join and model.streams == 2 and not model.turns_later
+        first, second = Reader(model, sequence=1), Reader(model, sequence=0)
+        pieces, starts = two_passages(first)
+        model.forget(1)
+        for piece, start in zip(pieces[:-1], starts[:-1], strict=True):
+            first.read(piece, start)
+        tower, mountain = model.span_state(1, starts[1], starts[2]), model.span_state(1, starts[3], starts[4])
+        read = first.read(pieces[-1], starts[-1])
+        read_answer = first.greedy(read, starts[-1] + len(pieces[-1]))
+
+        model.forget(0)
+        second.read(pieces[0], 0)
+        assert model.join_span(0, tower, computed_at=starts[1], place_at=starts[1])
+        second.read(pieces[2], starts[2])
+        assert model.join_span(0, mountain, computed_at=starts[3], place_at=starts[3])
+        assert second.last_position() == starts[4] - 1
+        joined = second.read(pieces[-1], starts[-1])
+        assert np.array_equal(joined, read)
+        assert second.greedy(joined, starts[-1] + len(pieces[-1])) == read_answer
+
+        # Moved: a span read with nothing before it, joined into the other slot 300 positions on, answers as the
+        # same text read there (the nudge's one token made llama.cpp turn its keys; the token is gone again).
+        tower, question = first.tokens(TOWER), first.tokens(QUESTION)
+        moved_to = 300
+        model.forget(1)
+        first.read(tower, 0)
+        state = model.span_state(1, 0, len(tower))
+        model.forget(1)
+        first.read(tower, moved_to)  # the same text read at the new place: the reference
+        read = first.read(question, moved_to + len(tower))
+        model.forget(0)
+        assert model.join_span(0, state, computed_at=0, place_at=moved_to)
+        assert second.last_position() == moved_to + len(tower) - 1
+        joined = second.read(question, moved_to + len(tower))
+        assert int(np.argmax(joined)) == int(np.argmax(read))
+        assert divergence(read, joined) < 0.02 and top(joined, 4) == top(read, 4)
+        after = moved_to + len(tower) + len(question)
+        assert second.greedy(joined, after) == first.greedy(read, after)
+
+        # Refused: the slot keeps what it held.
+        held = second.last_position()
+        assert not model.join_span(0, b"not a state", computed_at=0, place_at=held + 1)
+        assert second.last_position() == held
     finally:
         model.close()

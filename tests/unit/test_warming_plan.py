@@ -45,23 +45,20 @@ def test_the_room_is_the_disk_cap_or_else_memory_s_at_the_kept_width(tmp_path: P
     assert room_tokens(model, memory) == int((256 << 20) * ROOM_SHARE) // per_token["q8_0"]
 
 
-def test_passages_read_ahead_are_kept_only_with_keeping_on_and_one_slot(tmp_path: Path) -> None:
+def test_passages_read_ahead_are_kept_only_with_keeping_on_whatever_the_slots(tmp_path: Path) -> None:
     assert keeps_passages(load_settings(home=tmp_path, backend={"slots": 1}))
-    assert not keeps_passages(load_settings(home=tmp_path, backend={"slots": 4}))
-    assert not keeps_passages(load_settings(home=tmp_path, backend={"slots": 1}, rag={"keep_passages": False}))
+    assert keeps_passages(load_settings(home=tmp_path, backend={"slots": 4}))
+    assert not keeps_passages(load_settings(home=tmp_path, rag={"keep_passages": False}))
 
 
 def test_the_terminal_refuses_reading_ahead_where_nothing_would_be_kept(tmp_path: Path) -> None:
     from app.cli.documents import _check_read_ahead
     from app.errors import HearthError
 
-    _check_read_ahead(load_settings(home=tmp_path, backend={"slots": 1}))
-    with pytest.raises(HearthError) as several:
-        _check_read_ahead(load_settings(home=tmp_path, backend={"slots": 4}))
-    assert "4 questions at a time" in str(several.value) and "HEARTH_BACKEND__SLOTS=1" in several.value.remedy
+    _check_read_ahead(load_settings(home=tmp_path, backend={"slots": 4}))
     with pytest.raises(HearthError) as off:
-        _check_read_ahead(load_settings(home=tmp_path, backend={"slots": 1}, rag={"keep_passages": False}))
-    assert "HEARTH_RAG__KEEP_PASSAGES=true" in off.value.remedy
+        _check_read_ahead(load_settings(home=tmp_path, rag={"keep_passages": False}))
+    assert "keeping passages is off" in str(off.value) and "HEARTH_RAG__KEEP_PASSAGES=true" in off.value.remedy
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@ indexing"). Each passage of the files just indexed is read once by the model, al
 instructions, as a question's first passage is, so that its llama.cpp cache is kept (``backends.llamacpp.
 passage_store``) and the first question that retrieves it joins it instead of reading it.
 
-Only where passages are kept (``rag.keep_passages`` with one slot: :func:`keeps_passages`), and only as many as the
-kept caches' room holds: more would push out those read first (:func:`warming_plan`). Each passage costs what
+Only where passages are kept (``rag.keep_passages``: :func:`keeps_passages`), and only as many as the kept caches'
+room holds: more would push out those read first (:func:`warming_plan`). Each passage costs what
 reading it in a question would, so the page reads ahead only when asked (``rag.read_ahead``) and never on battery
 (:func:`on_battery`).
 """
@@ -50,9 +50,8 @@ class WarmProgress:
 
 
 def keeps_passages(settings: Settings) -> bool:
-    """Whether passages read ahead are kept with these settings: passages kept, and one slot (llama.cpp joins
-    kept passages only while it answers one question at a time)."""
-    return settings.rag.keep_passages and settings.backend.slots == 1
+    """Whether passages read ahead are kept with these settings."""
+    return settings.rag.keep_passages
 
 
 def on_battery(probe: Callable[[], Any] | None = None) -> bool:
