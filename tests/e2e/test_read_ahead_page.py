@@ -25,9 +25,9 @@ CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 def test_the_page_reads_an_upload_s_passages_ahead_and_says_so(
     start_app: Callable[..., RunningApp],
     open_page: Callable[[RunningApp], Any],
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     artifacts_dir: Path,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("HEARTH_RAG__READ_AHEAD", "true")  # with the other defaults: four slots
     notes = Path(shutil.copy(CORPUS / "lighthouse-history.md", tmp_path / "lighthouse-history.md"))

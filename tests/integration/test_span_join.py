@@ -98,27 +98,33 @@ def reader(model_info: ModelInfo) -> Iterator[Reader]:
         model.close()
 
 
-def test_spans_joined_where_they_were_read_give_the_scores_of_reading_them(reader: Reader) -> None:
-    model = reader.model
-    assert model.can_join and model.shape.slots == 1
-    pieces, starts = two_passages(reader)
-    model.forget(0)
+def joined_where_read_scores_as_read(model: NativeModel, reading: Reader, joining: Reader) -> None:
+    """The two-passage prompt read in pieces by ``reading``, its passages' spans saved; then, in ``joining``'s
+    sequence, the spans joined where they were read: the question's scores are bit for bit those of reading, and so
+    is the greedy answer."""
+    pieces, starts = two_passages(reading)
+    model.forget(reading.sequence)
     for piece, start in zip(pieces[:-1], starts[:-1], strict=True):
-        reader.read(piece, start)
-    tower = model.span_state(0, starts[1], starts[2])
-    mountain = model.span_state(0, starts[3], starts[4])
-    read = reader.read(pieces[-1], starts[-1])
-    read_answer = reader.greedy(read, starts[-1] + len(pieces[-1]))
+        reading.read(piece, start)
+    tower = model.span_state(reading.sequence, starts[1], starts[2])
+    mountain = model.span_state(reading.sequence, starts[3], starts[4])
+    read = reading.read(pieces[-1], starts[-1])
+    read_answer = reading.greedy(read, starts[-1] + len(pieces[-1]))
 
-    model.forget(0)
-    reader.read(pieces[0], 0)
-    assert model.join_span(0, tower, computed_at=starts[1], place_at=starts[1])
-    reader.read(pieces[2], starts[2])
-    assert model.join_span(0, mountain, computed_at=starts[3], place_at=starts[3])
-    assert reader.last_position() == starts[4] - 1
-    joined = reader.read(pieces[-1], starts[-1])
+    model.forget(joining.sequence)
+    joining.read(pieces[0], 0)
+    assert model.join_span(joining.sequence, tower, computed_at=starts[1], place_at=starts[1])
+    joining.read(pieces[2], starts[2])
+    assert model.join_span(joining.sequence, mountain, computed_at=starts[3], place_at=starts[3])
+    assert joining.last_position() == starts[4] - 1
+    joined = joining.read(pieces[-1], starts[-1])
     assert np.array_equal(joined, read)
-    assert reader.greedy(joined, starts[-1] + len(pieces[-1])) == read_answer
+    assert joining.greedy(joined, starts[-1] + len(pieces[-1])) == read_answer
+
+
+def test_spans_joined_where_they_were_read_give_the_scores_of_reading_them(reader: Reader) -> None:
+    assert reader.model.can_join and reader.model.shape.slots == 1
+    joined_where_read_scores_as_read(reader.model, reader, reader)
 
 
 def test_a_span_joined_past_its_first_tokens_read_again_gives_the_scores_of_reading_it(reader: Reader) -> None:
@@ -228,23 +234,7 @@ def test_with_several_slots_spans_travel_as_bytes_between_the_slots_streams(mode
     try:
         assert model.can_join and model.streams == 2 and not model.turns_later
         first, second = Reader(model, sequence=1), Reader(model, sequence=0)
-        pieces, starts = two_passages(first)
-        model.forget(1)
-        for piece, start in zip(pieces[:-1], starts[:-1], strict=True):
-            first.read(piece, start)
-        tower, mountain = model.span_state(1, starts[1], starts[2]), model.span_state(1, starts[3], starts[4])
-        read = first.read(pieces[-1], starts[-1])
-        read_answer = first.greedy(read, starts[-1] + len(pieces[-1]))
-
-        model.forget(0)
-        second.read(pieces[0], 0)
-        assert model.join_span(0, tower, computed_at=starts[1], place_at=starts[1])
-        second.read(pieces[2], starts[2])
-        assert model.join_span(0, mountain, computed_at=starts[3], place_at=starts[3])
-        assert second.last_position() == starts[4] - 1
-        joined = second.read(pieces[-1], starts[-1])
-        assert np.array_equal(joined, read)
-        assert second.greedy(joined, starts[-1] + len(pieces[-1])) == read_answer
+        joined_where_read_scores_as_read(model, first, second)
 
         # Moved: a span read with nothing before it, joined into the other slot 300 positions on, answers as the
         # same text read there (the nudge's one token made llama.cpp turn its keys; the token is gone again).
