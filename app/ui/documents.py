@@ -224,10 +224,10 @@ class DocumentsPanel:
     def _reads_ahead(self) -> bool:
         """Whether the page reads new files' passages ahead (``rag.read_ahead``, where they would be kept, with the
         model loaded, and not on battery)."""
-        from app.services.answering.warming import keeps_passages, on_battery
+        from app.services.answering.warming import on_battery
 
-        settings = self.services.settings
-        if not settings.rag.read_ahead or not keeps_passages(settings):
+        rag = self.services.settings.rag
+        if not (rag.read_ahead and rag.keep_passages):
             return False
         return self.services.runtime.model is not None and not on_battery()
 

@@ -42,10 +42,6 @@ class StateLayout:
     positions: tuple[int, ...]  # each cell's, in the order the cells are written
     rows: tuple[Rows, ...]  # every layer's key rows, then every layer's value rows
 
-    def row(self, part: Rows, cell: int) -> bytes:
-        at = part.start + cell * part.row_bytes
-        return self.state[at : at + part.row_bytes]
-
 
 def layout(state: bytes) -> StateLayout | None:
     """Where everything lies in ``state``; None when it is not laid out as this module knows, to the last byte."""
@@ -130,9 +126,27 @@ def sliced(state: bytes, keep: Callable[[int], bool], streams: int | None = None
     if found is None:
         return None
     chosen = [n for n, position in enumerate(found.positions) if keep(position)]
-    blocks = [b"".join(found.row(part, n) for n in chosen) for part in found.rows]
+    runs = _runs(chosen)  # a span's cells lie together: a slice of each part's rows, not a row at a time
+    blocks = [
+        b"".join(
+            found.state[part.start + first * part.row_bytes : part.start + stop * part.row_bytes]
+            for first, stop in runs
+        )
+        for part in found.rows
+    ]
     positions = [found.positions[n] for n in chosen]
     return _encode(streams or found.streams, found.sequence, positions, found.rows, blocks)
+
+
+def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
+    """Ascending ``indices`` as runs of consecutive ones: (first, stop) each."""
+    runs: list[tuple[int, int]] = []
+    for index in indices:
+        if runs and runs[-1][1] == index:
+            runs[-1] = (runs[-1][0], index + 1)
+        else:
+            runs.append((index, index + 1))
+    return runs
 
 
 def joined(first: bytes, then: bytes, streams: int | None = None) -> bytes | None:

@@ -12,7 +12,6 @@ import pytest
 from app.services.answering.warming import (
     ROOM_SHARE,
     WarmProgress,
-    keeps_passages,
     on_battery,
     room_tokens,
     warming_plan,
@@ -43,12 +42,6 @@ def test_the_room_is_the_disk_cap_or_else_memory_s_at_the_kept_width(tmp_path: P
     assert room_tokens(model, f16) == int((512 << 20) * ROOM_SHARE) // per_token["f16"]
     memory = load_settings(home=tmp_path, backend={"passage_cache_mb": 0})
     assert room_tokens(model, memory) == int((256 << 20) * ROOM_SHARE) // per_token["q8_0"]
-
-
-def test_passages_read_ahead_are_kept_only_with_keeping_on_whatever_the_slots(tmp_path: Path) -> None:
-    assert keeps_passages(load_settings(home=tmp_path, backend={"slots": 1}))
-    assert keeps_passages(load_settings(home=tmp_path, backend={"slots": 4}))
-    assert not keeps_passages(load_settings(home=tmp_path, rag={"keep_passages": False}))
 
 
 def test_the_terminal_refuses_reading_ahead_where_nothing_would_be_kept(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ indexing"). Each passage of the files just indexed is read once by the model, al
 instructions, as a question's first passage is, so that its llama.cpp cache is kept (``backends.llamacpp.
 passage_store``) and the first question that retrieves it joins it instead of reading it.
 
-Only where passages are kept (``rag.keep_passages``: :func:`keeps_passages`), and only as many as the kept caches'
+Only where passages are kept (``rag.keep_passages``), and only as many as the kept caches'
 room holds: more would push out those read first (:func:`warming_plan`). Each passage costs what
 reading it in a question would, so the page reads ahead only when asked (``rag.read_ahead``) and never on battery
 (:func:`on_battery`).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +49,6 @@ class WarmProgress:
         return self.elapsed_s / self.done * (self.total - self.done)
 
 
-def keeps_passages(settings: Settings) -> bool:
-    """Whether passages read ahead are kept with these settings."""
-    return settings.rag.keep_passages
-
-
 def on_battery(probe: Callable[[], Any] | None = None) -> bool:
     """Whether this computer runs on its battery now (False without one, or where that cannot be told)."""
     if probe is None:
@@ -86,15 +81,10 @@ def warming_plan(passages: Sequence[Source], tokens: Sequence[int], room: int) -
     return chosen
 
 
-def passages_of(documents: DocumentServices, collection: str, paths: Collection[str] | None = None) -> list[Source]:
-    """The passages of ``collection`` (of the files at ``paths`` only, in that order, when given), file by file in
-    reading order."""
+def passages_of(documents: DocumentServices, collection: str, paths: Sequence[str]) -> list[Source]:
+    """The passages of the files at ``paths`` in ``collection``, file by file in that order, each in reading order."""
     info = documents.manifest.get(collection)
-    chunks = documents.store.all_chunks(info.store_name, info.embedder)
-    order = {path: n for n, path in enumerate(paths)} if paths is not None else {}
-    if paths is not None:
-        chunks = [c for c in chunks if c.path in order]
-    chunks = sorted(chunks, key=lambda c: (order.get(c.path, 0), c.path, c.index))
+    chunks = [c for path in paths for c in documents.store.chunks_of(info.store_name, info.embedder, path)]
     return [Source(1, c.path, c.page, c.section, c.text) for c in chunks]
 
 
