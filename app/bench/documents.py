@@ -206,16 +206,14 @@ def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
     the same engine (every passage read before: joined when ``--keep-passages``), ``warm`` the same engine asked
     ``--warm-questions`` (new questions over the passages read before), ``restart`` after Hearth is closed and
     started again on the caches it saved to disk (the kept passages', the conversations')."""
-    from app.cli.eval import with_model, with_one_slot
+    from app.cli.eval import with_model
     from app.services.container import build_services, measuring
 
     questions = chosen_questions(args)
     warm_questions = warm_set(args)
     if args.bench_model is not None:
         settings = with_model(settings, args.bench_model)
-    if args.keep_passages:
-        settings = with_one_slot(settings)
-    elif args.recompute is not None:
+    if args.recompute is not None and not args.keep_passages:
         raise HearthError("--recompute is about kept passages.", "Add --keep-passages, or leave it out.")
     runs: dict[str, list[DocumentsSample]] = {}
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as scratch_name:
@@ -430,7 +428,7 @@ def add_documents_parser(kinds: Any, at_least_one: Any) -> None:
     parser.add_argument(
         "--keep-passages",
         action="store_true",
-        help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
+        help="keep each passage's cache when it is read and join it when a later question retrieves it",
     )
     add_recompute_argument(parser)
     parser.add_argument(

@@ -59,7 +59,7 @@ def run_eval_answers(
     recompute: float | None = None,
     read_first: Path | None = None,
 ) -> int:
-    """``keep_passages``: answer with one slot, keeping each passage's cache as it is read and joining it when a
+    """``keep_passages``: answer keeping each passage's cache as it is read and joining it when a
     later question retrieves the passage (issue 39), to measure what that does to the answers; ``recompute``: the
     share of each joined passage read again (the engine's default when None); ``read_first``: a question set asked
     before (its ``part`` and ``limit`` too, one token each, not scored), so that the passages it retrieves have
@@ -77,8 +77,6 @@ def run_eval_answers(
         )
     if model is not None:
         settings = with_model(settings, model)
-    if keep_passages:
-        settings = with_one_slot(settings)
     services = build_services(measuring(settings))
     results: list[AnswerResult] = []
     try:
@@ -292,12 +290,6 @@ def with_model(settings: Settings, reference: str) -> Settings:
     return settings.model_copy(
         update={"model": settings.model.model_copy(update={"path": _model_path(settings, reference)})}
     )
-
-
-def with_one_slot(settings: Settings) -> Settings:
-    """``settings`` answering one question at a time, as the kept passages' figures are measured
-    (``--keep-passages``): with one slot a join only relabels cells in the slot's stream."""
-    return settings.model_copy(update={"backend": settings.backend.model_copy(update={"slots": 1})})
 
 
 def _model_path(settings: Settings, reference: str) -> Path:

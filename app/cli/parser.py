@@ -273,7 +273,7 @@ def _evaluation(commands: Commands) -> None:
     eval_answers.add_argument(
         "--keep-passages",
         action="store_true",
-        help="keep each passage's cache when it is read and join it when a later question retrieves it (one slot)",
+        help="keep each passage's cache when it is read and join it when a later question retrieves it",
     )
     from app.bench.documents import add_recompute_argument
 
