@@ -11,17 +11,25 @@ and the raw side's time to first token and decode tokens/s."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from app.bench.chat import open_raw_llama, progress, time_stream
-from app.bench.stats import Spread, format_spread, noise_warning, paired_ratios, spread
+from app.bench.documents_figures import (
+    DocumentsSample,
+    follow_up_figures,
+    follow_up_lines,
+    report_lines,
+    sample_line,
+    summarise,
+)
 from app.errors import HearthError
 from app.services.answering.turn_settings import TurnSettings
 from backends.base import DEFAULT_PASSAGE_RECOMPUTE, TextDelta, Usage
@@ -29,97 +37,6 @@ from backends.base import DEFAULT_PASSAGE_RECOMPUTE, TextDelta, Usage
 DEFAULT_MAX_TOKENS = 128
 CONVERSATIONS_DISK_MB = 2048  # the caches a restart finds, in the benchmark's own folder (the settings' defaults)
 PASSAGES_DISK_MB = 512
-
-
-@dataclass(frozen=True)
-class DocumentsSample:
-    """One question's figures; times in milliseconds."""
-
-    question: str
-    embed_ms: float
-    search_ms: float
-    prompt_tokens: int
-    cached_tokens: int
-    prefill_ms: float  # the engine's own time from the prompt to the first token
-    time_to_first_token_ms: float  # from sending the question to the first text, as a user waits for it
-    decode_tokens_per_s: float
-    total_ms: float  # from sending to the answer kept (its citations checked)
-    raw_time_to_first_token_ms: float
-    raw_decode_tokens_per_s: float
-    joined_tokens: int = 0  # passage tokens joined from kept caches instead of read (``--keep-passages``)
-
-
-FIELDS = (
-    ("embed_ms", "embed the question, ms"),
-    ("search_ms", "search, ms"),
-    ("prompt_tokens", "prompt tokens"),
-    ("cached_tokens", "of them from the cache"),
-    ("joined_tokens", "of them joined from kept passages"),
-    ("prefill_ms", "prefill, ms"),
-    ("time_to_first_token_ms", "time to first token, ms"),
-    ("decode_tokens_per_s", "decode tokens/s"),
-    ("total_ms", "total, ms"),
-    ("raw_time_to_first_token_ms", "raw: time to first token, ms"),
-    ("raw_decode_tokens_per_s", "raw: decode tokens/s"),
-)
-RATIOS = (
-    ("time_to_first_token_ms", "raw_time_to_first_token_ms", "time to first token"),
-    ("decode_tokens_per_s", "raw_decode_tokens_per_s", "decode tokens/s"),
-)
-
-
-def summarise(samples: Sequence[DocumentsSample]) -> dict[str, Any]:
-    """Each figure's spread over the questions, and each question's Hearth/raw ratios' spread."""
-    if not samples:
-        raise ValueError("no questions were answered")
-    figures = {field: spread([float(getattr(s, field)) for s in samples]).as_dict() for field, _ in FIELDS}
-    ratios = {}
-    for hearth, raw, _ in RATIOS:
-        paired = paired_ratios([getattr(s, hearth) for s in samples], [getattr(s, raw) for s in samples])
-        if paired:
-            ratios[hearth] = spread(paired).as_dict()
-    return {"questions": len(samples), "figures": figures, "ratios": ratios}
-
-
-def report_lines(summary: dict[str, Any], model: str, backend: str) -> list[str]:
-    lines = [f"{model} on {backend}: {summary['questions']} questions from documents", "medians over the questions:"]
-    warnings = []
-    for field, label in FIELDS:
-        value = Spread(**summary["figures"][field])
-        lines.append(f"  {label:<32}{value.median:>9.1f}   (min–max {value.low:.1f}–{value.high:.1f})")
-    lines.append("Hearth/raw per question, same prompt:")
-    for field, _, label in RATIOS:
-        if field not in summary["ratios"]:
-            lines.append(f"  {label:<32}not measured")
-            continue
-        value = Spread(**summary["ratios"][field])
-        lines.append(f"  {label:<32}{format_spread(value)}")
-        warning = noise_warning(value, f"the {label} ratio")
-        if warning:
-            warnings.append(warning)
-    return lines + warnings
-
-
-def follow_up_figures(samples: Sequence[DocumentsSample]) -> dict[str, Any]:
-    """For questions asked one after another in one conversation: each follow-up's time to first token against
-    the first question's, and the share of its prompt that came from the cache."""
-    first = samples[0].time_to_first_token_ms
-    later = samples[1:]
-    return {
-        "first_time_to_first_token_ms": first,
-        "time_to_first_token_vs_first": spread([s.time_to_first_token_ms / first for s in later]).as_dict(),
-        "cached_share": spread([s.cached_tokens / s.prompt_tokens for s in later if s.prompt_tokens]).as_dict(),
-    }
-
-
-def follow_up_lines(figures: dict[str, Any]) -> list[str]:
-    sooner = format_spread(Spread(**figures["time_to_first_token_vs_first"]))
-    cached = format_spread(Spread(**figures["cached_share"]))
-    return [
-        "follow-ups in the same conversation:",
-        f"  {'first token vs the first question':<36}{sooner}",
-        f"  {'share of the prompt from the cache':<36}{cached}",
-    ]
 
 
 def read_questions(path: Path) -> list[str]:
@@ -174,16 +91,6 @@ def warm_set(args: argparse.Namespace) -> list[str]:
     return questions
 
 
-def sample_line(number: int, total: int, sample: DocumentsSample) -> str:
-    return (
-        f"[{number}/{total}] first token {sample.time_to_first_token_ms / 1000:5.2f} s (raw "
-        f"{sample.raw_time_to_first_token_ms / 1000:5.2f} s) · {sample.prompt_tokens} prompt tokens, "
-        f"{sample.cached_tokens} cached, {sample.joined_tokens} joined · prefill {sample.prefill_ms / 1000:5.2f} s "
-        "· decode "
-        f"{sample.decode_tokens_per_s:4.1f} tok/s (raw {sample.raw_decode_tokens_per_s:4.1f})"
-    )
-
-
 RUNS = ("cold", "again", "warm", "restart")
 
 
@@ -199,6 +106,9 @@ class _Bench:
     params: Any = None
     system: str = ""
     conversation: str | None = None
+    read: set[tuple[str, str]] = dataclasses.field(
+        default_factory=set
+    )  # the passages given to a question so far (file, text)
 
 
 def run_documents_bench(settings: Any, args: argparse.Namespace) -> int:
@@ -297,7 +207,7 @@ def _run(services: Any, bench: _Bench, name: str) -> list[DocumentsSample]:
         for number, question in enumerate(questions, start=1):
             progress(f"{name}: " * (len(args.runs) > 1) + f"question {number} of {len(questions)}")
             turn = TurnSettings(bench.params, bench.system, args.collection, keep_passages=args.keep_passages)
-            sample, asked_in = _one_question(chat, bench.raw, question, turn, number % 2, bench.conversation)
+            sample, asked_in = _one_question(chat, bench, question, turn, number % 2)
             bench.conversation = asked_in if args.conversation else None
             samples.append(sample)
             print(sample_line(number, len(questions), sample), flush=True)
@@ -335,17 +245,17 @@ def _report(args: argparse.Namespace, runs: dict[str, list[DocumentsSample]], mo
 
 
 def _one_question(
-    chat: Any, raw: Any, question: str, turn: TurnSettings, raw_first: int, conversation: str | None = None
+    chat: Any, bench: _Bench, question: str, turn: TurnSettings, raw_first: int
 ) -> tuple[DocumentsSample, str]:
-    """One question's figures, and the conversation it went into."""
-    prompt = chat.next_prompt(conversation, question, turn)
+    """One question's figures, and the conversation it went into (``bench.conversation``, or a new one)."""
+    prompt = chat.next_prompt(bench.conversation, question, turn)
     messages = [{"role": m.role, "content": m.content} for m in prompt]
     if raw_first:
-        raw_sample = _raw_answer(raw, messages, turn.params.max_new_tokens)
-        asked_in, hearth = _hearth_answer(chat, question, turn, conversation)
+        raw_sample = _raw_answer(bench.raw, messages, turn.params.max_new_tokens)
+        asked_in, hearth = _hearth_answer(chat, question, turn, bench.conversation, bench.read)
     else:
-        asked_in, hearth = _hearth_answer(chat, question, turn, conversation)
-        raw_sample = _raw_answer(raw, messages, turn.params.max_new_tokens)
+        asked_in, hearth = _hearth_answer(chat, question, turn, bench.conversation, bench.read)
+        raw_sample = _raw_answer(bench.raw, messages, turn.params.max_new_tokens)
     raw_figures = {
         "raw_time_to_first_token_ms": raw_sample.time_to_first_token_ms,
         "raw_decode_tokens_per_s": raw_sample.decode_tokens_per_s,
@@ -354,9 +264,10 @@ def _one_question(
 
 
 def _hearth_answer(
-    chat: Any, question: str, turn: TurnSettings, conversation: str | None
+    chat: Any, question: str, turn: TurnSettings, conversation: str | None, read: set[tuple[str, str]]
 ) -> tuple[str, DocumentsSample]:
-    """The conversation the question went into, and Hearth's figures (the raw side's left at 0)."""
+    """The conversation the question went into, and Hearth's figures (the raw side's left at 0); ``read``, the
+    passages given to earlier questions, gains this one's."""
     from app.services.answering.chat import TurnStarted
 
     started = time.perf_counter()
@@ -373,6 +284,9 @@ def _hearth_answer(
     ended = time.perf_counter()
     if head is None or usage is None:
         raise HearthError(f"Hearth gave no answer to {question!r}.", "Run `hearth -v chat` with it to see why.")
+    passages = {(source.path, source.text) for source in head.sources}
+    read_before = bool(passages) and passages <= read
+    read |= passages
     return head.conversation_id, DocumentsSample(
         question=question,
         embed_ms=head.embed_ms,
@@ -386,6 +300,7 @@ def _hearth_answer(
         raw_time_to_first_token_ms=0.0,
         raw_decode_tokens_per_s=0.0,
         joined_tokens=usage.joined_tokens,
+        read_before=read_before,
     )
 
 

@@ -93,6 +93,8 @@ def test_the_documents_benchmark_times_each_step_against_raw_llama_cpp(
         assert reused > 0.9 * sample["prompt_tokens"], sample  # read before: not read again
         assert sample["raw_time_to_first_token_ms"] > 0
     assert restart[0]["cached_tokens"] + restart[0]["joined_tokens"] > cold[0]["cached_tokens"]
+    assert not cold[0]["read_before"] and all(s["read_before"] for s in (*again, *restart))
+    assert "passages had all been read before: 2 of 2" in ran.stdout
     # A follow-up about another file in one conversation, passages kept: the first turn's prompt (its passages
     # cut where that turn cut them) still comes from the slot's cache, as without kept passages.
     two = tmp_path / "two-files.jsonl"

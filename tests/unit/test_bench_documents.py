@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.documents import (
+from app.bench.documents import read_questions
+from app.bench.documents_figures import (
     DocumentsSample,
     follow_up_figures,
     follow_up_lines,
-    read_questions,
     report_lines,
     summarise,
 )
@@ -56,6 +56,22 @@ def test_the_report_names_every_figure_and_warns_when_the_ratios_disagree() -> N
     assert "warning: the time to first token ratio varies" in text
     with pytest.raises(ValueError):
         summarise([])
+
+
+def test_the_questions_whose_passages_were_all_read_before_are_figured_apart() -> None:
+    samples = [
+        SAMPLE,
+        replace(SAMPLE, time_to_first_token_ms=1000.0, raw_time_to_first_token_ms=4000.0, read_before=True),
+        replace(SAMPLE, time_to_first_token_ms=3000.0, raw_time_to_first_token_ms=3000.0, read_before=True),
+    ]
+    summary = summarise(samples)
+    before = summary["read_before"]
+    assert before["questions"] == 2
+    assert (before["time_to_first_token_ms"]["low"], before["time_to_first_token_ms"]["high"]) == (1000.0, 3000.0)
+    assert (before["against_raw"]["low"], before["against_raw"]["high"]) == pytest.approx((0.25, 1.0))
+    text = "\n".join(report_lines(summary, "Qwen", "llama.cpp (CPU)"))
+    assert "passages had all been read before: 2 of 3, first token 2.00 s (min–max 1.00–3.00)" in text
+    assert "read_before" not in summarise([SAMPLE])  # none read before: no such figure, not a zero
 
 
 def test_a_question_set_is_read_line_by_line_with_a_clear_error(tmp_path: Path) -> None:
