@@ -96,6 +96,20 @@ def test_joined_after_the_same_text_the_answer_is_the_one_read(one_slot: LlamaCp
     assert joined_text == read_text != ""
 
 
+def test_a_passage_whose_file_changed_is_read_again_and_the_others_joined(
+    one_slot: LlamaCppBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ["everest.txt", "tower.txt", "nile.txt"]
+    ask(one_slot, "How high is Mount Everest?", names)
+    # The file was edited since: its passage holds other words, so its old cache is not what the prompt holds.
+    monkeypatch.setitem(PASSAGES, "tower.txt", PASSAGES["tower.txt"].replace("330 metres", "330 metres (1,083 ft)"))
+    ask(one_slot, "How long is the Nile?", ["nile.txt"])  # the slot's cache now holds another prompt
+    _, after = ask(one_slot, "How high is Mount Everest?", names)
+    assert after.joined_tokens == passage_tokens(one_slot, ["everest.txt", "nile.txt"])
+    _, again = ask(one_slot, "When was the Eiffel Tower finished?", ["tower.txt", "nile.txt"])
+    assert again.joined_tokens == passage_tokens(one_slot, ["tower.txt", "nile.txt"])  # the edited one, now kept
+
+
 def test_a_share_of_each_joined_passage_is_read_again(one_slot: LlamaCppBackend) -> None:
     names = ["everest.txt", "nile.txt", "tower.txt"]
     read_text, read = ask(one_slot, "How long is the Nile?", names, recompute=0.25)
