@@ -182,9 +182,10 @@ class NativeModel:
         self.memory: Any = llama_cpp.llama_get_memory(self.ctx)
         self.shape = ContextShape(slots=slots, context_length=int(llama_cpp.llama_n_ctx_seq(self.ctx)))
         # A span of cells can be saved alone and joined elsewhere where positions can be moved (llama.cpp turns the
-        # keys again); with a stream per slot as bytes, laid out only without transposed values (``stream_join``).
-        self.can_join = bool(llama_cpp.llama_memory_can_shift(self.memory)) and (slots == 1 or FLASH_ATTENTION)
-        self.streams = 1 if slots == 1 else slots  # KV streams: one shared, or one per slot
+        # keys again); with a stream per slot it travels as bytes (``stream_join``), and a state whose values are
+        # transposed (no flash attention) is not laid out there, so its passages are read instead.
+        self.can_join = bool(llama_cpp.llama_memory_can_shift(self.memory))
+        self.streams = slots  # KV streams: one slot's unified cache, or a stream per slot
         self.turns_later = slots == 1  # a moved span's keys turned at the next llama_decode (else at once)
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self.vocab_size = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
