@@ -21,7 +21,7 @@ import pytest
 from app.services.answering.turn_settings import TurnSettings
 from backends.local_socket import parse_local
 from tests.e2e.conftest import free_port
-from tests.helpers import run_hearth, start_worker
+from tests.helpers import run_hearth, start_worker, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -112,8 +112,7 @@ def workers(isolated_home: Path) -> Iterator[list[Worker]]:
         yield [Worker(w.address, rpc[w.address], w.process) for w in started]
     finally:
         for worker in started:
-            worker.process.terminate()
-            worker.process.wait(timeout=15)
+            stop_process(worker.process)  # killed if SIGTERM has not ended it in 15 s (once seen after SIGSTOP)
 
 
 def test_two_workers_hold_the_layers_and_the_text_is_the_single_process_text(
