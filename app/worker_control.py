@@ -3,9 +3,12 @@ object per line each way (``backends/workers/pairing.py`` has the messages); a p
 connection into llama.cpp's RPC stream to the worker's server on its private Unix socket. The worker keeps the tokens
 of the mains paired with it in its data folder (owner-only).
 
-Before a connection shows a paired main's token it is a stranger's: at most :data:`MAX_STRANGERS` at once (more are
-closed on arrival), each cut :data:`STRANGER_S` after it arrived, however slowly it trickles (one watchdog thread for
-them all); a line that is not one flat JSON object gets a one-line refusal."""
+Before a connection shows a paired main's token it is a stranger's: at most :data:`STRANGERS_PER_SOURCE` at once from
+one source (a local account, or one address from elsewhere) and :data:`MAX_STRANGERS` in all (more are closed on
+arrival), each cut :data:`STRANGER_S` after it arrived, however slowly it trickles (one watchdog thread for them all);
+a line that is not one flat JSON object gets a one-line refusal. A source that has shown a paired main's token is
+let in past the overall cap (never past its own), so strangers elsewhere cannot crowd out a paired main's heartbeat
+or its next connection."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from backends.workers.secure_link import Identity, LinkRefused, carry, connect, 
 MAX_LINE_BYTES = 4096
 CONTROL_TIMEOUT_S = 5.0
 MAX_STRANGERS = 32
+STRANGERS_PER_SOURCE = 4
 STRANGER_S = 10.0
 
 
@@ -72,7 +76,7 @@ class ControlServer:
                 assert isinstance(server, _Server)
                 with contextlib.suppress(OSError, ValueError):
                     self.request.do_handshake()  # in this connection's thread, not the one accepting them
-                    source = source_of(self.client_address, self.request.getsockname())
+                    source = server.source(self.request)
                     while line := self.rfile.readline(MAX_LINE_BYTES + 1):
                         if len(line) > MAX_LINE_BYTES:
                             return
@@ -161,28 +165,45 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler], tls: ssl.SSLContext):
         self._tls = tls
-        self._strangers: dict[socket.socket, float] = {}  # connections yet to show a token -> when they are cut
+        # connections yet to show a token -> (when they are cut, who is at the other end)
+        self._strangers: dict[socket.socket, tuple[float, str]] = {}
+        self._sources: dict[socket.socket, str] = {}  # every open connection -> who is at its other end
+        self._paired_sources: set[str] = set()  # sources that have shown a paired main's token
         self._strangers_lock = threading.Lock()
         super().__init__(address, handler)
         threading.Thread(target=self._watch, name="worker-control-watchdog", daemon=True).start()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         connection, address = super().get_request()
+        try:
+            source = source_of(address, connection.getsockname())
+        except OSError:
+            connection.close()
+            raise
         with self._strangers_lock:
-            if len(self._strangers) >= MAX_STRANGERS:
+            refusal = admission(source, [who for _, who in self._strangers.values()], source in self._paired_sources)
+            if refusal:
                 connection.close()
-                raise OSError("too many connections that have not shown a token")  # socketserver drops it
+                raise OSError(refusal)  # socketserver drops it
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             wrapped = self._tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
-            self._strangers[wrapped] = time.monotonic() + STRANGER_S
+            self._strangers[wrapped] = (time.monotonic() + STRANGER_S, source)
+            self._sources[wrapped] = source
         return wrapped, address
+
+    def source(self, connection: socket.socket) -> str:
+        with self._strangers_lock:
+            return self._sources.get(connection, "")
 
     def known(self, connection: socket.socket) -> None:
         with self._strangers_lock:
-            self._strangers.pop(connection, None)
+            if self._strangers.pop(connection, None) is not None:
+                self._paired_sources.add(self._sources.get(connection, ""))
 
     def shutdown_request(self, request: Any) -> None:
-        self.known(request)
+        with self._strangers_lock:
+            self._strangers.pop(request, None)
+            self._sources.pop(request, None)
         super().shutdown_request(request)
 
     def _watch(self) -> None:
@@ -190,7 +211,7 @@ class _Server(socketserver.ThreadingTCPServer):
             time.sleep(0.5)
             now = time.monotonic()
             with self._strangers_lock:
-                overdue = [c for c, deadline in self._strangers.items() if deadline <= now]
+                overdue = [c for c, (deadline, _) in self._strangers.items() if deadline <= now]
                 for connection in overdue:
                     del self._strangers[connection]
             for connection in overdue:
@@ -198,6 +219,17 @@ class _Server(socketserver.ThreadingTCPServer):
                     # the plain socket's shutdown: its thread's pending read ends at once (TLS's own would drop
                     # its state under that thread's feet)
                     socket.socket.shutdown(connection, socket.SHUT_RDWR)
+
+
+def admission(source: str, strangers: list[str], paired_before: bool) -> str:
+    """Why a new connection from ``source`` is refused while ``strangers`` (the source of each connection yet to show
+    a token) are open, or "" when it is let in: at most :data:`STRANGERS_PER_SOURCE` from one source, and at most
+    :data:`MAX_STRANGERS` in all unless ``source`` has shown a paired main's token before."""
+    if strangers.count(source) >= STRANGERS_PER_SOURCE:
+        return f"too many connections from {source} that have not shown a token"
+    if len(strangers) >= MAX_STRANGERS and not paired_before:
+        return "too many connections that have not shown a token"
+    return ""
 
 
 def load_tokens(path: Path) -> set[str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from backends.base import ChatMessage, Role, ToolSpec
 from backends.template_renderer import Conversation, RendererClosed, RenderFailed, TemplateRenderer
 from backends.tool_calls import generic_messages, template_family
+from backends.turn_markers import Defuser
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class ChatFormatter:
         self._lock = threading.Lock()
         self._renderer: TemplateRenderer | None = None
         self._reason: str | None = None
+        # The special tokens text must not spell out (the backend sets them once its vocabulary is loaded).
+        self.defuser = Defuser()
         if template:
             self._renderer = TemplateRenderer(template, bos_token, eos_token, self._limits.memory_bytes)
         else:
@@ -131,7 +134,9 @@ class ChatFormatter:
     def render_chat(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> str:
         """The prompt for a chat turn on any backend: ``tools`` offered as :meth:`render_tools` offers them; earlier
         calls and their results, with no tools offered now, written into plain turns (a template that knows no
-        tool turns would drop or refuse them)."""
+        tool turns would drop or refuse them). No text in the messages or the tools' descriptions becomes a special
+        token (``backends.turn_markers``)."""
+        messages, tools = self.defuser.messages(messages), self.defuser.tools(tools)
         if tools:
             return self.render_tools(messages, tools)
         if any(m.role == "tool" or m.tool_calls for m in messages):

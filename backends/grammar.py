@@ -1,10 +1,11 @@
-"""Grammars that hold an answer to JSON: any JSON object, or the JSON a schema describes (issue 36, structured
+"""Grammars that hold an answer to JSON: any JSON object, or the JSON a schema describes (structured
 output). The schema is turned into llama.cpp's GBNF by llama-cpp-python's converter (a port of llama.cpp's own
 ``json_schema_to_grammar``); llama.cpp then allows, at each step, only the tokens that keep the answer a beginning of
 valid JSON for it, so a complete answer always parses and fits the schema.
 
-A schema comes from an API client: it is bounded in size before it is converted, a conversion that fails or
-produces an oversized grammar is refused with the reason, and :func:`check_grammar` lets llama.cpp read the grammar
+A schema comes from an API client or a tool server: it is bounded in size and in what it asks the converter to write
+out (``backends/schema_bounds.py``) before it is converted, a conversion that fails or produces an oversized grammar
+is refused with the reason and the place in the schema, and :func:`check_grammar` lets llama.cpp read the grammar
 once before an answer is queued (a grammar llama.cpp cannot read is refused there, not in the middle of a batch).
 """
 
@@ -16,10 +17,24 @@ from typing import Any
 
 from app.errors import InvalidChoice
 from backends.base import Grammar
+from backends.schema_bounds import overreach
+from backends.schema_refs import root_reference_as_union
 
 # Generous for real schemas (a pydantic model of a few dozen fields is a few KB); a bound for a hostile one.
 MAX_SCHEMA_CHARS = 64_000
 MAX_GRAMMAR_CHARS = 256_000
+# What an error may quote of a converter's own message (some quote the whole schema back).
+MAX_REASON_CHARS = 200
+RESPONSE_SCHEMA = "response_format.json_schema.schema"
+
+
+class SchemaRefused(InvalidChoice):
+    """A JSON schema that cannot become a grammar; ``param`` is where in the request the trouble is."""
+
+    def __init__(self, message: str, remedy: str, param: str | None = None) -> None:
+        super().__init__(message, remedy)
+        self.param = param
+
 
 # Any JSON object, with at most one line break and a little indentation between items, so a small model cannot
 # spend its answer on whitespace.
@@ -44,24 +59,42 @@ def json_object_grammar() -> Grammar:
 
 
 def json_schema_grammar(schema: Mapping[str, Any]) -> Grammar:
-    """The grammar of the JSON ``schema`` describes, or :class:`InvalidChoice` saying why there is none."""
+    """The grammar of the JSON ``schema`` describes, or :class:`SchemaRefused` saying why there is none."""
     try:
         text = json.dumps(schema)
-    except (TypeError, ValueError) as exc:
-        raise _refused(f"it is not plain JSON ({exc})") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _refused(f"it is not plain JSON ({converter_said(exc)})") from None
     if len(text) > MAX_SCHEMA_CHARS:
         raise _refused(f"it is {len(text):,} characters long; at most {MAX_SCHEMA_CHARS:,} are read")
+    found = overreach(schema)
+    if found is not None:
+        raise _refused(f"{found.reason} (at {found.path or 'its top'})", inside(RESPONSE_SCHEMA, found.path))
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        gbnf = json_schema_to_gbnf(text)
+        gbnf = json_schema_to_gbnf(json.dumps(root_reference_as_union(schema)))
     except RecursionError:
         raise _refused("it nests too deeply") from None
     except Exception as exc:  # the converter raises whatever its parsing hits on a schema it does not follow
-        raise _refused(f"{type(exc).__name__}: {exc}") from None
+        raise _refused(converter_said(exc)) from None
     if len(gbnf) > MAX_GRAMMAR_CHARS:
         raise _refused(f"its grammar would be {len(gbnf):,} characters; at most {MAX_GRAMMAR_CHARS:,} are used")
     return Grammar(strict_strings(gbnf))
+
+
+def converter_said(exc: BaseException) -> str:
+    """A converter's exception in a few words: its type and the start of its message, never a whole schema."""
+    said = str(exc)
+    if isinstance(exc, KeyError) or said.startswith("Error resolving ref "):
+        reference = said.removeprefix("Error resolving ref ").split(": ", 1)[0].strip("'\"")
+        return f"its $ref {reference[:MAX_REASON_CHARS]!r} leads to no definition it has"
+    said = f"{type(exc).__name__}: {exc}"
+    return said if len(said) <= MAX_REASON_CHARS else f"{said[:MAX_REASON_CHARS]}…"
+
+
+def inside(prefix: str, path: str) -> str:
+    """``path`` (within a schema) as a path in the request that holds the schema at ``prefix``."""
+    return f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
 
 
 def strict_strings(gbnf: str) -> str:
@@ -104,8 +137,9 @@ def new_grammar_sampler(vocab: Any, grammar: Grammar) -> Any:
     return sampler
 
 
-def _refused(reason: str) -> InvalidChoice:
-    return InvalidChoice(
+def _refused(reason: str, param: str = RESPONSE_SCHEMA) -> SchemaRefused:
+    return SchemaRefused(
         f"The JSON schema in response_format cannot be used: {reason}.",
         "Send a JSON Schema object such as a pydantic model's model_json_schema() gives.",
+        param,
     )

@@ -1,4 +1,4 @@
-"""Tool calls in the model's text (issue 36): how they are asked for, held to their schemas, and read back.
+"""Tool calls in the model's text: how they are asked for, held to their schemas, and read back.
 
 Hearth uses one written form of a call, the one Qwen2.5's and Hermes' templates teach their models::
 
@@ -32,7 +32,16 @@ from typing import Any, Literal, overload
 
 from app.errors import InvalidChoice
 from backends.base import ChatEvent, ChatMessage, Finished, Grammar, Reading, TextDelta, ToolCall, ToolSpec, Usage
-from backends.grammar import MAX_GRAMMAR_CHARS, strict_strings
+from backends.grammar import (
+    MAX_GRAMMAR_CHARS,
+    MAX_SCHEMA_CHARS,
+    SchemaRefused,
+    converter_said,
+    inside,
+    strict_strings,
+)
+from backends.schema_bounds import overreach
+from backends.schema_refs import own_definitions, root_reference_as_union
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # A line on when to call, after the system prompt (hearth eval tools --form guided measures it).
@@ -78,10 +87,10 @@ def tool_json(tool: ToolSpec) -> dict[str, Any]:
 
 def call_json(call: ToolCall) -> dict[str, Any]:
     """A call as templates read it: the arguments as an object where they parse (Qwen's template prints them with
-    ``tojson``)."""
+    ``tojson``). Arguments that are not JSON, or nest too deep to read back, stay the text they are."""
     try:
         arguments: Any = json.loads(call.arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         arguments = call.arguments
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
@@ -141,13 +150,16 @@ def calls_grammar(tools: Sequence[ToolSpec], forced: str | None, required: bool,
     )
     alternatives = []
     for index, tool in enumerate(chosen):
+        where = f"tools[{tools.index(tool)}].function.parameters"
+        schema = parameters_schema(tool, where)
         try:
-            schema = converter.resolve_refs(json.loads(tool.parameters), "tools")
+            schema = own_definitions(root_reference_as_union(schema), f"tool{index}-")
+            schema = converter.resolve_refs(schema, f"tool{index}")
             arguments = converter.visit(schema, f"tool{index}-arguments")
         except RecursionError:
-            raise _unusable(tool, "it nests too deeply") from None
+            raise _unusable(tool, "it nests too deeply", where) from None
         except Exception as exc:  # the converter raises whatever its parsing hits on a schema it does not follow
-            raise _unusable(tool, f"{type(exc).__name__}: {exc}") from None
+            raise _unusable(tool, converter_said(exc), where) from None
         name = json.dumps(json.dumps(tool.name))  # the JSON string, as a GBNF literal
         alternatives.append(f'{name} tc-ws "," tc-ws "\\"arguments\\"" tc-ws ":" tc-ws {arguments}')
     tagged = f"tc-call{' (tc-gap tc-call)*' if parallel else ''} tc-gap"
@@ -171,10 +183,29 @@ def calls_grammar(tools: Sequence[ToolSpec], forced: str | None, required: bool,
     return Grammar(gbnf, triggers=() if required or forced else _TRIGGERS)
 
 
-def _unusable(tool: ToolSpec, reason: str) -> InvalidChoice:
-    return InvalidChoice(
+def parameters_schema(tool: ToolSpec, where: str) -> Any:
+    """The tool's parameter schema, read and bounded (:mod:`backends.schema_bounds`) before any converter sees it;
+    :class:`SchemaRefused` naming the place (``where`` is the schema's own place in the request) if it asks for too
+    much."""
+    if len(tool.parameters) > MAX_SCHEMA_CHARS:
+        raise _unusable(
+            tool, f"they are {len(tool.parameters):,} characters long; at most {MAX_SCHEMA_CHARS:,} are read", where
+        )
+    try:
+        schema = json.loads(tool.parameters)
+    except (ValueError, RecursionError):
+        raise _unusable(tool, "they are not JSON", where) from None
+    found = overreach(schema)
+    if found is not None:
+        raise _unusable(tool, f"{found.reason} (at {found.path or 'their top'})", inside(where, found.path))
+    return schema
+
+
+def _unusable(tool: ToolSpec, reason: str, where: str) -> SchemaRefused:
+    return SchemaRefused(
         f"The parameters of the function {tool.name!r} cannot be used: {reason}.",
         "Send a JSON Schema object for parameters, as OpenAI's function definitions have.",
+        where,
     )
 
 

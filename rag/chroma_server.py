@@ -1,4 +1,4 @@
-"""A Chroma server that holds collections instead of the data folder (issue 40): where it is, the token that proves
+"""A Chroma server that holds collections instead of the data folder: where it is, the token that proves
 who is asking (read from a file, sent only over TLS or to this computer), the certificate authority that signs its
 TLS, and a client for it whose failures name the server and what to do.
 
@@ -23,6 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import HearthError, StorageError
+from rag import chroma_http
+from rag.chroma_http import bound, bounded_get
 
 DEFAULT_PORTS = {"http": 8000, "https": 443}  # `chroma run`'s own port; TLS through a proxy on the usual one
 SETTING = "HEARTH_RAG__CHROMA_URL"
@@ -100,7 +102,7 @@ def chroma_server(url: str, token_file: Path | None = None, ca_file: Path | None
     tls = scheme == "https"
     if token_file is not None:
         _check_token_file(token_file)
-        if not tls and not _on_this_computer(parts.hostname):
+        if not tls and not on_this_computer(parts.hostname):
             raise ChromaServerSettingError(
                 f"A token would cross the network unencrypted to {parts.hostname} (the address is http://).",
                 "Put TLS in front of the server and use https://, or leave the token out.",
@@ -114,7 +116,7 @@ def chroma_server(url: str, token_file: Path | None = None, ca_file: Path | None
     return ChromaServer(url.strip(), parts.hostname, port, tls, token_file, ca_file)
 
 
-def _on_this_computer(host: str) -> bool:
+def on_this_computer(host: str) -> bool:
     if host.lower() == "localhost":
         return True
     try:
@@ -176,6 +178,13 @@ def answered(server: ChromaServer) -> Iterator[None]:
 def unreachable(server: ChromaServer, error: BaseException) -> ChromaServerUnreachable:
     """What to say when a request to ``server`` failed in transport: refused, timed out, or TLS not trusted."""
     causes = _causes(error)
+    bounded = next((cause for cause in causes if isinstance(cause, chroma_http.AnswerCut)), None)
+    if bounded is not None:
+        return ChromaServerUnreachable(
+            f"The Chroma server {server.shown} did not answer as a server should ({bounded}).",
+            "Check that the address is the Chroma server's own and that nothing in between changes its answers. "
+            "Collections in the data folder work meanwhile.",
+        )
     if any(isinstance(cause, ssl.SSLCertVerificationError) for cause in causes):
         return ChromaServerUnreachable(
             f"The Chroma server {server.shown} presented a certificate that is not trusted.",
@@ -219,21 +228,23 @@ def _first_line(causes: list[BaseException]) -> str:
     return said[0] if said else type(deepest).__name__
 
 
-def server_client(server: ChromaServer, timeout_s: float = 30.0) -> Any:
+def server_client(server: ChromaServer, timeout_s: float = 30.0, deadline_s: float | None = None) -> Any:
     """Chroma's HTTP client for ``server`` (it asks the server for its default tenant at once: an unreachable
     server fails here). No telemetry: Chroma's own is off."""
     import chromadb
     import httpx
     from chromadb.config import Settings
 
+    deadline_s = chroma_http.DEADLINE_S if deadline_s is None else deadline_s
     token = read_token(server)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     authorities = str(server.ca_file) if server.ca_file else None
     # Chroma's client waits for ever on a server that accepts and never answers (its httpx session has no
     # timeout): the server is asked first with one, and the client's session is given it.
     try:
-        answer = httpx.get(
+        answer = bounded_get(
             f"{server.shown}/api/v2/heartbeat",
+            deadline_s,
             headers=headers,
             verify=ssl.create_default_context(cafile=authorities),
             timeout=timeout_s,
@@ -253,4 +264,5 @@ def server_client(server: ChromaServer, timeout_s: float = 30.0) -> Any:
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = httpx.Timeout(timeout_s)
+        bound(session, deadline_s=deadline_s)  # answers read under a size cap and a deadline (rag.chroma_http)
     return client

@@ -4,6 +4,7 @@ for the test, as a reverse proxy in front of a real server would."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import http.server
 import ipaddress
@@ -112,6 +113,9 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         with self.server.counting:
             self.server.forwarded += 1
+        if self.server.hostile and self.server.hostile_path in self.path:
+            self._misbehave(self.server.hostile)
+            return
         time.sleep(self.server.delay_s)
         kind = self.headers.get("Content-Type", "application/json")
         answer = httpx.request(
@@ -122,6 +126,26 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(answer.content)))
         self.end_headers()
         self.wfile.write(answer.content)
+
+    def _misbehave(self, how: str) -> None:
+        """``huge``: an answer that says it is 1.5 GB; ``endless``: one with no length that never ends;
+        ``trickle``: the headers one byte every half second."""
+        if how == "trickle":
+            with contextlib.suppress(OSError):
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" * 100:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if how == "huge":
+            self.send_header("Content-Length", str(1_500_000_000))
+        self.end_headers()
+        block = b"[" + b"0," * (1 << 19)
+        with contextlib.suppress(OSError):
+            for _ in range(3_000):  # 3 GB at most
+                self.wfile.write(block)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
 
@@ -138,6 +162,8 @@ class TokenProxy(http.server.ThreadingHTTPServer):
     def __init__(self, upstream: str, token: str, cert_file: Path, key_file: Path, delay_s: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), _Forward)
         self.upstream, self.token, self.delay_s = upstream, token, delay_s
+        self.hostile = ""  # "", or how requests whose path holds hostile_path are answered (_Forward._misbehave)
+        self.hostile_path = ""
         self.forwarded = 0  # requests passed on (with the right token)
         self.counting = threading.Lock()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -8,6 +8,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -412,3 +413,43 @@ def stop_process(process: subprocess.Popen[Any]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=15)
+
+
+class MemoryGuard:
+    """Watches a process's resident memory while a test asks it for something that once exhausted memory: the
+    process is stopped (SIGKILL) as soon as it has grown by more than ``limit_bytes``, long before the machine's
+    OOM killer would act, and :attr:`grew_bytes` says how far it went. Use it as a context manager."""
+
+    def __init__(self, pid: int, limit_bytes: int, every_s: float = 0.02) -> None:
+        import psutil
+
+        self._process = psutil.Process(pid)
+        self._limit = limit_bytes
+        self._every_s = every_s
+        self._start = self._process.memory_info().rss
+        self.grew_bytes = 0
+        self.killed = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="memory-guard", daemon=True)
+
+    def __enter__(self) -> MemoryGuard:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        import psutil
+
+        while not self._done.wait(self._every_s):
+            try:
+                grew = self._process.memory_info().rss - self._start
+            except psutil.Error:
+                return
+            self.grew_bytes = max(self.grew_bytes, grew)
+            if grew > self._limit:
+                self.killed = True
+                self._process.kill()
+                return

@@ -59,9 +59,11 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
 
     @router.post("/chat/completions")
     async def chat_completions(request: Request) -> Response:
+        body = await request.body()
         try:
-            chat = parse_request(ChatRequest, await request.body())
-            job = _chat_job(services, chat)
+            # on a thread: reading a large request and turning its schemas into grammars takes a while, and the
+            # event loop serves every other request (and the page) meanwhile
+            chat, job = await anyio.to_thread.run_sync(_read_chat, services, body)
         except HearthError as exc:
             return error_response(exc)
         work = chat_work(services, directory, job)
@@ -108,6 +110,11 @@ def build_router(services: Services, jobs: EmbeddingJobs | None = None) -> APIRo
         )
 
     return router
+
+
+def _read_chat(services: Services, body: bytes) -> tuple[ChatRequest, ChatJob]:
+    chat = parse_request(ChatRequest, body)
+    return chat, _chat_job(services, chat)
 
 
 def _chat_job(services: Services, chat: ChatRequest) -> ChatJob:

@@ -5,6 +5,7 @@ clients work unchanged."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -143,6 +144,9 @@ class ResponseFormat(_Request):
 
 FUNCTION_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
 MAX_TOOLS = 128
+# The tools' parameter schemas together, as JSON: as much as one response_format schema may be. Turning them into a
+# grammar takes time that grows with their size, and real tool sets (dozens of functions) use a fraction of it.
+MAX_TOOLS_SCHEMA_CHARS = 64_000
 
 
 class FunctionDef(_Request):
@@ -207,6 +211,19 @@ class ChatRequest(_Generation):
     parallel_tool_calls: bool = True
     functions: list[Any] | None = None
     logprobs: bool | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _bounded_tools(cls, tools: list[ToolDef] | None) -> list[ToolDef] | None:
+        total = 0
+        for tool in tools or ():
+            total += len(json.dumps(tool.function.parameters))
+            if total > MAX_TOOLS_SCHEMA_CHARS:
+                raise ValueError(
+                    f"the functions' parameter schemas reach {MAX_TOOLS_SCHEMA_CHARS:,} characters at "
+                    f"{tool.function.name!r}; send fewer tools or shorter schemas"
+                )
+        return tools
 
     @model_validator(mode="after")
     def _supported(self) -> ChatRequest:

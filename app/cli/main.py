@@ -73,11 +73,25 @@ def ui_arguments(args: argparse.Namespace) -> list[str]:
     return forwarded
 
 
+def parse_command_line(parser: argparse.ArgumentParser, given: list[str]) -> argparse.Namespace:
+    """``given`` parsed; for ``mcp add``, everything after ``--`` is the server's command, wherever the options
+    stand (argparse alone takes the command's place as filled, empty, as soon as it reads NAME, so
+    ``mcp add NAME --env K=V -- CMD`` would be refused)."""
+    if "--" in given:
+        cut = given.index("--")
+        head = given[:cut]
+        if any(head[i : i + 2] == ["mcp", "add"] for i in range(len(head))):
+            args = parser.parse_args(head)
+            args.server_command = given[cut + 1 :]
+            return args
+    return parser.parse_args(given)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from app.cli.parser import build_parser
 
     keep_new_files_private()  # conversations, document copies, keys and indexes are the user's alone
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(build_parser(), sys.argv[1:] if argv is None else list(argv))
     log_lines = logging.StreamHandler()
     log_lines.setFormatter(TerminalLogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_lines])

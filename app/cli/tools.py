@@ -42,7 +42,7 @@ def run_chat_with_tools(settings: Settings, question: str, allow_all: bool, coll
         if not box.offered:
             _err("[no tool is on: the model answers without tools]")
         for problem in box.problems:
-            _err(f"[tools] {problem}")
+            _err(f"[tools] {for_terminal(problem)}")  # a server's own words: its escape codes shown, not run
         _err(f"[tools offered: {', '.join(s.name for s in box.specs())}]")
         consent = ConsentBook(services.paths.tool_consent_file)
         messages = [ChatMessage("system", settings.generation.system_prompt), ChatMessage("user", question)]
@@ -83,7 +83,7 @@ def _show(event: object) -> None:
 def _described(asked: CallAsked) -> str:
     try:
         arguments = json.dumps(json.loads(asked.call.arguments), ensure_ascii=False)
-    except ValueError:
+    except (ValueError, RecursionError):
         arguments = asked.call.arguments
     return for_terminal(f"{asked.tool} ({asked.server}) with {arguments}")
 

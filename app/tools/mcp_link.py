@@ -56,12 +56,21 @@ def list_tools(entry: ServerEntry, timeout_s: float) -> ListedTools:
     async def listing(client: Any) -> ListedTools:
         result = await client.list_tools()
         tools = tuple(
-            ToolInfo(t.name, t.description or "", json.dumps(t.input_schema or {"type": "object"}))
+            ToolInfo(t.name, t.description or "", _schema_text(t.input_schema or {"type": "object"}))
             for t in result.tools[:MAX_LISTED_TOOLS]
         )
         return ListedTools(tools, len(result.tools))
 
     return _with_server(entry, timeout_s, listing)
+
+
+def _schema_text(schema: object) -> str:
+    """A tool's input schema as JSON text; empty (which no grammar reads, so the tool is left out and named) when
+    it cannot be written, as when it nests thousands deep."""
+    try:
+        return json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        return ""
 
 
 def _with_server(

@@ -43,7 +43,7 @@ class ServerEntry:
     def where(self) -> str:
         """How the server is reached, as the user may see it (never the token)."""
         if self.kind == "http":
-            return self.url + (" (with a token)" if self.token else "")
+            return shown_url(self.url) + (" (with a token)" if self.token else "")
         return shlex.join([self.command, *self.args])
 
     def to_json(self) -> dict[str, Any]:
@@ -66,17 +66,41 @@ def stdio_entry(name: str, command: list[str], env: Mapping[str, str] | None = N
     return ServerEntry(name, "stdio", command[0], tuple(command[1:]), tuple(sorted((env or {}).items())))
 
 
-def http_entry(name: str, url: str, token: str = "") -> ServerEntry:
+def http_entry(name: str, url: str, token: str = "", stored: bool = False) -> ServerEntry:
+    """A server reached at ``url``. A new address may not carry a user name, a password or a query (secrets
+    there would be shown wherever the address is: lists, logs, the page); one ``stored`` before that rule is read
+    as it is, and shown without them."""
     _check_name(name)
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:
+        hostname = None
+    if not hostname or parts.scheme not in ("http", "https"):
         raise InvalidChoice(
-            f"{url!r} is not an http:// or https:// address of an MCP server.",
+            f"{shown_url(url)!r} is not an http:// or https:// address of an MCP server.",
             "Give the server's Streamable HTTP endpoint, for example http://127.0.0.1:8000/mcp.",
+        )
+    if not stored and (parts.username is not None or parts.password is not None or parts.query or parts.fragment):
+        raise InvalidChoice(
+            f"The address {shown_url(url)} carries a user name, a password or a query; Hearth does not keep "
+            "secrets in an address, where lists and logs would show them.",
+            "Give the address without them, and the server's bearer token with --token-file.",
+            page_remedy="Give the address without them, and the server's token in its token box.",
         )
     if len(token) > MAX_TOKEN_CHARS or any(c in token for c in "\r\n\0"):
         raise InvalidChoice("The token is not one line of text.", "Put only the token in the token file.")
     return ServerEntry(name, "http", url=url, token=token)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown: without a user name, a password, a query or a fragment."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+    except ValueError:
+        return "(an address that cannot be read)"
+    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else url.split("?", 1)[0].rpartition("@")[2]
 
 
 def read_token_file(path: Path) -> str:
@@ -98,6 +122,10 @@ def imported_entries(text: str) -> list[ServerEntry]:
         raw = json.loads(text)
     except ValueError as exc:
         raise InvalidChoice(f"The file is not JSON ({exc}).", 'Give a file with {"mcpServers": {...}}.') from None
+    except RecursionError:
+        raise InvalidChoice(
+            "The file is not JSON that Hearth reads (it nests too deep).", 'Give a file with {"mcpServers": {...}}.'
+        ) from None
     servers = raw.get("mcpServers") if isinstance(raw, dict) else None
     if not isinstance(servers, dict) or not servers:
         raise InvalidChoice("The file has no mcpServers object.", 'Give a file with {"mcpServers": {NAME: {...}}}.')
@@ -134,7 +162,8 @@ def _entry(raw: Any) -> ServerEntry:
         raise ValueError("an entry is not a server")
     enabled = bool(raw.get("enabled", True))
     if raw["kind"] == "http":
-        return replace(http_entry(str(raw["name"]), str(raw["url"]), str(raw.get("token", ""))), enabled=enabled)
+        entry = http_entry(str(raw["name"]), str(raw["url"]), str(raw.get("token", "")), stored=True)
+        return replace(entry, enabled=enabled)
     entry = stdio_entry(str(raw["name"]), [str(raw["command"]), *map(str, raw.get("args", []))], raw.get("env") or {})
     return replace(entry, enabled=enabled)
 

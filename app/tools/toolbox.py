@@ -12,11 +12,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from app.errors import InvalidChoice
 from app.tools.calculator import SPEC as CALCULATOR
 from app.tools.calculator import CalculationError, calculate
 from app.tools.mcp_link import ToolCallCancelled, ToolServerError, call_tool, keep_running_only, list_tools
 from app.tools.servers import ServerEntry
 from backends.base import CancelToken, ToolCall, ToolSpec
+from backends.tool_calls import calls_grammar
 
 BUILT_IN = "built-in"
 MAX_RESULT_BYTES = 32 * 1024
@@ -50,7 +52,7 @@ class ToolBox:
             return f"There is no tool called {call.name!r}.", True
         try:
             arguments = json.loads(call.arguments or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             return "The arguments were not valid JSON.", True
         if not isinstance(arguments, dict):
             return "The arguments must be a JSON object.", True
@@ -94,7 +96,9 @@ def tools_box(
 def server_tools(
     entries: Sequence[ServerEntry], timeout_s: float, cancel: CancelToken | None = None
 ) -> tuple[list[Offered], list[str]]:
-    """The tools of the servers that are on (each server started once to list them), and the ones that failed."""
+    """The tools of the servers that are on (each server started once to list them), and the ones that failed: a
+    server that cannot be listed, or a tool whose parameters no grammar can hold (too large, or asking for more
+    than a grammar may write), is left out and named, and the other tools are offered as usual."""
     offered: list[Offered] = []
     problems: list[str] = []
     keep_running_only(list(entries))
@@ -109,6 +113,11 @@ def server_tools(
         for info in listed.tools:
             name = offered_name(entry.name, info.name)
             spec = ToolSpec(name, info.description[:2_000], info.parameters)
+            try:
+                calls_grammar((spec,), None, required=True, parallel=False)  # what the model is held to, once
+            except InvalidChoice as exc:
+                problems.append(f"{entry.name}: its tool {info.name!r} is left out. {exc.message}")
+                continue
             offered.append(Offered(spec, entry.name, info.name, _runner(entry, info.name, timeout_s, cancel)))
     return offered, problems
 

@@ -1,6 +1,10 @@
-"""The Documents tab's Chroma server section (issue 40, item 1): where new collections are kept, and a way to put
-them on a Chroma server (or back in the data folder) from the page. Wiring only: the choice is checked and kept by
-``app.services.library.chroma_choice``; the document services are built again on their next use, with it."""
+"""The Documents tab's Chroma server section: where new collections are kept, and a way to put them on a Chroma
+server (or back in the data folder) from the page. Wiring only: the choice is checked and kept by
+``app.services.library.chroma_choice``; the document services are built again on their next use, with it.
+
+Connecting reads a token file and sends what it holds to the address given, so it is done only from a page opened on
+this computer: a page reached from elsewhere (served beyond loopback, with the key) could otherwise name any file
+this account can read and have it sent to a server of its own."""
 
 from __future__ import annotations
 
@@ -10,8 +14,14 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.errors import HearthError
-from app.services.library.chroma_choice import ServerChoice, ServerChoiceFile, choose, current_choice
+from app.services.library.chroma_choice import ServerChoice, ServerChoiceFile, choose, current_choice, unencrypted
 from app.ui.errors import as_gradio_error
+from app.ui.page_request import from_this_computer
+
+ONLY_HERE = (
+    "The Chroma server can be changed only from a page opened on this computer: connecting reads a token file of "
+    "yours and sends it to the address. Connect there, or set HEARTH_RAG__CHROMA_URL where Hearth starts."
+)
 
 if TYPE_CHECKING:
     from app.ui.documents import DocumentsPanel, DocumentsUi
@@ -25,6 +35,8 @@ def server_status(choice: ServerChoice | None) -> str:
             "(one that other computers can use too), give its address and press **Connect**."
         )
     shown = f"`{choice.url}`"  # as code: not a link to open
+    if unencrypted(choice):
+        shown += " (unencrypted: passages and questions cross the network as they are)"
     if choice.source == "settings":
         return (
             f"New collections are made on the Chroma server {shown}, as set where Hearth was started (its "
@@ -87,8 +99,16 @@ class ServerSection:
         )
 
     def connect(
-        self, address: str, token_file: str, ca_file: str, collection: str | None, chat_collection: str | None
+        self,
+        address: str,
+        token_file: str,
+        ca_file: str,
+        collection: str | None,
+        chat_collection: str | None,
+        request: gr.Request,
     ) -> tuple[Any, ...]:
+        if not from_this_computer(request):
+            raise gr.Error(ONLY_HERE, title="Hearth", print_exception=False)
         if not address.strip():
             raise gr.Error(
                 "Give the Chroma server's address first, for example http://192.168.1.20:8000.",
@@ -96,11 +116,13 @@ class ServerSection:
                 print_exception=False,
             )
         try:
-            choice = choose(self.services.paths.chroma_server_file, address, token_file, ca_file)
+            paths = self.services.paths
+            choice = choose(paths.chroma_server_file, address, token_file, ca_file, paths.hearths_own())
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         self.services.documents.close()  # built again on its next use, with the server
-        gr.Info(f"Connected to {choice.url}: new collections are made there.", duration=5)
+        plain = " It is not encrypted (http://): passages cross the network as they are." if unencrypted(choice) else ""
+        gr.Info(f"Connected to {choice.url}: new collections are made there.{plain}", duration=8)
         return (*self.view(), *self.documents.refresh(collection, chat_collection))
 
     def disconnect(self, collection: str | None, chat_collection: str | None) -> tuple[Any, ...]:

@@ -17,11 +17,11 @@ from typing import Any
 
 import gradio as gr
 
-from app.api.policy import is_loopback
 from app.errors import HearthError
 from app.tools.consent import ConsentBook
 from app.tools.mcp_link import ToolServerError, keep_running_only, list_tools
 from app.tools.servers import ServerBook
+from app.ui.page_request import from_this_computer
 from app.ui.tools_view import ServerRow, allowed_choices, allowed_pair, entry_from_form, servers_html
 
 ONLY_HERE = (
@@ -152,11 +152,6 @@ class ToolsPanel:
     def _allowed(self) -> Any:
         choices = allowed_choices(self._consent.allowed())
         return gr.update(choices=choices, value=choices[0][1] if choices else None)
-
-
-def from_this_computer(request: gr.Request | None) -> bool:
-    host = getattr(getattr(request, "client", None), "host", None)
-    return bool(host) and is_loopback(str(host))
 
 
 def wire_tools_tab(panel: ToolsPanel, ui: ToolsUi, tab: Any) -> None:

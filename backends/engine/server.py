@@ -130,6 +130,10 @@ class EngineServer:
             self._announce_notes()
             self._out.send(Failed(request.id, ErrorInfo.of(exc)))
             return
+        except Exception as exc:  # a bug or a library error (a RecursionError on hostile input): answer, go on
+            log.exception("count %d failed", request.id)
+            self._out.send(Failed(request.id, ErrorInfo.of(_failed("count the prompt's tokens", exc))))
+            return
         self._announce_notes()
         self._out.send(Reply(request.id, value))
 
@@ -154,11 +158,11 @@ class EngineServer:
         if refusal is not None:
             self._out.send(Failed(request.id, ErrorInfo.of(refusal)))
             return
-        if isinstance(request, ChatRequest):
-            events = self._backend.stream_chat(request.messages, request.params, cancel)
-        else:
-            events = self._backend.stream_completion(request.prompt, request.params, cancel)
         try:
+            if isinstance(request, ChatRequest):
+                events = self._backend.stream_chat(request.messages, request.params, cancel)
+            else:
+                events = self._backend.stream_completion(request.prompt, request.params, cancel)
             for event in events:
                 self._announce_notes()
                 self._out.send(Reply(request.id, event))
@@ -167,11 +171,7 @@ class EngineServer:
             self._out.send(Failed(request.id, ErrorInfo.of(exc)))
         except Exception as exc:  # a bug or a library error: end this answer, keep serving the others
             log.exception("answer %d failed", request.id)
-            error = GenerationError(
-                f"The engine failed in the middle of the answer ({type(exc).__name__}: {exc}).",
-                "Send the message again; if it keeps failing, try another model or backend.",
-            )
-            self._out.send(Failed(request.id, ErrorInfo.of(error)))
+            self._out.send(Failed(request.id, ErrorInfo.of(_failed("answer", exc))))
         finally:
             with self._lock:
                 self._cancels.pop(request.id, None)
@@ -189,6 +189,15 @@ class EngineServer:
             for token in self._cancels.values():
                 token.cancel()
         self._backend.close()
+
+
+def _failed(work: str, exc: Exception) -> GenerationError:
+    said = str(exc)
+    said = said if len(said) <= 200 else f"{said[:200]}…"  # a library's message may quote a whole input back
+    return GenerationError(
+        f"The engine failed to {work} ({type(exc).__name__}: {said}).",
+        "Send the message again; if it keeps failing, try another model or backend.",
+    )
 
 
 def run(fd: int) -> int:

@@ -37,9 +37,11 @@ from backends.base import (
 from backends.chat_template import ChatFormatter
 from backends.grammar import check_grammar
 from backends.llamacpp import placement
+from backends.llamacpp.vocab_markers import special_texts
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
 from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
+from backends.turn_markers import Defuser, marker_texts
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -199,6 +201,7 @@ class LlamaCppBackend(Backend):
         scheduler = BatchScheduler(engine, batch, random.Random(options.seed or None), saved, _passages(model, options))
         self._stack.callback(scheduler.close)
         yield LoadProgress(0.9, "Checking the model's chat template")
+        formatter.defuser = Defuser(marker_texts(special_texts(engine.vocab)))
         formatter.probe()
         self._engine = engine
         self._scheduler = scheduler

@@ -9,9 +9,11 @@ request the worker has not answered within :data:`FIRST_ANSWER_S` is cut (llama.
 and the worker is named as the one that held it up.
 
 llama.cpp waits for a worker's reply without a timeout, so a worker that hangs (stopped, or cut off by the network)
-would hang the answer forever. While a relay carries anything it pings its worker every second on a link
-of its own; a worker that has not answered within :data:`HEARTBEAT_TIMEOUT_S` has its connections cut, llama.cpp
-gives up on it (ending the engine), and the supervisor names the worker and plans without it."""
+would hang the answer forever. While a relay carries anything it pings its worker every second on a link of its own,
+kept open between pings and showing this main's token (so the worker counts it as a paired main's, never among the
+strangers it caps); a ping that fails is tried again on a new link, and only a worker that has not answered for
+:data:`HEARTBEAT_TIMEOUT_S` has its connections cut, llama.cpp gives up on it (ending the engine), and the
+supervisor names the worker and plans without it."""
 
 from __future__ import annotations
 
@@ -118,6 +120,41 @@ def _read_line(connection: socket.socket) -> dict[str, object]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+class Pulse:
+    """The heartbeat's link to one worker: opened when first needed, kept open between pings, opened again when it
+    breaks. Each ping shows the main's token, so the worker counts the link as a paired main's."""
+
+    def __init__(self, link: WorkerLink) -> None:
+        self.link = link
+        self._tls: socket.socket | None = None
+
+    def ping(self, timeout_s: float) -> bool:
+        """Whether the worker answered within ``timeout_s`` (the kept link first; if it broke, a new one)."""
+        deadline = time.monotonic() + timeout_s
+        for _ in range(2):
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                return False
+            try:
+                if self._tls is None:
+                    where = parse_endpoint(self.link.address)
+                    self._tls, _ = connect(where.host, where.port, self.link.fingerprint, left_s)
+                self._tls.settimeout(max(deadline - time.monotonic(), 0.01))
+                self._tls.sendall((json.dumps({"op": "ping", "token": self.link.token}) + "\n").encode())
+                if _read_line(self._tls).get("pong") is True:
+                    return True
+            except (OSError, HearthError):
+                pass
+            self.close()
+        return False
+
+    def close(self) -> None:
+        if self._tls is not None:
+            with contextlib.suppress(OSError):
+                self._tls.close()
+            self._tls = None
+
+
 class Relay:
     """A private Unix socket whose connections, from this process only, go on to one worker through its link,
     until the process ends."""
@@ -141,12 +178,23 @@ class Relay:
         threading.Thread(target=self._heartbeat, name=f"heartbeat-{link.address}", daemon=True).start()
 
     def _heartbeat(self) -> None:
+        pulse = Pulse(self.link)
+        heard = time.monotonic()  # when the worker last answered, or the relay last had nothing to carry
         while True:
             time.sleep(HEARTBEAT_EVERY_S)
             with self._lock:
                 busy = bool(self._carrying)
-            if not busy or answers(self.link, self._heartbeat_timeout_s):
+            if not busy:
+                pulse.close()
+                heard = time.monotonic()
                 continue
+            left_s = self._heartbeat_timeout_s - (time.monotonic() - heard)
+            if pulse.ping(max(left_s, HEARTBEAT_EVERY_S / 2)):
+                heard = time.monotonic()
+                continue
+            if time.monotonic() - heard < self._heartbeat_timeout_s:
+                continue  # one ping lost (a new link refused, a slow answer): the next one may get through
+            heard = time.monotonic()
             log.error(
                 "the worker at %s has not answered for %.0f s; cutting its link",
                 self.link.address,

@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import RunningApp, free_port
-from tests.helpers import require
+from tests.helpers import MemoryGuard, require
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +34,7 @@ class Api:
     base_url: str
     key: str
     model: str
+    pid: int  # hearth ui's
 
 
 def hearth(args: list[str], home: Path, **options: Any) -> subprocess.CompletedProcess[str]:
@@ -58,7 +59,7 @@ def api(tmp_path_factory: pytest.TempPathFactory, embedded_model: Path) -> Itera
     )
     try:
         key = wait_until_serving(process, log, port, home)
-        yield Api(f"http://127.0.0.1:{port}/v1", key, wait_for_model(port, key))
+        yield Api(f"http://127.0.0.1:{port}/v1", key, wait_for_model(port, key), process.pid)
     finally:
         process.terminate()
         try:
@@ -453,3 +454,92 @@ def test_the_hardware_tab_shows_the_address_the_key_and_an_example(
         assert client.get("/v1/models", headers={"Authorization": f"Bearer {new}"}).status_code == 200
     expect(page.locator("#api-replace-confirm")).to_be_hidden()
     assert app.remote_requests == []
+
+
+HUGE_COUNT = 1_000_000_000
+GUARD_BYTES = 500 * 1024 * 1024
+
+
+def _post_chat(api: Api, body: dict[str, Any], timeout_s: float = 120) -> httpx.Response:
+    return httpx.post(
+        f"{api.base_url}/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {api.key}"},
+        timeout=timeout_s,
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        (
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "f", "parameters": {"type": "string", "minLength": HUGE_COUNT}},
+                    }
+                ],
+                "tool_choice": "required",
+            },
+            "tools[0].function.parameters.minLength",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "x",
+                        "schema": {"type": "object", "properties": {"a": {"type": "string", "maxLength": 20_000_000}}},
+                    },
+                }
+            },
+            "response_format.json_schema.schema.properties.a.maxLength",
+        ),
+    ],
+)
+def test_a_tiny_schema_asking_for_a_huge_grammar_is_refused_with_its_field_and_memory_stays_flat(
+    api: Api, extra: dict[str, Any], param: str
+) -> None:
+    body = {"model": "hearth", "messages": [{"role": "user", "content": "hi"}], **extra}
+    assert len(json.dumps(body)) < 400  # a request of a few hundred bytes
+    with MemoryGuard(api.pid, GUARD_BYTES) as guard:
+        reply = _post_chat(api, body, timeout_s=60)
+    assert not guard.killed, f"hearth ui grew by {guard.grew_bytes:,} bytes"
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == param
+    assert "above 2,000" in error["message"]
+
+
+def test_tool_schemas_over_their_total_are_refused_by_name(api: Api) -> None:
+    from app.api.schemas import MAX_TOOLS_SCHEMA_CHARS
+
+    padding = "p" * 1_000
+    properties = {f"field{i}": {"type": "string", "description": padding} for i in range(20)}
+    tool = {"type": "object", "properties": properties}
+    tools = [{"type": "function", "function": {"name": f"tool{i}", "parameters": tool}} for i in range(8)]
+    assert len(json.dumps(tools)) > MAX_TOOLS_SCHEMA_CHARS
+    reply = _post_chat(api, {"model": "hearth", "messages": [{"role": "user", "content": "hi"}], "tools": tools})
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "tools" and "parameter schemas reach 64,000 characters at 'tool3'" in error["message"]
+
+
+def test_call_arguments_nested_deep_in_the_history_are_answered_and_the_engine_serves_on(api: Api, client: Any) -> None:
+    deep = "[" * 200_000 + "]" * 200_000
+    history = [
+        {"role": "user", "content": "What is in the box?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "look", "arguments": deep}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "a red ball"},
+    ]
+    reply = _post_chat(api, {"model": "hearth", "messages": history, "max_tokens": 4}, timeout_s=120)
+    # read as the text it is (400,000 characters): answered, as too long for the context, never left hanging
+    assert reply.status_code == 413, reply.text
+    assert "RecursionError" not in reply.text
+    again = client.chat.completions.create(model="hearth", messages=[{"role": "user", "content": "Hi."}], max_tokens=4)
+    assert again.choices[0].finish_reason in ("stop", "length")

@@ -48,6 +48,13 @@ def _chunks(path: str, count: int, seed: int) -> tuple[list[Chunk], np.ndarray]:
     return chunks, vectors
 
 
+def _token_file(folder: Path, name: str, token: str) -> Path:
+    path = folder / name
+    path.write_text(f"{token}\n")
+    path.chmod(0o600)
+    return path
+
+
 def _fill(store: VectorStore, name: str) -> None:
     for seed, path in enumerate(("/docs/a.md", "/docs/b.pdf", "/docs/c.txt")):
         chunks, vectors = _chunks(path, 12, seed)
@@ -124,12 +131,8 @@ def test_a_server_that_never_answers_is_given_up_on_after_the_timeout() -> None:
 
 def test_a_token_and_tls_through_a_proxy_in_front_of_the_server(chroma: ChromaProcess, tmp_path: Path) -> None:
     cert, key = self_signed(tmp_path)
-    token = tmp_path / "token"
-    token.write_text("the-right-token\n")
-    token.chmod(0o600)
-    wrong = tmp_path / "wrong"
-    wrong.write_text("another-token\n")
-    wrong.chmod(0o600)
+    token = _token_file(tmp_path, "token", "the-right-token")
+    wrong = _token_file(tmp_path, "wrong", "another-token")
     proxy = TokenProxy(chroma.url, "the-right-token", cert, key)
     try:
         store = VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert))
@@ -167,9 +170,7 @@ def test_a_slow_server_is_waited_for_and_answers_as_a_fast_one(chroma: ChromaPro
     """Each request takes a second more (a slow server, or a slow link): the calls wait for it, well within the
     30-second limit, and answer as without the delay."""
     cert, key = self_signed(tmp_path)
-    token = tmp_path / "token"
-    token.write_text("the-right-token\n")
-    token.chmod(0o600)
+    token = _token_file(tmp_path, "token", "the-right-token")
     direct = VectorStore.on_server(chroma_server(chroma.url))
     _fill(direct, "kb-slow")
     proxy = TokenProxy(chroma.url, "the-right-token", cert, key, delay_s=1.0)
@@ -203,3 +204,41 @@ def test_another_account_reads_chroma_run_itself_and_is_refused_by_the_proxy_in_
         proxy.close()
     assert direct.stdout.strip() == "200", direct.stderr
     assert through.stdout.strip() == "401", through.stderr
+
+
+@pytest.mark.parametrize("how", ["huge", "endless", "trickle"])
+def test_a_server_that_answers_too_much_or_too_slowly_is_cut_off_with_memory_flat(
+    chroma: ChromaProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Behind a proxy that turns hostile once the store is in use: an answer that says it is 1.5 GB, one that
+    never ends, and headers trickled a byte at a time. Each is cut (by the size cap or the request's deadline) and
+    named as the server not answering; this process's memory stays within the cap's reach."""
+    import os
+
+    from rag import chroma_http
+    from tests.helpers import MemoryGuard
+
+    monkeypatch.setattr(chroma_http, "DEADLINE_S", 4.0)
+    cert, key = self_signed(tmp_path)
+    token = _token_file(tmp_path, "token", "the-right-token")
+    proxy = TokenProxy(chroma.url, "the-right-token", cert, key)
+    try:
+        store = VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert))
+        _fill(store, f"kb-hostile-{how}")
+        proxy.hostile, proxy.hostile_path = how, "/collections/"
+        started = time.monotonic()
+        with (
+            MemoryGuard(os.getpid(), chroma_http.MAX_ANSWER_BYTES * 3) as guard,
+            pytest.raises(ChromaServerUnreachable) as cut,
+        ):
+            store.count(f"kb-hostile-{how}", EMBEDDER)
+        waited = time.monotonic() - started
+    finally:
+        proxy.hostile = ""
+        proxy.close()
+    assert not guard.killed
+    said = cut.value.message
+    assert proxy.url.removeprefix("https://") in said
+    late, large = "no whole answer within 4 s" in said, "over the 256 MB Hearth reads" in said
+    assert {"huge": large, "endless": large or late, "trickle": late}[how], said
+    assert waited < 30

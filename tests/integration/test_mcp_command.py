@@ -139,8 +139,11 @@ def test_another_account_cannot_read_the_servers_or_their_tokens(
 
 def test_hearth_chat_offers_the_tools_and_runs_none_without_consent(isolated_home: Path, embedded_model: Path) -> None:
     """No terminal to ask on: every call the model makes is refused; the tools offered are the calculator and
-    the running MCP server's."""
+    the running MCP server's; one that fails with escape codes in what it printed is named with them made
+    visible, never run by the terminal."""
     assert hearth("mcp", "add", "demo", "--", *SERVER, home=isolated_home).returncode == 0
+    rude = ["sh", "-c", r"printf '\033]0;owned\007\033[2Jgone\n' >&2; exit 3"]
+    assert hearth("mcp", "add", "rude", "--", *rude, home=isolated_home).returncode == 0
     asked = [
         "chat",
         "--tools",
@@ -164,3 +167,5 @@ def test_hearth_chat_offers_the_tools_and_runs_none_without_consent(isolated_hom
     calls = result.stderr.count("[tool call]")
     assert result.stderr.count("[refused] The user did not allow this call.") == calls
     assert "Traceback" not in result.stderr
+    assert "[tools] " in result.stderr and "\\x1b]0;owned\\x07\\x1b[2Jgone" in result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr

@@ -38,6 +38,20 @@ def gone(pidfile: Path) -> bool:
     return False
 
 
+def test_a_tool_whose_schema_asks_for_a_huge_grammar_is_left_out_and_named_and_the_rest_offered() -> None:
+    from tests.helpers import MemoryGuard
+
+    with MemoryGuard(os.getpid(), 500 * 1024 * 1024) as guard:
+        offered, problems = server_tools([hostile("greedy"), hostile("plain")], 60)
+    assert not guard.killed, f"grew by {guard.grew_bytes:,} bytes"
+    tools = {(o.server, o.tool) for o in offered}
+    assert ("hostile-greedy", "greedy") not in tools
+    assert ("hostile-greedy", "big") in tools and ("hostile-plain", "big") in tools  # the rest, of both servers
+    (problem,) = problems
+    assert problem.startswith("hostile-greedy: its tool 'greedy' is left out.")
+    assert "minLength 1,000,000,000 is above 2,000 (at properties.text.minLength)" in problem
+
+
 def test_ten_thousand_tools_are_read_and_only_the_first_ones_offered() -> None:
     listed = list_tools(hostile("many"), 120)
     assert listed.total == 10_006 and len(listed.tools) == MAX_LISTED_TOOLS

@@ -28,7 +28,7 @@ import pytest
 from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services
 from app.services.workers import PairedWorker
-from app.worker_control import MAX_STRANGERS, STRANGER_S
+from app.worker_control import MAX_STRANGERS, STRANGER_S, STRANGERS_PER_SOURCE
 from tests.e2e.conftest import free_port
 from tests.helpers import run_hearth
 
@@ -76,6 +76,33 @@ while time.monotonic() < stop:
                 break
             sent += 1
 print(sent)
+"""
+
+
+# Connections that never finish their TLS hello, held open until stdin closes: how many the worker let stay open.
+HOLD = r"""
+import socket, sys, time
+host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+held = []
+for _ in range(count):
+    try:
+        connection = socket.create_connection((host, port), timeout=5)
+        connection.sendall(b"\x16")
+        held.append(connection)
+    except OSError:
+        pass
+time.sleep(1.0)
+alive = 0
+for connection in held:
+    connection.setblocking(False)
+    try:
+        alive += connection.recv(1) != b""
+    except BlockingIOError:
+        alive += 1  # nothing to read and not closed: still held
+    except OSError:
+        pass
+print(alive, flush=True)
+sys.stdin.read()
 """
 
 
@@ -318,3 +345,39 @@ def test_a_worker_held_by_another_connection_is_named_and_the_load_goes_on_witho
     finally:
         holding.close()
         services.close()
+
+
+def test_strangers_from_another_account_cannot_crowd_out_a_paired_main(
+    paired: PairedWorker, other_account: tuple[int, int]
+) -> None:
+    from app.worker_control import ask
+    from backends.workers.link import Pulse
+    from backends.workers.rpc import parse_endpoint
+
+    where = parse_endpoint(paired.address)
+    holder = subprocess.Popen(
+        [
+            *("setpriv", f"--reuid={other_account[0]}", f"--regid={other_account[1]}", "--clear-groups"),
+            *("/usr/bin/python3", "-c", HOLD, where.host, str(where.port), str(MAX_STRANGERS + 8)),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    try:
+        assert holder.stdout is not None
+        held = int(holder.stdout.readline())
+        assert held == STRANGERS_PER_SOURCE  # the rest were closed on arrival
+        # the owner's account still gets in, as a stranger first and then as the paired main it is
+        for _ in range(STRANGERS_PER_SOURCE + 2):
+            reply, _ = ask((where.host, where.port), {"op": "info", "token": paired.token}, paired.fingerprint)
+            assert "facts" in reply, reply
+        pulse = Pulse(paired.link)
+        try:
+            assert all(pulse.ping(5.0) for _ in range(3))
+        finally:
+            pulse.close()
+    finally:
+        holder.communicate("", timeout=30)

@@ -1,12 +1,13 @@
 """MCP servers that misbehave, for the tests: ``python -m tests.mcp.hostile_server MODE [PIDFILE]``.
 
-``many`` lists 10,000 tools more (besides its six); ``banner`` prints lines of plain text on its output before it
-serves (a common mistake, passed over); ``garbage`` answers every request with JSON that is not an MCP message;
-``http-sse-PORT`` and ``http-json-PORT`` serve over Streamable HTTP on loopback (answers as server-sent events, or
-as JSON bodies). Every other mode has the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment``
-(the names of the variables it was started with), ``crash`` (the process ends mid-call), ``hang`` (never answers)
-and ``count`` (how many times it was called in this process, and the process's id: state a kept session keeps).
-With PIDFILE, the server writes its process id there first."""
+``many`` lists 10,000 tools more (besides its six); ``greedy`` adds a tool whose parameters ask for a string of at
+least a billion characters; ``banner`` prints lines of plain text on its output before it serves (a common mistake,
+passed over); ``garbage`` answers every request with JSON that is not an MCP message; ``http-sse-PORT`` and
+``http-json-PORT`` serve over Streamable HTTP on loopback (answers as server-sent events, or as JSON bodies). Every
+other mode has the tools ``huge`` (a 100 MB result), ``big`` (a 1 MB one), ``environment`` (the names of the
+variables it was started with), ``crash`` (the process ends mid-call), ``hang`` (never answers) and ``count`` (how
+many times it was called in this process, and the process's id: state a kept session keeps). With PIDFILE, the
+server writes its process id there first."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 
 def garbage() -> None:
@@ -40,6 +43,13 @@ def main() -> None:
 
     def echo(x: int) -> int:
         return x
+
+    if mode == "greedy":  # a tool whose parameter schema asks for a grammar of gigabytes
+
+        def greedy(text: Annotated[str, Field(min_length=1_000_000_000)]) -> str:
+            return text
+
+        server.add_tool(greedy, name="greedy", description="Takes a very long text.")
 
     if mode == "many":
         for i in range(10_000):

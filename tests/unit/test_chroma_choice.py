@@ -62,3 +62,37 @@ def test_the_section_says_where_new_collections_go() -> None:
     assert "made on the Chroma server `http://10.0.0.5:8000`" in chosen and "Use the data folder only" in chosen
     fixed = server_status(ServerChoice("http://10.0.0.9:8000", source="settings"))
     assert "as set where Hearth was started" in fixed and "Use the data folder only" not in fixed
+    assert "unencrypted" in chosen  # http:// to another computer
+    assert "unencrypted" not in server_status(ServerChoice("http://127.0.0.1:8000"))
+    assert "unencrypted" not in server_status(ServerChoice("https://10.0.0.5:443"))
+
+
+def test_hearths_own_files_are_refused_as_a_token_before_anything_is_sent(tmp_path: Path) -> None:
+    from app.paths import resolve_data_paths
+
+    paths = resolve_data_paths(tmp_path / "home")
+    paths.root.mkdir(parents=True)
+    paths.api_key_file.write_text("hearth-the-api-key\n")
+    paths.api_key_file.chmod(0o600)
+    for named in (str(paths.api_key_file), str(paths.root / "cache" / ".." / "api-key")):
+        with pytest.raises(ChromaServerSettingError) as refused:
+            choose(paths.chroma_server_file, "https://10.0.0.5:443", named, hearths_own=paths.hearths_own())
+        assert "one of Hearth's own files" in refused.value.message
+    assert not paths.chroma_server_file.exists()
+
+
+def test_connect_is_refused_to_a_page_opened_elsewhere() -> None:
+    import gradio as gr
+
+    from app.ui.chroma_server_section import ONLY_HERE, ServerSection
+
+    class _Client:
+        host = "192.168.1.20"
+
+    class _Request:
+        client = _Client()
+
+    section = ServerSection.__new__(ServerSection)  # refused before the section touches any service
+    with pytest.raises(gr.Error) as refused:
+        section.connect("http://10.0.0.5:8000", "/home/me/.ssh/id_ed25519", "", None, None, _Request())  # type: ignore[arg-type]
+    assert ONLY_HERE in str(refused.value)

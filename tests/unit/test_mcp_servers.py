@@ -99,3 +99,42 @@ def test_only_the_separator_before_the_command_is_taken_off() -> None:
 
     entry = _asked_entry("runner", ["--", "npx", "-y", "tool", "--", "--verbose"], None, None, [])
     assert (entry.command, entry.args) == ("npx", ("-y", "tool", "--", "--verbose"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://me:s3cret-pass@mcp.example.org/mcp",
+        "https://mcp.example.org/mcp?api_key=s3cret-pass",
+        "http://127.0.0.1:8000/mcp#s3cret-pass",
+    ],
+)
+def test_an_address_with_a_password_or_a_query_is_refused_without_showing_it(url: str) -> None:
+    with pytest.raises(InvalidChoice) as refused:
+        http_entry("web", url)
+    assert "s3cret-pass" not in str(refused.value) and "--token-file" in refused.value.remedy
+    with pytest.raises(InvalidChoice) as imported:
+        imported_entries(json.dumps({"mcpServers": {"web": {"url": url}}}))
+    assert "s3cret-pass" not in str(imported.value)
+    kept = http_entry("web", url, stored=True)  # one kept before the rule is read, and shown without them
+    assert "s3cret-pass" not in kept.where and kept.where.endswith("/mcp")
+
+
+def test_a_file_nested_too_deep_is_said_to_be_not_json() -> None:
+    with pytest.raises(InvalidChoice, match="not JSON that Hearth reads"):
+        imported_entries('{"mcpServers": ' + "[" * 200_000 + "]" * 200_000 + "}")
+
+
+def test_mcp_add_takes_its_options_before_the_command() -> None:
+    from app.cli.main import parse_command_line
+    from app.cli.parser import build_parser
+
+    given = ["mcp", "add", "notes", "--env", "NOTES_DIR=/home/me/notes", "--", "uvx", "notes-mcp", "--verbose"]
+    args = parse_command_line(build_parser(), given)
+    assert (args.name, args.env, args.server_command) == (
+        "notes",
+        ["NOTES_DIR=/home/me/notes"],
+        ["uvx", "notes-mcp", "--verbose"],
+    )
+    plain = parse_command_line(build_parser(), ["mcp", "add", "demo", "--", "python", "-m", "demo"])
+    assert (plain.name, plain.env, plain.server_command) == ("demo", None, ["python", "-m", "demo"])

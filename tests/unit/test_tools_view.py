@@ -8,7 +8,7 @@ import pytest
 from app.errors import InvalidChoice
 from app.tools.mcp_link import ToolInfo
 from app.tools.servers import http_entry, stdio_entry
-from app.ui.tools_tab import from_this_computer
+from app.ui.page_request import from_this_computer
 from app.ui.tools_view import ServerRow, allowed_choices, allowed_pair, entry_from_form, servers_html
 
 

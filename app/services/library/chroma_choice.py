@@ -1,4 +1,4 @@
-"""The Chroma server chosen on the page (issue 40, item 1): kept in the data folder, used when no setting names one.
+"""The Chroma server chosen on the page: kept in the data folder, used when no setting names one.
 
 ``HEARTH_RAG__CHROMA_URL`` (with its token and CA file settings) wins: it is what an administrator or a service unit
 set, and the page then shows it without offering to change it. Otherwise the page's choice, kept in
@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from app.paths import write_private_text
 from app.settings import Settings
-from rag.chroma_server import ChromaServer, ChromaServerUnreachable, chroma_server, server_client
+from rag.chroma_server import (
+    ChromaServer,
+    ChromaServerSettingError,
+    ChromaServerUnreachable,
+    chroma_server,
+    on_this_computer,
+    server_client,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,27 @@ class ServerChoiceFile:
         self.path.unlink(missing_ok=True)
 
 
+def unencrypted(choice: ServerChoice) -> bool:
+    """Whether what is sent to the server crosses a network in the clear (http:// to another computer)."""
+    server = urlsplit(choice.url.strip())
+    return server.scheme.lower() == "http" and not on_this_computer(server.hostname or "")
+
+
+def _among(path: Path, owned: Sequence[Path]) -> bool:
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    for own in owned:
+        try:
+            kept = own.resolve()
+        except (OSError, RuntimeError):
+            continue
+        if real == kept or kept in real.parents:
+            return True
+    return False
+
+
 def current_choice(settings: Settings, path: Path) -> ServerChoice | None:
     """The server new collections go to: the settings' if they name one, else the page's, else None."""
     rag = settings.rag
@@ -73,14 +103,24 @@ def current_choice(settings: Settings, path: Path) -> ServerChoice | None:
     return ServerChoiceFile(path).load()
 
 
-def choose(path: Path, url: str, token_file: str = "", ca_file: str = "") -> ServerChoice:
+def choose(
+    path: Path, url: str, token_file: str = "", ca_file: str = "", hearths_own: Sequence[Path] = ()
+) -> ServerChoice:
     """Check the page's choice (address, files, and that the server answers), then keep it. Raises the typed error
-    naming what is wrong (``ChromaServerSettingError``, ``ChromaServerUnreachable``); nothing is kept then."""
+    naming what is wrong (``ChromaServerSettingError``, ``ChromaServerUnreachable``); nothing is kept then. A token
+    file among ``hearths_own`` (Hearth's own files and folders: the API key, the workers' tokens) is refused: its
+    secret is not the server's to see."""
     choice = ServerChoice(
         url.strip(),
         Path(token_file.strip()).expanduser() if token_file.strip() else None,
         Path(ca_file.strip()).expanduser() if ca_file.strip() else None,
     )
+    if choice.token_file is not None and _among(choice.token_file, hearths_own):
+        raise ChromaServerSettingError(
+            f"{choice.token_file} is one of Hearth's own files; what it holds is not a Chroma server's token.",
+            "Put the server's token in a file of its own (chmod 600) and name that one.",
+            page_remedy="Put the server's token in a file of its own (only you may read it) and name that one.",
+        )
     try:
         server_client(choice.server())  # asks the server's heartbeat, with the timeout
     except ChromaServerUnreachable as exc:  # said for connecting, not for a server that was in use
