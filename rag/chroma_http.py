@@ -4,7 +4,8 @@ deadline is given up (a server could otherwise trickle a byte every few seconds,
 and hold an ingest for hours). Both end the request as a transport failure, which the callers name as the server
 not answering.
 
-Chroma's client talks through one ``httpx.Client``; :func:`bound` wraps that client's transport. The deadline is
+Chroma's client talks through one ``httpx.Client``; :func:`bound` wraps that client's transport (from the client's
+first request on: ``rag.chroma_bounded_api``). The deadline is
 kept by a timer that closes the transport's connections under a read still waiting (headers included), so no
 thread waits past it.
 """
@@ -19,6 +20,7 @@ import httpx
 
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
 DEADLINE_S = 120.0
+READ_TIMEOUT_S = 30.0  # for one read, connect or write; the deadline bounds the whole request
 
 
 class AnswerCut(Exception):

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from app.errors import HearthError, StorageError
 from rag import chroma_http
-from rag.chroma_http import bound, bounded_get
+from rag.chroma_http import bounded_get
 
 DEFAULT_PORTS = {"http": 8000, "https": 443}  # `chroma run`'s own port; TLS through a proxy on the usual one
 SETTING = "HEARTH_RAG__CHROMA_URL"
@@ -228,23 +228,24 @@ def _first_line(causes: list[BaseException]) -> str:
     return said[0] if said else type(deepest).__name__
 
 
-def server_client(server: ChromaServer, timeout_s: float = 30.0, deadline_s: float | None = None) -> Any:
+def server_client(server: ChromaServer, timeout_s: float | None = None) -> Any:
     """Chroma's HTTP client for ``server`` (it asks the server for its default tenant at once: an unreachable
-    server fails here). No telemetry: Chroma's own is off."""
-    import chromadb
+    server fails here). Every request, from the first, is bounded (``rag.chroma_http``). No telemetry: Chroma's own
+    is off."""
     import httpx
     from chromadb.config import Settings
 
-    deadline_s = chroma_http.DEADLINE_S if deadline_s is None else deadline_s
+    from rag.chroma_bounded_api import BoundedClient
+
+    timeout_s = chroma_http.READ_TIMEOUT_S if timeout_s is None else timeout_s
     token = read_token(server)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     authorities = str(server.ca_file) if server.ca_file else None
-    # Chroma's client waits for ever on a server that accepts and never answers (its httpx session has no
-    # timeout): the server is asked first with one, and the client's session is given it.
+    # A server that does not answer at all is named at once, before Chroma's client is built.
     try:
         answer = bounded_get(
             f"{server.shown}/api/v2/heartbeat",
-            deadline_s,
+            chroma_http.DEADLINE_S,
             headers=headers,
             verify=ssl.create_default_context(cafile=authorities),
             timeout=timeout_s,
@@ -252,17 +253,19 @@ def server_client(server: ChromaServer, timeout_s: float = 30.0, deadline_s: flo
         answer.raise_for_status()
     except httpx.HTTPError as exc:
         raise unreachable(server, exc) from exc
-    settings = Settings(anonymized_telemetry=False, chroma_server_ssl_verify=authorities)
+    # What chromadb.HttpClient sets; the client is Hearth's, whose requests are bounded from the first.
+    settings = Settings(
+        anonymized_telemetry=False,
+        chroma_server_ssl_verify=authorities,
+        chroma_api_impl="chromadb.api.fastapi.FastAPI",
+        chroma_server_host=server.host,
+        chroma_server_http_port=server.port,
+        chroma_server_ssl_enabled=server.tls,
+        chroma_server_headers=headers or None,
+    )
     try:
         with warnings.catch_warnings():  # Chroma hands httpx the file's name, which httpx calls deprecated
             warnings.simplefilter("ignore", DeprecationWarning)
-            client = chromadb.HttpClient(
-                host=server.host, port=server.port, ssl=server.tls, headers=headers or None, settings=settings
-            )
+            return BoundedClient(settings=settings)
     except (httpx.HTTPError, ValueError) as exc:  # Chroma says ValueError for a server it cannot reach
         raise unreachable(server, exc) from exc
-    session = getattr(getattr(client, "_server", None), "_session", None)
-    if isinstance(session, httpx.Client):
-        session.timeout = httpx.Timeout(timeout_s)
-        bound(session, deadline_s=deadline_s)  # answers read under a size cap and a deadline (rag.chroma_http)
-    return client

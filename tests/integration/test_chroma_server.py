@@ -206,13 +206,17 @@ def test_another_account_reads_chroma_run_itself_and_is_refused_by_the_proxy_in_
     assert through.stdout.strip() == "401", through.stderr
 
 
-@pytest.mark.parametrize("how", ["huge", "endless", "trickle"])
+@pytest.mark.parametrize(
+    ("how", "where"),
+    [("huge", "/collections/"), ("endless", "/collections/"), ("trickle", "/collections/"), ("trickle", "/auth/")],
+)
 def test_a_server_that_answers_too_much_or_too_slowly_is_cut_off_with_memory_flat(
-    chroma: ChromaProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+    chroma: ChromaProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, where: str
 ) -> None:
-    """Behind a proxy that turns hostile once the store is in use: an answer that says it is 1.5 GB, one that
-    never ends, and headers trickled a byte at a time. Each is cut (by the size cap or the request's deadline) and
-    named as the server not answering; this process's memory stays within the cap's reach."""
+    """Behind a proxy that turns hostile once the store is in use (or, for "/auth/", as Chroma's client is made,
+    right after the heartbeat): an answer that says it is 1.5 GB, one that never ends, and headers trickled a byte
+    at a time. Each is cut (by the size cap or the request's deadline) and named; this process's memory stays within
+    the cap's reach."""
     import os
 
     from rag import chroma_http
@@ -222,16 +226,17 @@ def test_a_server_that_answers_too_much_or_too_slowly_is_cut_off_with_memory_fla
     cert, key = self_signed(tmp_path)
     token = _token_file(tmp_path, "token", "the-right-token")
     proxy = TokenProxy(chroma.url, "the-right-token", cert, key)
+    name = f"kb-hostile-{how}"
     try:
-        store = VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert))
-        _fill(store, f"kb-hostile-{how}")
-        proxy.hostile, proxy.hostile_path = how, "/collections/"
+        if where == "/collections/":
+            _fill(VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert)), name)
+        proxy.hostile, proxy.hostile_path = how, where
         started = time.monotonic()
         with (
             MemoryGuard(os.getpid(), chroma_http.MAX_ANSWER_BYTES * 3) as guard,
             pytest.raises(ChromaServerUnreachable) as cut,
         ):
-            store.count(f"kb-hostile-{how}", EMBEDDER)
+            VectorStore.on_server(chroma_server(proxy.url, token_file=token, ca_file=cert)).count(name, EMBEDDER)
         waited = time.monotonic() - started
     finally:
         proxy.hostile = ""
