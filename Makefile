@@ -41,9 +41,9 @@ package: setup
 package-record: setup
 	@bash packaging/record-bundle.sh bench/data/bundle-smoke.txt
 
-# The whole suite runs as two pytest runs: the browser tests' long sessions do not share a process with the native
-# libraries (Chroma, torch, llama.cpp) the unit and integration tests load in-process (CI once saw the one process
-# that ran everything die of SIGSEGV in the e2e part). PYTEST_ARGS runs one pytest with them, as given.
+# The whole suite runs as three pytest runs: the browser tests' long sessions do not share a process with the native
+# libraries (Chroma, torch, llama.cpp) the integration tests load in-process (CI once saw the one process that ran
+# everything die of SIGSEGV in the e2e part). PYTEST_ARGS runs one pytest with them, as given.
 # TEST_WORKERS=2 runs two test files at a time (pytest-xdist, a file's tests together, the longest first). It is not
 # the default: on a 2-core machine it saved little (the heavy tests keep both cores busy) and some tests that wait
 # on the model with a time limit ran out of it (bench/data/suite-time.parallel.txt).
@@ -52,10 +52,13 @@ PARALLEL := $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadf
 # Every Hearth process the tests start (each `hearth` command, engine, page) compiles the project's modules again
 # unless Python may keep their bytecode (__pycache__, ignored by git), which PYTHONDONTWRITEBYTECODE forbids.
 test: export PYTHONDONTWRITEBYTECODE :=
+# Unit tests first, so a red run ends in minutes; each part lists its 25 slowest tests, and leaves its per-file times
+# in test-artifacts/ (bench/suite_time.py makes the committed record of them).
 test: setup-test
 ifeq ($(strip $(PYTEST_ARGS)),)
-	$(PY) -m pytest $(PARALLEL) tests/unit tests/integration
-	$(PY) -m pytest $(PARALLEL) tests/e2e
+	$(PY) -m pytest $(PARALLEL) --durations=25 tests/unit
+	$(PY) -m pytest $(PARALLEL) --durations=25 tests/integration
+	$(PY) -m pytest $(PARALLEL) --durations=25 tests/e2e
 else
 	$(PY) -m pytest $(PYTEST_ARGS)
 endif

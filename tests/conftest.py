@@ -11,6 +11,8 @@ import pytest
 from backends.hardware import block_telemetry_modules
 from tests.helpers import RUN_VARIABLE, remove_made_accounts, require
 
+pytest_plugins = ["tests.suite_clock"]
+
 # Test processes import OpenVINO directly too; it must not phone home from them either.
 block_telemetry_modules()
 
