@@ -110,16 +110,33 @@ def test_a_passage_whose_file_changed_is_read_again_and_the_others_joined(
     assert again.joined_tokens == passage_tokens(one_slot, ["tower.txt", "nile.txt"])  # the edited one, now kept
 
 
-def test_a_share_of_each_joined_passage_is_read_again(one_slot: LlamaCppBackend) -> None:
+@pytest.mark.parametrize("kept_as", ["q8_0", "f16"])
+def test_a_share_of_each_joined_passage_is_read_again(model_info: ModelInfo, kept_as: str) -> None:
+    """The answer after joining is the one read where the kept caches hold f16 keys and values. At 8 bits (the
+    default) the same share is read again and joined, but the joined answer may differ: on an AVX2-only EPYC the
+    embedded model's greedy answer turned (the 8-bit figures are measured on real questions by
+    ``hearth eval answers --keep-passages``, not asserted here)."""
+    caches = SavedCaches("", 0, passages_type=kept_as)  # type: ignore[arg-type]
+    one_slot = LlamaCppBackend()
+    list(one_slot.load(model_info, LoadOptions(2048, threads=2, slots=1, saved_caches=caches)))
+    try:
+        _share_read_again(one_slot, exact=kept_as == "f16")
+    finally:
+        one_slot.close()
+
+
+def _share_read_again(one_slot: LlamaCppBackend, exact: bool) -> None:
     names = ["everest.txt", "nile.txt", "tower.txt"]
     read_text, read = ask(one_slot, "How long is the Nile?", names, recompute=0.25)
     ask(one_slot, "How tall is the Eiffel Tower?", ["tower.txt"])  # the slot's cache now holds another prompt
-    # After the same text, the first quarter of each passage read again and the rest joined: the answer read.
+    # After the same text, the first quarter of each passage read again and the rest joined.
     joined_text, joined = ask(one_slot, "How long is the Nile?", names, recompute=0.25)
     lengths = [passage_tokens(one_slot, [name]) for name in names]
     assert read.joined_tokens == 0
     assert joined.joined_tokens == sum(n - round(n * 0.25) for n in lengths)
-    assert joined_text == read_text != ""
+    assert joined_text.strip()
+    if exact:
+        assert joined_text == read_text != ""
     # In another order, a share of 1 reads every passage: nothing is joined.
     _, whole = ask(one_slot, "Who first reached the summit of Everest?", names[::-1], recompute=1.0)
     assert whole.joined_tokens == 0
