@@ -1,6 +1,7 @@
 """The suite's own clock: each test file's time (its tests' setup, call and teardown, so a module's shared fixtures
 count for the file that starts them), written when a run ends to ``test-artifacts/suite-time.PART.json``, PART being
-the one folder the run covered (unit, integration, e2e) or "mixed". ``bench/suite_time.py`` turns the parts of one
+the one whole folder the run was given (unit, integration, e2e), or "partial" for any other run (one file, ``-k``), so
+a run of a few tests never overwrites a whole part's record. ``bench/suite_time.py`` turns the parts of one
 whole run into the committed record, ``bench/data/suite-time.files.json``."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("unit", "integration", "e2e")
 _seconds: defaultdict[str, float] = defaultdict(float)
 _tests: defaultdict[str, int] = defaultdict(int)
 _started = [0.0]
@@ -33,8 +35,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput") or not _seconds:
         return  # a parallel worker: its reports reach the main process, which writes the file
-    parts = {path.split("/")[1] if path.count("/") >= 2 else "" for path in _seconds}
-    part = parts.pop() if len(parts) == 1 else "mixed"
+    given = [str(arg).rstrip("/") for arg in session.config.args]
+    whole = len(given) == 1 and given[0] in {f"tests/{name}" for name in PARTS} and not session.config.option.keyword
+    part = given[0].split("/")[1] if whole else "partial"
     record = {
         "part": part,
         "wall_s": round(time.monotonic() - _started[0], 1),
@@ -46,4 +49,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     }
     folder = ROOT / "test-artifacts"
     folder.mkdir(exist_ok=True)
-    (folder / f"suite-time.{part or 'mixed'}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (folder / f"suite-time.{part}.json").write_text(json.dumps(record, indent=1) + "\n")
