@@ -7,6 +7,7 @@ cut at ``MAX_RESULT_BYTES`` with a note, and nothing in it can start or approve 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -113,13 +114,23 @@ def server_tools(
         for info in listed.tools:
             name = offered_name(entry.name, info.name)
             spec = ToolSpec(name, info.description[:2_000], info.parameters)
-            try:
-                calls_grammar((spec,), None, required=True, parallel=False)  # what the model is held to, once
-            except InvalidChoice as exc:
-                problems.append(f"{entry.name}: its tool {info.name!r} is left out. {exc.message}")
+            unusable = why_unusable(spec)
+            if unusable:
+                problems.append(f"{entry.name}: its tool {info.name!r} is left out. {unusable}")
                 continue
             offered.append(Offered(spec, entry.name, info.name, _runner(entry, info.name, timeout_s, cancel)))
     return offered, problems
+
+
+@functools.lru_cache(maxsize=1024)
+def why_unusable(spec: ToolSpec) -> str:
+    """Why no grammar can hold a call to ``spec`` ("" when one can). Kept per tool: the page lists the servers'
+    tools for every answer with tools on, and a server's tools rarely change between answers."""
+    try:
+        calls_grammar((spec,), None, required=True, parallel=False)
+    except InvalidChoice as exc:
+        return exc.message
+    return ""
 
 
 def offered_name(server: str, tool: str) -> str:

@@ -72,14 +72,11 @@ def open_rpc(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> socket.sock
 def answers(link: WorkerLink, timeout_s: float = LINK_TIMEOUT_S) -> bool:
     """Whether the worker of ``link`` answers a ping through its link within ``timeout_s`` (a stopped or cut-off
     worker may still have its connections accepted by the system, so a bare connect says nothing)."""
-    where = parse_endpoint(link.address)
+    pulse = Pulse(link)
     try:
-        tls, _ = connect(where.host, where.port, link.fingerprint, timeout_s)
-        with tls:
-            tls.sendall(b'{"op": "ping"}\n')
-            return _read_line(tls).get("pong") is True
-    except (OSError, HearthError):
-        return False
+        return pulse.ping(timeout_s)
+    finally:
+        pulse.close()
 
 
 def stopped_workers(
