@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,39 +57,68 @@ class RunningApp:
         stop_process(self.process)
 
 
+def launch(args: Sequence[str], home: Path, port: int, log: Path, env: Mapping[str, str]) -> RunningApp:
+    """``hearth ui --port PORT ARGS`` with ``home`` as its data folder, once it says where it runs (the test fails
+    with its log if it never does)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "ui", "--port", str(port), *args],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**env, "HEARTH_HOME": str(home)},
+    )
+    app = RunningApp(f"http://127.0.0.1:{port}/", home, process, log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        printed = re.search(r"Hearth is running at (\S+)", log.read_text())
+        if printed:
+            app.entry_url = printed.group(1)
+            return app
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    app.stop()
+    pytest.fail(f"hearth ui did not start:\n{log.read_text()}")
+
+
 @pytest.fixture
 def start_app(isolated_home: Path, tmp_path: Path) -> Iterator[Callable[..., RunningApp]]:
+    """A `hearth ui` of the test's own, in the environment the test set, on an empty data folder unless told."""
     started: list[RunningApp] = []
 
     def start(*args: str, home: Path | None = None, port: int | None = None) -> RunningApp:
         """``port``: a port to listen on again (a restart: the browser keeps its storage per port)."""
         port = port or free_port()
-        app_home = home or isolated_home
-        log = tmp_path / f"ui-{port}.log"
-        env = os.environ | {"HEARTH_HOME": str(app_home)}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "ui", "--port", str(port), *args],
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        app = RunningApp(f"http://127.0.0.1:{port}/", app_home, process, log)
+        app = launch(args, home or isolated_home, port, tmp_path / f"ui-{port}.log", os.environ)
         started.append(app)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            printed = re.search(r"Hearth is running at (\S+)", log.read_text())
-            if printed:
-                app.entry_url = printed.group(1)
-                return app
-            if process.poll() is not None:
-                break
-            time.sleep(0.2)
-        app.stop()
-        pytest.fail(f"hearth ui did not start:\n{log.read_text()}")
+        return app
 
     yield start
     for app in started:
+        app.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RunningApp]]:
+    """One `hearth ui` per test module for each set of flags, for the tests that neither restart nor kill it, set
+    no environment and need no empty data folder: starting one and loading its model is the dearest step of most page
+    tests. Each test still opens its own browser context, so it starts on a new chat; what it reads from the data
+    folder it reads against what was there before it (other tests of the module wrote there too)."""
+    started: dict[tuple[str, ...], RunningApp] = {}
+    folder = tmp_path_factory.mktemp("shared-app")
+    plain = {key: value for key, value in os.environ.items() if not key.startswith("HEARTH_")}
+
+    def shared(*args: str) -> RunningApp:
+        if args not in started:
+            port = free_port()
+            home = folder / f"home-{len(started)}"
+            started[args] = launch(args, home, port, folder / f"ui-{port}.log", plain)
+        app = started[args]
+        assert app.process.poll() is None, f"the shared hearth ui ended:\n{app.log.read_text()[-3000:]}"
+        return app
+
+    yield shared
+    for app in started.values():
         app.stop()
 
 

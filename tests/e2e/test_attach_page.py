@@ -45,9 +45,9 @@ def greedy(page: Any) -> None:
 
 
 def test_a_dropped_file_answers_is_cited_and_leaves_with_its_conversation(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path, tmp_path: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path, tmp_path: Path
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     greedy(page)
@@ -102,11 +102,13 @@ def test_a_dropped_file_answers_is_cited_and_leaves_with_its_conversation(
 
 
 def test_a_file_that_cannot_be_read_is_refused_and_the_message_stays(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        (conversations,) = db.execute("SELECT COUNT(*) FROM conversations").fetchone()  # the module shares the app
     blob = tmp_path / "blob.txt"
     blob.write_bytes(bytes(range(256)) * 64)
     attach_and_send(page, [blob], "What is in it?")
@@ -115,4 +117,4 @@ def test_a_file_that_cannot_be_read_is_refused_and_the_message_stays(
     assert page.locator("#message [aria-label='File thumbnail']").count() == 1  # the file is still in the box
     assert "blob.txt" in page.locator("#pending-files").inner_text()
     with sqlite3.connect(app.home / "conversations.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (conversations,)

@@ -48,9 +48,9 @@ def stored_collections(app: RunningApp) -> dict[str, str | None]:
 
 @pytest.mark.timeout(600)  # real answers on a shared machine; a bound against hanging only
 def test_send_and_stop_follow_the_answer_and_enter_meanwhile_says_why(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=90_000)
     expect_idle(page, conversation_open=False)
@@ -212,9 +212,9 @@ def narrow_layout_problems(page: Any, width: float = 500.0) -> list[str]:
 
 
 def test_a_narrow_window_keeps_the_sidebar_off_the_chat_and_the_message_box_wide(
-    start_app: Callable[..., RunningApp], browser_session: Any
+    shared_app: Callable[..., RunningApp], browser_session: Any
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_narrow(browser_session, app, 500)
     # Measured again until it holds (at most 15 s): on a busy machine the page can still be laying itself out
     # after the sidebar has settled (CI once measured a layout in between).

@@ -40,6 +40,11 @@ def assistant_rows(app: RunningApp) -> list[int]:
         return [row[0] for row in db.execute("SELECT id FROM messages WHERE role = 'assistant'")]
 
 
+def conversation_titles(app: RunningApp) -> list[str]:
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        return [row[0] for row in db.execute("SELECT title FROM conversations ORDER BY id")]
+
+
 def send(page: Any, text: str, accepted: bool = True) -> None:
     """Type and send; when ``accepted``, wait until the question shows in the chat (so the next look at the last
     answer is at the new one, not the previous)."""
@@ -88,9 +93,9 @@ def grows_from(earlier: str, later: str) -> bool:
 
 
 def test_a_question_streams_an_answer_that_survives_a_reload(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     page.evaluate(RECORD_ANSWER_CHANGES)  # every state the answer goes through, as the browser renders it
@@ -124,9 +129,9 @@ def test_a_question_streams_an_answer_that_survives_a_reload(
 
 
 def test_stop_keeps_the_partial_answer(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     # The model may finish a short answer before the click lands; a few long requests make that vanishingly rare.
@@ -147,24 +152,36 @@ def test_stop_keeps_the_partial_answer(
     assert '"finish_reason": "cancelled"' in stats
 
 
-def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]) -> None:
-    app = start_app()
+def test_regenerate_and_new_chat(shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]) -> None:
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
+    earlier = set(assistant_rows(app))  # the data folder is shared with the module's other tests
+    conversations = conversation_titles(app)
     send(page, "Say hello.")
     watch_answer(page, lambda text: "tokens/s" in text)
-    first_answer = assistant_rows(app)
+    first_answer = [row for row in assistant_rows(app) if row not in earlier]
     assert len(first_answer) == 1
+
+    def answers_now() -> list[int]:
+        return [row for row in assistant_rows(app) if row not in earlier]
+
     page.click("#regenerate")
     deadline = time.monotonic() + 60
-    while assistant_rows(app) in ([], first_answer) and time.monotonic() < deadline:
+    while answers_now() in ([], first_answer) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len(assistant_rows(app)) == 1 and assistant_rows(app) != first_answer
+    assert len(answers_now()) == 1 and answers_now() != first_answer
     # The regenerated answer is saved before its last words reach the page: let it end there first (Stop goes
     # back to disabled when the page has the whole answer).
     expect(page.locator("#stop")).to_be_disabled(timeout=60_000)
     with sqlite3.connect(app.home / "conversations.db") as db:
-        roles = [row[0] for row in db.execute("SELECT role FROM messages ORDER BY id")]
+        roles = [
+            row[0]
+            for row in db.execute(
+                "SELECT m.role FROM messages m JOIN conversations c ON m.conversation_id = c.id "
+                "WHERE c.title = 'Say hello.' ORDER BY m.id"
+            )
+        ]
     assert roles == ["user", "assistant"]
     # One way to start over: New chat (no second "Clear" button, no trash icon on the chat box).
     assert page.locator("#clear").count() == 0
@@ -174,8 +191,7 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     expect(page.locator("#delete")).to_be_disabled()  # nothing selected: nothing to delete
     send(page, "Another topic.")
     watch_answer(page, lambda text: "tokens/s" in text)
-    with sqlite3.connect(app.home / "conversations.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (2,)
+    assert len(conversation_titles(app)) == len(conversations) + 2
     page.click("#new-chat")
 
     # Deleting asks for a second click; "Keep it" keeps it.
@@ -189,14 +205,14 @@ def test_regenerate_and_new_chat(start_app: Callable[..., RunningApp], open_page
     page.click("#confirm-delete")
     page.locator("#conversation-list label", has_text="Say hello.").wait_for(state="detached", timeout=10_000)
     expect(page.locator("#delete")).to_be_disabled()
-    with sqlite3.connect(app.home / "conversations.db") as db:
-        assert db.execute("SELECT title FROM conversations").fetchall() == [("Another topic.",)]
+    assert sorted(set(conversation_titles(app)) - set(conversations)) == ["Another topic."]
+    assert len(conversation_titles(app)) == len(conversations) + 1
 
 
 def test_empty_message_gets_a_hint(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     page.click("#send")
@@ -218,28 +234,30 @@ def test_a_broken_model_is_explained_and_the_app_keeps_running(
 
 
 def test_a_message_longer_than_the_context_is_refused_and_kept_in_the_box(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app("--context", "512")
+    app = shared_app("--context", "512")
     page = open_page(app)
     page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
+    conversations = conversation_titles(app)
     too_long = "lighthouse " * 1200
     send(page, too_long, accepted=False)
     refusal = page.get_by_text("Shorten the message").first
     refusal.wait_for(timeout=15_000)
     assert "Answer settings" in refusal.inner_text() and "--context" not in refusal.inner_text()
     assert page.input_value("#message textarea") == too_long
-    with sqlite3.connect(app.home / "conversations.db") as db:  # the refused question created nothing
-        assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (0,)
+    assert conversation_titles(app) == conversations  # the refused question created nothing
     assert app.process.poll() is None
 
 
 def test_trimming_old_turns_is_shown(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app("--context", "512")
+    app = shared_app("--context", "512")
     page = open_page(app)
     page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        (kept,) = db.execute("SELECT COUNT(*) FROM messages").fetchone()
     for topic in ("the sea", "the mountains", "a city at night"):
         send(page, f"Write a long, detailed story about {topic}.")
         # Each answer fills what is left of the context: minutes when another test runs beside this one.
@@ -249,4 +267,4 @@ def test_trimming_old_turns_is_shown(
     assert "earlier messages left out to fit the context" in answer_text(page)
     assert "left out so the conversation fits" in page.inner_text("#notice")
     with sqlite3.connect(app.home / "conversations.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] >= 4  # nothing deleted from disk
+        assert db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] >= kept + 4  # nothing deleted from disk

@@ -89,9 +89,11 @@ def pick_chat_collection(page: Any, name: str) -> None:
 
 
 def test_upload_ask_and_see_a_cited_source(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path, tmp_path: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path, tmp_path: Path
 ) -> None:
-    app = start_app()
+    app = shared_app()
+    uploads = app.home / "documents"
+    earlier = {p for p in uploads.rglob("*") if p.is_file()}  # the module's other tests share the data folder
     page = open_page(app)
     open_documents(page)
     create_collection(page, COLLECTION)
@@ -112,8 +114,8 @@ def test_upload_ask_and_see_a_cited_source(
         assert rows[name][0].startswith("skipped: "), rows
     assert "empty" in rows["empty.txt"][0]
     assert "not a supported" in rows["slides.pptx"][0] or ".pptx" in rows["slides.pptx"][0]
-    uploads = app.home / "documents"
-    assert sorted(p.name for p in uploads.rglob("*") if p.is_file()) == sorted(p.name for p in good)
+    added = {p for p in uploads.rglob("*") if p.is_file()} - earlier
+    assert sorted(p.name for p in added) == sorted(p.name for p in good)
 
     # The same file again changes nothing.
     again = upload(page, [CORPUS / "lighthouse-history.md"], expect="Already in this collection")
@@ -195,7 +197,7 @@ def test_add_a_folder_remove_a_file_then_delete_the_collection(
 
 
 def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
 ) -> None:
     folder = tmp_path / "many"
     folder.mkdir()
@@ -205,7 +207,7 @@ def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done
             f"Note {i} about {topics[i % len(topics)]}, paragraph {j}: " + "words to embed " * 30 for j in range(8)
         ]
         (folder / f"note-{i:03}.txt").write_text("\n\n".join(lines))
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     open_documents(page)
@@ -235,9 +237,9 @@ def test_chat_answers_while_a_long_ingestion_runs_and_cancel_keeps_what_was_done
 
 
 def test_a_bookmarked_pdf_source_says_its_section_and_page(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_page(app)
     open_documents(page)
     create_collection(page, "Manual")

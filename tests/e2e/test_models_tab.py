@@ -129,9 +129,9 @@ def header_layout(page: Any, table: str) -> list[dict[str, Any]]:
 
 
 def test_the_tab_answers_in_its_own_words_and_fits_the_window(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_models(app, open_page)
     assert "default: best installed model that fits" in page.inner_text("#models-in-use")
 
@@ -178,9 +178,9 @@ def test_the_tab_answers_in_its_own_words_and_fits_the_window(
 
 
 def test_importing_a_known_model_names_the_page_controls_not_a_command(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], embedded_model: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], embedded_model: Path
 ) -> None:
-    app = start_app()
+    app = shared_app()
     page = open_models(app, open_page)
     page.click("#import-accordion button")
     page.locator("#import-path textarea, #import-path input").first.fill(str(embedded_model))

@@ -28,6 +28,11 @@ def engine_pid(app: RunningApp) -> int:
     raise AssertionError("no engine process under hearth ui")
 
 
+def last_message(app: RunningApp) -> int:
+    with sqlite3.connect(app.home / "conversations.db") as db:
+        return int(db.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0])
+
+
 def long_answers(page: Any) -> None:
     page.click("#answer-settings")
     slider = page.locator("#answer-settings input[type='number']").last  # "Max new tokens"
@@ -36,9 +41,10 @@ def long_answers(page: Any) -> None:
 
 
 def test_two_tabs_are_answered_at_the_same_time_and_stop_only_their_own(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    app = shared_app()
+    last = last_message(app)  # the module's tests share the app
     first, second = open_page(app), open_page(app)
     for page in (first, second):
         page.wait_for_selector(STATUS_READY, timeout=60_000)
@@ -64,15 +70,17 @@ def test_two_tabs_are_answered_at_the_same_time_and_stop_only_their_own(
     with sqlite3.connect(app.home / "conversations.db") as db:
         rows = db.execute(
             "SELECT c.title, m.content FROM messages m JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE m.role = 'assistant'"
+            "WHERE m.role = 'assistant' AND m.id > ?",
+            (last,),
         ).fetchall()
     assert len(rows) == 2 and len({title for title, _ in rows}) == 2  # each answer in its own conversation
 
 
 def test_a_killed_engine_ends_the_answer_with_a_message_and_the_next_question_works(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    app = shared_app()
+    last = last_message(app)  # the module's tests share the app
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     long_answers(page)
@@ -95,7 +103,7 @@ def test_a_killed_engine_ends_the_answer_with_a_message_and_the_next_question_wo
     assert engine_pid(app) != victim
     with sqlite3.connect(app.home / "conversations.db") as db:
         content, stats = db.execute(
-            "SELECT content, stats FROM messages WHERE role = 'assistant' ORDER BY id LIMIT 1"
+            "SELECT content, stats FROM messages WHERE role = 'assistant' AND id > ? ORDER BY id LIMIT 1", (last,)
         ).fetchone()
     assert content.strip() and '"finish_reason": "error"' in stats  # what was written before the kill is saved
     assert app.process.poll() is None
