@@ -14,7 +14,7 @@ from app.settings import load_settings
 from backends.base import LoadOptions
 from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import ModelInfo, read_model_info
-from rag.retrieval.embeddings import SentenceTransformerEmbedder, default_embedder
+from rag.retrieval.embeddings import Embedder, SentenceTransformerEmbedder, configured_embedder, default_embedder
 from tests.helpers import ensure_account, require
 
 pytestmark = pytest.mark.integration
@@ -34,8 +34,16 @@ def llama(model_info: ModelInfo) -> Iterator[LlamaCppBackend]:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    """The embedded MiniLM, loaded once for every test that indexes or searches."""
+def embedder() -> Embedder:
+    """The embedded MiniLM as Hearth runs it by default (OpenVINO: rag.embedder_runtime), loaded once for every test
+    that indexes or searches; the first run on a machine converts it into the account's cache, as Hearth does."""
+    return configured_embedder("openvino")
+
+
+@pytest.fixture(scope="session")
+def sentence_transformers() -> SentenceTransformerEmbedder:
+    """The same model run by sentence-transformers (torch), the other runtime Hearth offers, for the tests that
+    hold the two to the same vectors."""
     return default_embedder()
 
 
@@ -49,7 +57,7 @@ def chat(isolated_home: Path, embedded_model: Path) -> Iterator[Services]:
 
 
 @pytest.fixture
-def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+def documents(isolated_home: Path, embedder: Embedder) -> Iterator[DocumentServices]:
     """The document services with default settings in the test's own data folder (a file may override it)."""
     settings = load_settings()
     paths = resolve_data_paths(settings.home)

@@ -24,7 +24,7 @@ from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.attachments import AttachedPassage, ReadAttachment
 from rag.chunking import Chunk
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from rag.store import CHROMA_DB, VectorStore, repair_marker
 from tests.helpers import write_tiny_gguf
 
@@ -88,12 +88,12 @@ def paths(isolated_home: Path) -> DataPaths:
     return ensure_data_dir(resolve_data_paths(isolated_home))
 
 
-def documents_of(paths: DataPaths, embedder: SentenceTransformerEmbedder) -> DocumentServices:
+def documents_of(paths: DataPaths, embedder: Embedder) -> DocumentServices:
     return build_documents(load_settings(), paths, embedder)
 
 
 @pytest.fixture
-def corpus(tmp_path: Path, paths: DataPaths, embedder: SentenceTransformerEmbedder) -> Path:
+def corpus(tmp_path: Path, paths: DataPaths, embedder: Embedder) -> Path:
     folder = tmp_path / "notes"
     folder.mkdir()
     for name, text in FILES.items():
@@ -106,7 +106,7 @@ def corpus(tmp_path: Path, paths: DataPaths, embedder: SentenceTransformerEmbedd
     return folder
 
 
-def found_files(paths: DataPaths, embedder: SentenceTransformerEmbedder, question: str) -> list[str]:
+def found_files(paths: DataPaths, embedder: Embedder, question: str) -> list[str]:
     from chromadb.api.shared_system_client import SharedSystemClient
 
     # Chroma keeps one client per folder in a process; after a repair replaced the folder, this test process
@@ -270,7 +270,7 @@ def test_a_damaged_model_catalog_falls_back_to_the_embedded_model_and_is_rebuilt
 
 
 def test_a_damaged_documents_index_stops_documents_only_and_is_rebuilt(
-    paths: DataPaths, corpus: Path, embedder: SentenceTransformerEmbedder
+    paths: DataPaths, corpus: Path, embedder: Embedder
 ) -> None:
     overwrite_pages(paths.index_db, [root_page(paths.index_db, "sqlite_autoindex_files_1")])
     for command in (("ingest", str(corpus), "--collection", COLLECTION), ("collections",)):
@@ -343,9 +343,7 @@ def test_a_garbled_vector_index_segment_gives_a_typed_error(paths: DataPaths) ->
     assert "start it again" in caught.value.for_page and "hearth repair" not in caught.value.for_page
 
 
-def test_starting_hearth_repairs_a_damaged_vector_store(
-    paths: DataPaths, corpus: Path, embedder: SentenceTransformerEmbedder
-) -> None:
+def test_starting_hearth_repairs_a_damaged_vector_store(paths: DataPaths, corpus: Path, embedder: Embedder) -> None:
     from chromadb.api.shared_system_client import SharedSystemClient
 
     from app.services.upkeep.repair import VECTORS, repair_at_start
@@ -366,7 +364,7 @@ def test_starting_hearth_repairs_a_damaged_vector_store(
 
 
 def test_repair_rebuilds_the_vector_store_from_the_files_and_names_what_is_gone(
-    paths: DataPaths, corpus: Path, embedder: SentenceTransformerEmbedder
+    paths: DataPaths, corpus: Path, embedder: Embedder
 ) -> None:
     database = paths.vectors_dir / CHROMA_DB
     overwrite_pages(database, [root_page(database, "collections")])

@@ -14,7 +14,7 @@ from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import CancelToken
 from rag.reading.reader import ReaderProcess
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from tests.helpers import write_bookmarked_pdf
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def release_table(rows: list[tuple[str, str, str]]) -> str:
 
 
 @pytest.fixture
-def documents(isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+def documents(isolated_home: Path, tmp_path: Path, embedder: Embedder) -> Iterator[DocumentServices]:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "ubuntu.csv").write_text(release_table(UBUNTU))
@@ -164,7 +164,7 @@ def test_word_headings_become_sections_not_text(tmp_path: Path) -> None:
 
 
 def test_pdf_passages_keep_one_page_and_their_bookmark_path(
-    documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    documents: DocumentServices, tmp_path: Path, embedder: Embedder
 ) -> None:
     folder = tmp_path / "manual"
     folder.mkdir()

@@ -7,7 +7,7 @@ import pytest
 
 from app.services.answering.sources import excerpts_of
 from rag.prompt import Candidate
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ RANKED = [
 
 
 def test_the_answer_in_the_fourth_passage_is_given_in_the_room_of_the_first(
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
 ) -> None:
     question = "How do I make a script stop as soon as one of its commands fails?"
     given = excerpts_of(embedder, question, RANKED, 1, embedder.count_tokens)

@@ -14,7 +14,7 @@ from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.ingest import FileOutcome, IngestEvent
 from rag.manifest import CollectionError
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from tests.helpers import write_docx, write_pdf
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ LONG_PARAGRAPH = (
 
 
 @pytest.fixture
-def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+def documents(isolated_home: Path, embedder: Embedder) -> Iterator[DocumentServices]:
     settings = load_settings(rag={"max_file_mb": 1})
     paths = resolve_data_paths(settings.home)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -191,7 +191,7 @@ def test_a_collection_created_empty_can_be_deleted(documents: DocumentServices) 
 
 
 def test_a_collection_built_by_another_embedder_is_not_mixed(
-    documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    documents: DocumentServices, tmp_path: Path, embedder: Embedder
 ) -> None:
     documents.manifest.create("old", "some-other-model")
     with pytest.raises(CollectionError, match="cannot be mixed"):

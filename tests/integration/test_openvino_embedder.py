@@ -64,14 +64,19 @@ def runs(cache: Path) -> OpenVinoEmbedder:
 
 
 def test_the_vectors_and_the_tokens_are_sentence_transformers_own(
-    runs: OpenVinoEmbedder, embedder: SentenceTransformerEmbedder
+    runs: OpenVinoEmbedder, sentence_transformers: SentenceTransformerEmbedder
 ) -> None:
-    ours, theirs = runs.embed(TEXTS), embedder.embed(TEXTS)
+    ours, theirs = runs.embed(TEXTS), sentence_transformers.embed(TEXTS)
     assert ours.shape == theirs.shape == (len(TEXTS), 384) and ours.dtype == np.float32
     assert float(np.abs(ours - theirs).max()) < 1e-5
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-    assert (runs.name, runs.dimension, runs.max_tokens) == (embedder.name, embedder.dimension, embedder.max_tokens)
-    counting, reference = runs.tokenizer(), embedder.tokenizer()
+    reference_model = sentence_transformers
+    assert (runs.name, runs.dimension, runs.max_tokens) == (
+        reference_model.name,
+        reference_model.dimension,
+        reference_model.max_tokens,
+    )
+    counting, reference = runs.tokenizer(), sentence_transformers.tokenizer()
     for text in TEXTS:
         for special in (True, False):
             mine = counting(text, add_special_tokens=special, return_offsets_mapping=True)
@@ -80,15 +85,15 @@ def test_the_vectors_and_the_tokens_are_sentence_transformers_own(
             assert [tuple(o) for o in mine["offset_mapping"]] == [tuple(o) for o in hf["offset_mapping"]]
     many = counting(TEXTS, add_special_tokens=True)["input_ids"]
     assert many == reference(TEXTS, add_special_tokens=True, truncation=False)["input_ids"]
-    assert runs.count_tokens(LONG) == embedder.count_tokens(LONG) > runs.max_tokens
+    assert runs.count_tokens(LONG) == sentence_transformers.count_tokens(LONG) > runs.max_tokens
 
 
 def test_a_collection_built_by_one_is_searched_by_the_other(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, runs: OpenVinoEmbedder
+    tmp_path: Path, sentence_transformers: SentenceTransformerEmbedder, runs: OpenVinoEmbedder
 ) -> None:
     settings = load_settings(home=tmp_path / "home")
     paths = ensure_data_dir(resolve_data_paths(settings.home))
-    built = build_documents(settings, paths, embedder)
+    built = build_documents(settings, paths, sentence_transformers)
     try:
         list(built.ingestor.ingest([CORPUS], "notes"))
         question = "When was the lighthouse built?"

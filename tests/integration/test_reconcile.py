@@ -17,7 +17,7 @@ import pytest
 from app.paths import resolve_data_paths
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ KILLER = textwrap.dedent(
 )
 
 
-def open_documents(embedder: SentenceTransformerEmbedder) -> DocumentServices:
+def open_documents(embedder: Embedder) -> DocumentServices:
     settings = load_settings()
     paths = resolve_data_paths(settings.home)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -85,7 +85,7 @@ def run_killer(folder: Path, mode: str, home: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def after_a_kill(folder: Path, mode: str, home: Path, embedder: SentenceTransformerEmbedder) -> DocumentServices:
+def after_a_kill(folder: Path, mode: str, home: Path, embedder: Embedder) -> DocumentServices:
     """Run the killer over ``folder`` until it dies by SIGKILL at the record, then open the stores it left."""
     killed = run_killer(folder, mode, home)
     _, errors = killed.communicate(timeout=300)
@@ -99,7 +99,7 @@ def secret_passages(documents: DocumentServices) -> list[str]:
 
 
 def test_chunks_left_by_a_killed_run_are_removed_once_their_file_is_deleted(
-    isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    isolated_home: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     secret = write_folder(tmp_path / "notes")
     documents = after_a_kill(secret.parent, "kill", isolated_home, embedder)
@@ -139,7 +139,7 @@ def test_chunks_left_by_a_killed_run_are_removed_once_their_file_is_deleted(
 
 
 def test_an_upload_copy_a_killed_run_had_not_listed_is_removed_at_the_next_start(
-    isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    isolated_home: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     secret = write_folder(tmp_path / "dropped")
     documents = after_a_kill(secret.parent, "upload-kill", isolated_home, embedder)
@@ -159,7 +159,7 @@ def test_an_upload_copy_a_killed_run_had_not_listed_is_removed_at_the_next_start
 
 
 def test_a_long_running_page_forgets_the_leftovers_in_its_keyword_index(
-    isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    isolated_home: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     """The page builds its keyword index once and rebuilds it when the collection changes: removing leftovers
     counts as a change. Neither ranking returns the leftovers before or after (no record owns them), and
@@ -184,7 +184,7 @@ def test_a_long_running_page_forgets_the_leftovers_in_its_keyword_index(
 
 
 def test_reconciling_waits_for_a_file_being_stored_by_another_process(
-    isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    isolated_home: Path, tmp_path: Path, embedder: Embedder
 ) -> None:
     """Another process has stored a file's chunks and is about to record it: to a reconciliation those chunks
     look like leftovers, so it must wait for the record instead of removing them."""

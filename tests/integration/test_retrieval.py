@@ -16,7 +16,7 @@ from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from backends.base import GenerationParams, TextDelta, Usage
 from rag.manifest import CollectionError
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from tests.helpers import write_pdf
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ QUESTIONS = [
 
 
 @pytest.fixture
-def documents(isolated_home: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+def documents(isolated_home: Path, tmp_path: Path, embedder: Embedder) -> Iterator[DocumentServices]:
     folder = tmp_path / "docs"
     folder.mkdir()
     for name, content in FACTS.items():
@@ -223,7 +223,7 @@ def test_a_follow_up_reads_from_the_cache_what_the_model_has_already_read(
 
 
 def test_the_keyword_index_reads_again_only_the_files_that_changed(
-    documents: DocumentServices, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    documents: DocumentServices, tmp_path: Path, embedder: Embedder
 ) -> None:
     import numpy as np
 

@@ -20,7 +20,7 @@ from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.evaluation import Retrieved, evaluate, read_questions
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration
@@ -49,9 +49,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def indexed(
-    corpus: Path, tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
-) -> Iterator[DocumentServices]:
+def indexed(corpus: Path, tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[DocumentServices]:
     settings = load_settings(home=tmp_path_factory.mktemp("floor-home"))
     documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)), embedder)
     try:

@@ -29,7 +29,7 @@ from backends.base import GenerationParams, TextDelta
 from rag.chroma_server import ChromaServerUnreachable, ServerCollectionGone
 from rag.ingest import FileOutcome
 from rag.manifest import CollectionError
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from rag.server_ledger import LEDGER, LISTED_S, SHARED_SUFFIX
 from tests.chroma_servers import ChromaProcess, chroma_running, start_chroma
 from tests.integration.conftest import as_other
@@ -46,7 +46,7 @@ def chroma(tmp_path: Path) -> Iterator[ChromaProcess]:
         yield running
 
 
-def _documents(home: Path, embedder: SentenceTransformerEmbedder, url: str | None) -> DocumentServices:
+def _documents(home: Path, embedder: Embedder, url: str | None) -> DocumentServices:
     settings = load_settings(home=home, rag={"chroma_url": url})
     return build_documents(settings, ensure_data_dir(resolve_data_paths(home)), embedder)
 
@@ -66,7 +66,7 @@ def _on_server(url: str) -> list[str]:
 
 
 def test_new_collections_go_to_the_server_and_the_folder_s_stay(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder
 ) -> None:
     home = tmp_path / "home"
     before = _documents(home, embedder, None)
@@ -97,7 +97,7 @@ def test_new_collections_go_to_the_server_and_the_folder_s_stay(
 
 
 def test_while_the_server_is_down_the_folder_s_collections_work_and_the_server_s_name_it(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     running = start_chroma(tmp_path / "chroma-data")
     home = tmp_path / "home"
@@ -133,7 +133,7 @@ def test_while_the_server_is_down_the_folder_s_collections_work_and_the_server_s
 
 
 def test_two_hearths_share_a_collection_on_the_server_and_never_add_a_file_twice(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder
 ) -> None:
     """Two data folders, as two computers would have: what one adds, the other lists, searches and does not add again;
     what the other adds or removes, the first sees; a file with the same content under another path (another
@@ -178,7 +178,7 @@ def test_two_hearths_share_a_collection_on_the_server_and_never_add_a_file_twice
 
 
 def test_a_collection_made_before_the_ledger_is_copied_into_it_once_and_shared(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder
 ) -> None:
     """A Hearth from before the ledger kept its server collections' records in its data folder only: the first time
     it reaches the server they are copied into the ledger, and another Hearth then finds them."""
@@ -209,7 +209,7 @@ def test_a_collection_made_before_the_ledger_is_copied_into_it_once_and_shared(
 
 
 def test_a_server_chosen_on_the_page_is_used_and_the_settings_win(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder
 ) -> None:
     home = tmp_path / "home"
     chosen = ensure_data_dir(resolve_data_paths(home)).chroma_server_file
@@ -243,7 +243,7 @@ def test_a_server_chosen_on_the_page_is_used_and_the_settings_win(
 
 
 def test_a_collection_deleted_on_the_server_is_named_not_made_again_empty(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder
 ) -> None:
     documents = _documents(tmp_path / "home", embedder, chroma.url)
     try:
@@ -266,7 +266,7 @@ def test_a_collection_deleted_on_the_server_is_named_not_made_again_empty(
 
 
 def test_an_ingest_cut_off_by_the_server_names_it_and_resumes_without_duplicates(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     from rag.ingest import FileOutcome
 
@@ -296,7 +296,7 @@ def test_an_ingest_cut_off_by_the_server_names_it_and_resumes_without_duplicates
 
 
 def test_a_server_gone_mid_answer_lets_the_answer_finish_and_names_itself_next(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, chat: Services
+    tmp_path: Path, embedder: Embedder, chat: Services
 ) -> None:
     from app.services.answering.ask import AskStarted, ask
 
@@ -327,7 +327,7 @@ def test_a_server_gone_mid_answer_lets_the_answer_finish_and_names_itself_next(
 
 
 def test_a_collection_is_copied_to_the_server_and_back_as_it_is(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder
 ) -> None:
     home = tmp_path / "home"
     alone = _documents(home, embedder, None)
@@ -395,7 +395,7 @@ def test_the_terminal_commands_use_the_server(chroma: ChromaProcess, tmp_path: P
 
 
 def test_what_this_hearth_keeps_about_the_server_is_its_own(
-    chroma: ChromaProcess, tmp_path: Path, embedder: SentenceTransformerEmbedder, other_account: tuple[int, int]
+    chroma: ChromaProcess, tmp_path: Path, embedder: Embedder, other_account: tuple[int, int]
 ) -> None:
     opened = Path(tempfile.mkdtemp(prefix="hearth-open-", dir="/tmp"))  # under a folder others may enter
     home = opened / "home"

@@ -25,7 +25,7 @@ from models.gguf import sha256_of
 from rag.chunking import chunk_sections
 from rag.ingest import FileOutcome
 from rag.reading.sections import Section
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from rag.server_ledger import LEDGER
 from tests.chroma_servers import ChromaProcess, chroma_running
 
@@ -64,7 +64,7 @@ def _finished(process: subprocess.Popen[str]) -> None:
     assert process.returncode == 0, (out[-2000:], err[-2000:])
 
 
-def _documents(home: Path, embedder: SentenceTransformerEmbedder, url: str) -> DocumentServices:
+def _documents(home: Path, embedder: Embedder, url: str) -> DocumentServices:
     settings = load_settings(home=home, rag={"chroma_url": url})
     return build_documents(settings, ensure_data_dir(resolve_data_paths(home)), embedder)
 
@@ -96,7 +96,7 @@ def _assert_whole(documents: DocumentServices, folder: Path) -> None:
 
 
 def test_one_hearth_killed_mid_add_and_another_adding_the_same_folder_leave_each_file_once(
-    chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: Embedder
 ) -> None:
     first = _hearth(tmp_path / "first", chroma.url, "ingest", str(folder), "-c", "manuals")
     recorded_files = _file_rows(chroma.url)
@@ -121,7 +121,7 @@ def test_one_hearth_killed_mid_add_and_another_adding_the_same_folder_leave_each
 
 
 def test_two_hearths_adding_the_same_folder_at_once_leave_each_file_once(
-    chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: Embedder
 ) -> None:
     both = [_hearth(tmp_path / home, chroma.url, "ingest", str(folder), "-c", "manuals") for home in ("a", "b")]
     for process in both:
@@ -135,7 +135,7 @@ def test_two_hearths_adding_the_same_folder_at_once_leave_each_file_once(
 
 
 def test_passages_written_without_their_record_stay_out_of_search_and_are_not_doubled(
-    chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: SentenceTransformerEmbedder
+    chroma: ChromaProcess, tmp_path: Path, folder: Path, embedder: Embedder
 ) -> None:
     writer = _documents(tmp_path / "writer", embedder, chroma.url)
     reader = _documents(tmp_path / "reader", embedder, chroma.url)

@@ -16,7 +16,7 @@ from app.paths import resolve_data_paths
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
 from rag.ingest import FileOutcome
-from rag.retrieval.embeddings import SentenceTransformerEmbedder
+from rag.retrieval.embeddings import Embedder
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 LOOP = "it is a symbolic link that leads back to itself (a loop); it was not read. Remove or fix the link"
 
 
-def open_documents(home: Path, embedder: SentenceTransformerEmbedder) -> DocumentServices:
+def open_documents(home: Path, embedder: Embedder) -> DocumentServices:
     settings = load_settings(home=home)
     paths = resolve_data_paths(settings.home)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -32,7 +32,7 @@ def open_documents(home: Path, embedder: SentenceTransformerEmbedder) -> Documen
 
 
 @pytest.fixture
-def documents(isolated_home: Path, embedder: SentenceTransformerEmbedder) -> Iterator[DocumentServices]:
+def documents(isolated_home: Path, embedder: Embedder) -> Iterator[DocumentServices]:
     services = open_documents(isolated_home, embedder)
     yield services
     services.close()
@@ -83,9 +83,7 @@ def test_a_symlink_loop_and_other_odd_entries_are_skipped_and_the_rest_indexed(
     assert {third[name].outcome for name in ("a", "b", "itself")} == {"removed"}
 
 
-def test_what_hearth_may_not_read_is_skipped_and_kept(
-    embedder: SentenceTransformerEmbedder, isolated_home: Path, tmp_path: Path
-) -> None:
+def test_what_hearth_may_not_read_is_skipped_and_kept(embedder: Embedder, isolated_home: Path, tmp_path: Path) -> None:
     home, folder = isolated_home, tmp_path / "notes"
     (folder / "locked").mkdir(parents=True)
     (folder / "keeper.txt").write_text("The keeper climbed the stairs every evening.")
