@@ -68,7 +68,10 @@ def build_server_section() -> ServerUi:
         with gr.Row(equal_height=True):
             address = gr.Textbox(label="Address", placeholder="http://HOST:8000", scale=2, elem_id="chroma-address")
             token_file = gr.Textbox(
-                label="Token file (optional)", placeholder="a file only you can read", scale=2, elem_id="chroma-token"
+                label="Token file (optional)",
+                placeholder="a file in Hearth's data folder that only you can read",
+                scale=2,
+                elem_id="chroma-token",
             )
             ca_file = gr.Textbox(
                 label="Certificate authority file (optional)", placeholder="PEM", scale=2, elem_id="chroma-ca"
@@ -117,7 +120,9 @@ class ServerSection:
             )
         try:
             paths = self.services.paths
-            choice = choose(paths.chroma_server_file, address, token_file, ca_file, paths.hearths_own())
+            choice = choose(
+                paths.chroma_server_file, address, token_file, ca_file, paths.hearths_own(), token_folder=paths.root
+            )
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
         self.services.documents.close()  # built again on its next use, with the server

@@ -46,6 +46,20 @@ def test_collections_go_to_a_server_connected_from_the_page_and_back(
     expect(status).to_contain_text("kept in this computer's data folder")
     expect(refused).to_be_hidden(timeout=30_000)  # the message goes by itself
 
+    # A one-line file outside the data folder (another program's key) is never sent as the server's token.
+    key = tmp_path / "another-programs-key"
+    key.write_text("sk-not-for-chroma\n")
+    key.chmod(0o600)
+    page.locator("#chroma-address input, #chroma-address textarea").first.fill(chroma.url)
+    page.locator("#chroma-token input, #chroma-token textarea").first.fill(str(key))
+    page.click("#chroma-connect")
+    outside = page.get_by_text("outside Hearth's data folder").first
+    expect(outside).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(f"file of its own in {app.home}").first).to_be_visible()
+    expect(status).to_contain_text("kept in this computer's data folder")
+    assert not (app.home / "chroma-server.json").exists()
+    page.locator("#chroma-token input, #chroma-token textarea").first.fill("")
+
     page.locator("#chroma-address input, #chroma-address textarea").first.fill(chroma.url)
     page.click("#chroma-connect")
     expect(status).to_contain_text(f"made on the Chroma server {chroma.url}", timeout=60_000)

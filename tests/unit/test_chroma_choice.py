@@ -51,9 +51,34 @@ def test_a_bad_address_or_token_file_is_refused_and_nothing_is_kept(tmp_path: Pa
     loose.write_text("secret\n")
     loose.chmod(0o644)
     with pytest.raises(ChromaServerSettingError) as refused:
-        choose(path, "http://127.0.0.1:8000", token_file=str(loose))
-    assert "token" in refused.value.message.lower()
+        choose(path, "http://127.0.0.1:8000", token_file=str(loose), token_folder=tmp_path)
+    assert "token" in refused.value.message.lower() and "outside" not in refused.value.message
     assert not path.exists()
+
+
+def test_the_page_sends_only_a_token_kept_in_the_data_folder(tmp_path: Path) -> None:
+    from app.paths import resolve_data_paths
+
+    paths = resolve_data_paths(tmp_path / "home")
+    paths.root.mkdir(parents=True)
+    elsewhere = tmp_path / "other-program-key"  # one line, owner-only: it would pass every other check
+    elsewhere.write_text("sk-another-programs-key\n")
+    elsewhere.chmod(0o600)
+    through_a_link = paths.root / "token-link"
+    through_a_link.symlink_to(elsewhere)
+    for named in (str(elsewhere), str(through_a_link), str(paths.root / ".." / "other-program-key")):
+        with pytest.raises(ChromaServerSettingError) as refused:
+            choose(
+                paths.chroma_server_file,
+                "https://10.0.0.5:443",
+                named,
+                hearths_own=paths.hearths_own(),
+                token_folder=paths.root,
+            )
+        assert "outside Hearth's data folder" in refused.value.message
+        assert str(paths.root) in refused.value.remedy and "rag.chroma_token_file" in refused.value.remedy
+        assert str(paths.root) in refused.value.page_remedy and "rag.chroma_token_file" not in refused.value.page_remedy
+    assert not paths.chroma_server_file.exists()
 
 
 def test_the_section_says_where_new_collections_go() -> None:

@@ -104,12 +104,20 @@ def current_choice(settings: Settings, path: Path) -> ServerChoice | None:
 
 
 def choose(
-    path: Path, url: str, token_file: str = "", ca_file: str = "", hearths_own: Sequence[Path] = ()
+    path: Path,
+    url: str,
+    token_file: str = "",
+    ca_file: str = "",
+    hearths_own: Sequence[Path] = (),
+    token_folder: Path | None = None,
 ) -> ServerChoice:
     """Check the page's choice (address, files, and that the server answers), then keep it. Raises the typed error
-    naming what is wrong (``ChromaServerSettingError``, ``ChromaServerUnreachable``); nothing is kept then. A token
-    file among ``hearths_own`` (Hearth's own files and folders: the API key, the workers' tokens) is refused: its
-    secret is not the server's to see."""
+    naming what is wrong (``ChromaServerSettingError``, ``ChromaServerUnreachable``); nothing is kept then.
+
+    The token file is sent to the server as a bearer token, so the page may name only one inside ``token_folder``
+    (the data folder) and never one among ``hearths_own`` (Hearth's own files there: the API key, the workers'
+    tokens): a file elsewhere that happens to hold one line (another program's key) is not the server's to see. A
+    token file anywhere else is the owner's to set where Hearth starts (``rag.chroma_token_file``)."""
     choice = ServerChoice(
         url.strip(),
         Path(token_file.strip()).expanduser() if token_file.strip() else None,
@@ -120,6 +128,14 @@ def choose(
             f"{choice.token_file} is one of Hearth's own files; what it holds is not a Chroma server's token.",
             "Put the server's token in a file of its own (chmod 600) and name that one.",
             page_remedy="Put the server's token in a file of its own (only you may read it) and name that one.",
+        )
+    if choice.token_file is not None and token_folder is not None and not _among(choice.token_file, [token_folder]):
+        raise ChromaServerSettingError(
+            f"{choice.token_file} is outside Hearth's data folder; the page sends a server only a token kept there.",
+            f"Copy the server's token into a file of its own in {token_folder} (chmod 600) and name that one, or "
+            "set rag.chroma_token_file where Hearth starts.",
+            page_remedy=f"Copy the server's token into a file of its own in {token_folder} (only you may read it) "
+            "and name that one.",
         )
     try:
         server_client(choice.server())  # asks the server's heartbeat, with the timeout
