@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelFileError
-from models.gguf_reader import SkippedArray, TensorEntry, metadata_getter, read_header, read_strings
+from models.gguf_reader import SkippedArray, TensorEntry, metadata_getter, read_header, read_integers, read_strings
 
 _BLOCK = re.compile(r"blk\.(\d+)\.")
 
@@ -122,6 +122,29 @@ def read_model_info(path: Path) -> ModelInfo:
         license=get("general.license", str),
         **_tensor_facts(header.tensors, block_count),
     )
+
+
+# llama.cpp's token types (llama_token_type): the tokens a prompt read with special tokens recognised makes of text.
+_CONTROL = 3
+_USER_DEFINED = 4
+
+
+def special_token_texts(path: Path) -> list[str]:
+    """The texts of the vocabulary's control and user-defined tokens (``<|im_start|>``, ``<tool_call>``), read from
+    the GGUF at ``path``: what text from outside must not spell out when a backend other than llama.cpp (which lists
+    them from its own vocabulary) renders a prompt. Empty when the file lists no token types."""
+    header = read_header(path)
+    tokens, types = header.metadata.get("tokenizer.ggml.tokens"), header.metadata.get("tokenizer.ggml.token_type")
+    if not (isinstance(tokens, SkippedArray) and tokens.of_strings):
+        return []
+    if isinstance(types, SkippedArray):
+        kinds = read_integers(path, types)
+    elif isinstance(types, list):  # a vocabulary short enough to have been decoded with the header
+        kinds = [int(kind) for kind in types]
+    else:
+        return []
+    wanted = [index for index, kind in enumerate(kinds[: len(tokens)]) if kind in (_CONTROL, _USER_DEFINED)]
+    return [text for _, text in sorted(read_strings(path, tokens, wanted).items())]
 
 
 def _tensor_facts(tensors: Sequence[TensorEntry], block_count: int) -> dict[str, Any]:

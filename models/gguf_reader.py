@@ -219,6 +219,18 @@ def read_strings(path: Path, array: SkippedArray, indices: Iterable[int]) -> dic
     return found
 
 
+def read_integers(path: Path, array: SkippedArray) -> list[int]:
+    """The items of an integer array that :func:`read_header` skipped (a vocabulary's token types); an array of
+    another type is refused."""
+    if array.item_type not in _SCALARS or array.item_type in (6, 7, 12):
+        raise ModelFileError(f"{path.name} is not a valid GGUF file: an array of integers holds other values.", _REMEDY)
+    fmt, width = _SCALARS[array.item_type]
+    with _MappedFile(path) as cur:
+        cur.pos = array.offset
+        cur.need(width * array.count, "an integer array")
+        return [value for (value,) in struct.iter_unpack(fmt, cur.buf[cur.pos : cur.pos + width * array.count])]
+
+
 class _MappedFile:
     """The file at ``path`` mapped read-only, with every way of not being a readable GGUF file told apart."""
 

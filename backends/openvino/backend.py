@@ -42,6 +42,8 @@ from backends.openvino.placement import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_
 from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import INTEL_GPU, NPU, OPENVINO_CPU
 from backends.stops import StopScanner
+from backends.turn_markers import Defuser, marker_texts
+from models.gguf import special_token_texts
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
@@ -155,6 +157,9 @@ class OpenVinoBackend(Backend):
             config |= {"MAX_PROMPT_LEN": max_prompt, "MIN_RESPONSE_LEN": NPU_MIN_RESPONSE_TOKENS}
         # The template's renderer process starts now, so it is up by the time the model is and the probe runs.
         formatter = ChatFormatter(model.chat_template, model.bos_token, model.eos_token)
+        # OpenVINO's tokenizer makes the vocabulary's special tokens of text too: a passage or a tool's result that
+        # spells one out must stay text (backends/turn_markers.py).
+        formatter.defuser = Defuser(marker_texts(special_token_texts(model.path)))
         try:
             pipe = openvino_genai.LLMPipeline(str(model.path), device, **config)
         except RuntimeError as exc:

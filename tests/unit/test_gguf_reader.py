@@ -140,3 +140,45 @@ def test_wrong_metadata_type(tmp_path: Path, tiny: Path) -> None:
     writer.close()
     with pytest.raises(ModelFileError, match="block_count has type str"):
         read_model_info(tmp_path / "typed.gguf")
+
+
+def _vocabulary_gguf(path: Path, tokens: list[str], types: list[int] | None) -> Path:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    if types is not None:
+        writer.add_token_types(types)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("filler", [4, 3000], ids=["types-decoded-with-the-header", "types-read-on-demand"])
+def test_the_special_tokens_are_read_from_the_vocabulary(tmp_path: Path, filler: int) -> None:
+    from models.gguf import special_token_texts
+
+    words = [f"word{i}" for i in range(filler)]
+    tokens = ["<|im_start|>", *words, "<tool_call>", "<unk>", "<|im_end|>"]
+    # llama.cpp's token types: 1 normal, 2 unknown, 3 control, 4 user-defined
+    types = [3, *[1] * filler, 4, 2, 3]
+    path = _vocabulary_gguf(tmp_path / "vocab.gguf", tokens, types)
+    assert special_token_texts(path) == ["<|im_start|>", "<tool_call>", "<|im_end|>"]
+    assert special_token_texts(_vocabulary_gguf(tmp_path / "untyped.gguf", tokens, None)) == []
+
+
+def test_token_types_that_run_past_the_end_are_refused(tmp_path: Path) -> None:
+    from models.gguf import special_token_texts
+
+    tokens = [f"t{i}" for i in range(3000)]
+    path = _vocabulary_gguf(tmp_path / "vocab.gguf", tokens, [1] * 3000)
+    # past the key: the value's type (array), the items' type, then the count: claim more items than the file holds
+    count_at = field_offset(path, b"tokenizer.ggml.token_type") + 8
+    assert struct.unpack_from("<Q", path.read_bytes(), count_at) == (3000,)
+    cut = patched(path, tmp_path / "cut.gguf", count_at, struct.pack("<Q", 1 << 19))
+    with pytest.raises(ModelFileError):
+        special_token_texts(cut)
