@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up .venv with everything Hearth needs, from the package index only. Safe to run again: it does only
-# what is missing. Called by `make run` and `make test`.
+# what is missing. Called by `make run` and `make test`; `--plan` says what it would do and changes nothing.
 #
 # llama-cpp-python has no binary wheel, so it is built from source once per set of llama.cpp flags and kept in
 # a wheel folder named by those flags (pip's own wheel cache is keyed by the source package alone and would
@@ -85,6 +85,17 @@ main() {
     wheel_dir="$WHEEL_ROOT/llama-cpp-python-$LLAMA_CPP_VERSION-$flavor"
     stamp="$VENV/.hearth-installed-$(stamp_of "$flavor")"
 
+    if [ "${1:-}" = "--plan" ]; then
+        # What a run would do, changing nothing: whether the environment is ready and whether llama-cpp-python
+        # would be built or its kept wheel reused.
+        if [ -f "$stamp" ]; then echo "environment: ready in $VENV"; else echo "environment: install into $VENV"; fi
+        if ls "$wheel_dir"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
+            echo "llama-cpp-python: reuse the wheel kept in $wheel_dir"
+        else
+            echo "llama-cpp-python: build it into $wheel_dir"
+        fi
+        return 0
+    fi
     if [ -f "$stamp" ]; then
         return 0
     fi
