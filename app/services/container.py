@@ -95,6 +95,15 @@ class Services:
         self.documents.close()
 
 
+# Whether the person started Hearth with the Hugging Face Hub kept off (their own HF_HUB_OFFLINE), read before
+# Hearth sets it for everything else: installing from the hub, which they ask for by name, honours only theirs.
+_PERSON_KEEPS_HUB_OFFLINE = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def person_keeps_hub_offline() -> bool:
+    return _PERSON_KEEPS_HUB_OFFLINE
+
+
 def enforce_offline() -> None:
     """Nothing may phone home: no hub lookups, no analytics, no telemetry."""
     from backends.hardware import block_telemetry_modules

@@ -1,0 +1,71 @@
+"""Installing a GGUF file from the Hugging Face Hub (``hf:OWNER/REPO/FILE.gguf``): asked for by name, the one time
+Hearth reaches the hub. The hub's listing gives the file's size and SHA-256; the download goes on from an earlier
+run's partial file; the bytes are checked against the SHA-256, then against Hearth's own GGUF checks, and only then
+is the model registered like any other. A file refused at any step leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import HearthError
+from app.services.container import person_keeps_hub_offline
+from backends.base import CancelToken
+from models.hub import HubFile, HubUnreachable, parse_reference
+from models.hub_download import check_space, fetch, hub_facts
+from models.install import InstallProgress
+from models.store import ModelStore, StoredModel
+
+DOWNLOADS = ".downloads"  # in the models folder: partial files kept for the next run, owner-only
+
+
+@dataclass(frozen=True)
+class HubInstalled:
+    stored: StoredModel
+    hub_file: HubFile
+    already: bool = False  # installed before (the same bytes); nothing was done
+
+
+def partial_file(models_dir: Path, sha256: str) -> Path:
+    """Where the bytes of the file with this SHA-256 gather until it is whole."""
+    return models_dir / DOWNLOADS / f"{sha256}.partial"
+
+
+def install_from_hub(
+    store: ModelStore, reference: str, cancel: CancelToken
+) -> Iterator[InstallProgress | HubInstalled]:
+    """Yields progress, then :class:`HubInstalled`; raises the typed error (a bad name, the hub unreachable or
+    refusing, a full disk, a cancel, bytes that do not match) with nothing registered."""
+    hub_file = parse_reference(reference)
+    if person_keeps_hub_offline():
+        raise HubUnreachable(
+            "HF_HUB_OFFLINE is set, so nothing is fetched from the Hugging Face Hub.",
+            "Unset HF_HUB_OFFLINE to install from the hub.",
+        )
+    yield InstallProgress("download", 0.0, f"Asking the hub about {hub_file.reference}…")
+    facts = hub_facts(hub_file)
+    known = store.by_sha256(facts.sha256)
+    if known is not None and known.path.exists():
+        yield HubInstalled(known, hub_file, already=True)
+        return
+    if known is not None:  # registered, but its file was deleted: forget the stale entry
+        store.remove(known.id)
+    partial = partial_file(store.models_dir, facts.sha256)
+    check_space(facts, partial)
+    yield from fetch(hub_file, facts, partial, cancel)
+    target = _free_name(store.models_dir, Path(hub_file.filename).name, facts.sha256)
+    partial.replace(target)
+    yield InstallProgress("register", 1.0, f"Checking {target.name}…")
+    try:
+        stored, _info = store.add(target, source="installed", sha256=facts.sha256)
+    except HearthError:
+        target.unlink(missing_ok=True)  # not a file Hearth can use: nothing stays behind
+        raise
+    yield HubInstalled(stored, hub_file)
+
+
+def _free_name(folder: Path, name: str, sha256: str) -> Path:
+    target = folder / name
+    return target if not target.exists() else folder / f"{Path(name).stem}-{sha256[:8]}.gguf"

@@ -1,0 +1,124 @@
+"""GGUF files on the Hugging Face Hub, named ``hf:OWNER/REPO/FILE.gguf``. Pure: reading such a name, and what the hub's
+listing of a repository says about one of its files (its size and the SHA-256 its bytes must have).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from models.catalog import CatalogError
+
+PREFIX = "hf:"
+# The hub's own rule for an owner or repository name: letters, digits, '-', '_', '.', not starting with '-' or '.'.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class HubError(CatalogError):
+    """Something about installing from the Hugging Face Hub, said with what to do."""
+
+
+class HubNameInvalid(HubError):
+    """The name is not ``hf:OWNER/REPO/FILE.gguf``."""
+
+
+class HubUnreachable(HubError):
+    """The hub (or the mirror ``HF_ENDPOINT`` names) cannot be reached."""
+
+
+class HubNotFound(HubError):
+    """No such repository, or no such file in it."""
+
+
+class HubAccessRefused(HubError):
+    """The repository is gated or private and the hub refused this account (or no account)."""
+
+
+class HubFileRefused(HubError):
+    """The file cannot be installed: its bytes do not match its SHA-256, or it is not a file Hearth can use."""
+
+
+@dataclass(frozen=True)
+class HubFile:
+    repo: str  # OWNER/REPO
+    filename: str  # its path inside the repository
+
+    @property
+    def reference(self) -> str:
+        return f"{PREFIX}{self.repo}/{self.filename}"
+
+
+@dataclass(frozen=True)
+class HubFacts:
+    """What the hub's listing says of one file: its size, and the SHA-256 of its bytes (Git LFS keeps it)."""
+
+    size: int
+    sha256: str
+
+
+def is_hub_reference(text: str) -> bool:
+    return text.strip().lower().startswith(PREFIX)
+
+
+def parse_reference(text: str) -> HubFile:
+    """``hf:OWNER/REPO/FILE.gguf`` read into its repository and file, or :class:`HubNameInvalid` saying what is
+    wrong with it."""
+    example = (
+        "hf:OWNER/REPO/FILE.gguf, for example hf:bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf"
+    )
+    body = text.strip()[len(PREFIX) :] if is_hub_reference(text) else text.strip()
+    parts = body.split("/")
+    if len(parts) < 3 or not all(parts):
+        raise HubNameInvalid(f"{text.strip()!r} does not name a file on the hub.", f"Name one as {example}.")
+    owner, name, path = parts[0], parts[1], parts[2:]
+    for part in (owner, name):
+        if not _NAME.fullmatch(part):
+            raise HubNameInvalid(
+                f"{part!r} is not a hub owner or repository name (letters, digits, '-', '_' and '.').",
+                f"Name the file as {example}.",
+            )
+    if any(p in (".", "..") or "\\" in p for p in path):
+        raise HubNameInvalid(f"{'/'.join(path)!r} is not a file inside the repository.", f"Name it as {example}.")
+    filename = "/".join(path)
+    if not filename.lower().endswith(".gguf"):
+        raise HubNameInvalid(
+            f"{filename!r} is not a GGUF file; Hearth runs GGUF models.",
+            "Pick a .gguf file of the repository (its Files tab on the hub lists them).",
+        )
+    if _SPLIT.search(filename):
+        raise HubNameInvalid(
+            f"{filename} is one part of a model split into several files, which Hearth does not install yet.",
+            "Pick a quantization of the model that is one .gguf file.",
+        )
+    return HubFile(f"{owner}/{name}", filename)
+
+
+def facts_of(hub_file: HubFile, siblings: Iterable[Mapping[str, Any]]) -> HubFacts:
+    """The size and SHA-256 the repository's listing (its ``siblings``, with their LFS metadata) gives the file;
+    :class:`HubNotFound` naming the GGUF files it has instead, or :class:`HubFileRefused` when the listing gives no
+    SHA-256 to check the bytes against."""
+    listed = list(siblings)
+    entry = next((s for s in listed if s.get("rfilename") == hub_file.filename), None)
+    if entry is None:
+        ggufs = sorted(str(s.get("rfilename")) for s in listed if str(s.get("rfilename", "")).lower().endswith(".gguf"))
+        shown = ", ".join(ggufs[:12]) + (f" and {len(ggufs) - 12} more" if len(ggufs) > 12 else "")
+        raise HubNotFound(
+            f"{hub_file.repo} has no file {hub_file.filename}.",
+            f"Its GGUF files: {shown}."
+            if ggufs
+            else f"{hub_file.repo} has no GGUF files; pick a repository that does.",
+        )
+    lfs = entry.get("lfs") or {}
+    sha, size = str(lfs.get("sha256", "")).lower(), lfs.get("size", entry.get("size"))
+    if not _SHA256.fullmatch(sha) or not isinstance(size, int) or size <= 0:
+        raise HubFileRefused(
+            f"The hub gives no SHA-256 for {hub_file.filename}, so its bytes cannot be checked.",
+            "Download it yourself and add it with `hearth models import PATH` if you trust where it came from.",
+            page_remedy="Download it yourself and add it under Import in the Models tab if you trust where it came "
+            "from.",
+        )
+    return HubFacts(size, sha)

@@ -1,0 +1,160 @@
+"""`hearth models install hf:OWNER/REPO/FILE.gguf` as a user runs it, against a hub the test serves on loopback
+(tests/hub_server.py) with the real `huggingface_hub` client pointed at it through HF_ENDPOINT: a file installed and
+listed like any other, a cut download gone on with from where it stopped, bytes that do not match their SHA-256 and a
+file that is no GGUF refused with nothing left behind, a gated repository without and with a token."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import write_tiny_gguf
+from tests.hub_server import FakeHub, HostedFile, Repo, hub_serving
+from tests.integration.conftest import as_other
+
+pytestmark = pytest.mark.integration
+
+REPO = "makers/Tiny-GGUF"
+FILE = "tiny-Q4_K_M.gguf"
+REFERENCE = f"hf:{REPO}/{FILE}"
+# What another account tries on a kept partial download: read it, or list its folder.
+LOOK = "import os, sys; p = sys.argv[1]; os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)"
+
+
+@pytest.fixture
+def model_bytes(tmp_path: Path) -> bytes:
+    return write_tiny_gguf(tmp_path / "made.gguf", tensors=64).read_bytes()  # about 130 KB
+
+
+def hearth(home: Path, hub: FakeHub, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    plain = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        env={**plain, "HEARTH_HOME": str(home), "HF_ENDPOINT": hub.url, "HF_HOME": str(home.parent / "hf"), **env},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def installed(home: Path, hub: FakeHub) -> list[dict[str, Any]]:
+    listed = hearth(home, hub, "models", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return [row["stored"] for row in json.loads(listed.stdout) if row["stored"]["source"] == "installed"]
+
+
+def models_folder_files(home: Path) -> list[str]:
+    folder = home / "models"
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+def test_a_file_from_the_hub_is_installed_checked_and_listed_like_any_other(
+    isolated_home: Path, model_bytes: bytes
+) -> None:
+    with hub_serving({REPO: Repo({FILE: HostedFile(model_bytes)})}) as hub:
+        done = hearth(isolated_home, hub, "models", "install", REFERENCE)
+        assert done.returncode == 0, done.stderr
+        assert f"{REFERENCE} is ready as " in done.stdout
+        assert f"from {hub.url}: only this install uses the network" in done.stderr
+        assert "Downloading tiny-Q4_K_M.gguf" in done.stderr and "(100%)" in done.stderr
+        [row] = installed(isolated_home, hub)
+        assert row["sha256"] == hashlib.sha256(model_bytes).hexdigest()
+        assert Path(str(row["path"])) == isolated_home / "models" / FILE
+        assert models_folder_files(isolated_home) == [FILE]  # no partial file left
+        assert not (isolated_home.parent / "hf" / "hub").exists()  # nothing kept in the Hugging Face cache either
+        again = hearth(isolated_home, hub, "models", "install", REFERENCE)
+        assert again.returncode == 0 and "is already installed as" in again.stdout
+        assert [method for method, path, _ in hub.requests if "/resolve/" in path] == ["GET"]  # fetched once
+
+
+def test_a_cut_download_goes_on_from_where_it_stopped_and_what_it_kept_is_the_owners_alone(
+    model_bytes: bytes, other_account: tuple[int, int]
+) -> None:
+    # A data folder under folders any account may enter, so that what keeps another account out is Hearth's own.
+    parent = Path(tempfile.mkdtemp(prefix="hearth-hub-", dir="/tmp"))
+    parent.chmod(0o755)
+    home = parent / "hearth-home"
+    half = len(model_bytes) // 2
+    hosted = HostedFile(model_bytes, cut_after=half, cuts_left=1)
+    try:
+        with hub_serving({REPO: Repo({FILE: hosted})}) as hub:
+            cut_and_resumed(home, hub, model_bytes, half, other_account)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def cut_and_resumed(
+    isolated_home: Path, hub: FakeHub, model_bytes: bytes, half: int, other_account: tuple[int, int]
+) -> None:
+    """The first run is cut off halfway; what it kept is closed to another account; the second run asks only for
+    the rest."""
+    cut = hearth(isolated_home, hub, "models", "install", REFERENCE)
+    assert cut.returncode == 1, cut.stdout + cut.stderr
+    assert f"Install it again to go on from there: hearth models install {REFERENCE}" in cut.stderr
+    assert "Traceback" not in cut.stderr
+    kept = [name for name in models_folder_files(isolated_home) if name.endswith(".partial")]
+    partial = isolated_home / "models" / kept[0]
+    assert len(kept) == 1 and partial.stat().st_size == half
+    assert installed(isolated_home, hub) == []
+    for path in (partial, partial.parent):
+        looked = as_other(other_account, "/usr/bin/python3", "-c", LOOK, str(path))
+        assert looked.returncode != 0 and "PermissionError" in looked.stderr, (path, looked.stdout)
+
+    done = hearth(isolated_home, hub, "models", "install", REFERENCE)
+    assert done.returncode == 0, done.stderr
+    ranges = [asked for method, path, asked in hub.requests if method == "GET" and "/resolve/" in path]
+    assert ranges == ["", f"bytes={half}-"]  # the second run asked only for the rest
+    [row] = installed(isolated_home, hub)
+    assert row["sha256"] == hashlib.sha256(model_bytes).hexdigest()
+    assert models_folder_files(isolated_home) == [FILE]
+
+
+@pytest.mark.parametrize("damage", ["bytes-not-the-listed-sha256", "not-a-gguf"])
+def test_a_file_refused_leaves_nothing_behind(isolated_home: Path, model_bytes: bytes, damage: str) -> None:
+    if damage == "bytes-not-the-listed-sha256":
+        hosted = HostedFile(model_bytes, listed_sha256=hashlib.sha256(b"what the makers published").hexdigest())
+        said = "its bytes do not match the SHA-256 the hub lists"
+    else:
+        hosted = HostedFile(b"<html>not a model</html>" * 100)
+        said = "GGUF"
+    with hub_serving({REPO: Repo({FILE: hosted})}) as hub:
+        refused = hearth(isolated_home, hub, "models", "install", REFERENCE)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert said in refused.stderr and "Traceback" not in refused.stderr
+        assert installed(isolated_home, hub) == []
+        assert models_folder_files(isolated_home) == []
+        assert not (isolated_home.parent / "hf" / "hub").exists()
+
+
+def test_a_gated_repository_asks_for_a_token_and_the_token_is_never_shown(
+    isolated_home: Path, model_bytes: bytes
+) -> None:
+    token = "hf_testtoken0123456789abcdefghij"
+    with hub_serving({REPO: Repo({FILE: HostedFile(model_bytes)}, gated_token=token)}) as hub:
+        refused = hearth(isolated_home, hub, "models", "install", REFERENCE)
+        assert refused.returncode == 1
+        assert f"{REPO} is gated" in refused.stderr and "HF_TOKEN" in refused.stderr
+        done = hearth(isolated_home, hub, "models", "install", REFERENCE, HF_TOKEN=token)
+        assert done.returncode == 0, done.stderr
+        assert token not in done.stdout + done.stderr
+        assert not any(token in p.read_text(errors="replace") for p in isolated_home.rglob("*.json"))
+
+
+def test_a_file_the_repository_lacks_is_named_with_the_files_it_has(isolated_home: Path, model_bytes: bytes) -> None:
+    with hub_serving({REPO: Repo({FILE: HostedFile(model_bytes), "tiny-Q8_0.gguf": HostedFile(model_bytes)})}) as hub:
+        missing = hearth(isolated_home, hub, "models", "install", f"hf:{REPO}/tiny-Q2_K.gguf")
+        assert missing.returncode == 1
+        assert f"{REPO} has no file tiny-Q2_K.gguf" in missing.stderr
+        assert "tiny-Q4_K_M.gguf, tiny-Q8_0.gguf" in missing.stderr
+        nowhere = hearth(isolated_home, hub, "models", "install", "hf:nobody/Nothing-GGUF/x.gguf")
+        assert nowhere.returncode == 1 and "There is no repository nobody/Nothing-GGUF" in nowhere.stderr

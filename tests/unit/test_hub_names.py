@@ -1,0 +1,59 @@
+"""Reading `hf:OWNER/REPO/FILE.gguf` and what a repository's listing says of one file (models/hub.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.hub import HubFacts, HubFile, HubFileRefused, HubNameInvalid, HubNotFound, facts_of, parse_reference
+
+SHA = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("text", "repo", "filename"),
+    [
+        ("hf:bartowski/Qwen2.5-7B-Instruct-GGUF/Qwen2.5-7B-Instruct-Q4_K_M.gguf", "bartowski/Qwen2.5-7B-Instruct-GGUF",
+         "Qwen2.5-7B-Instruct-Q4_K_M.gguf"),
+        ("  HF:unsloth/gemma-3-4b-it-GGUF/gemma-3-4b-it-Q4_K_M.GGUF ", "unsloth/gemma-3-4b-it-GGUF",
+         "gemma-3-4b-it-Q4_K_M.GGUF"),
+        ("hf:org/repo/Q4_K_M/model-Q4_K_M.gguf", "org/repo", "Q4_K_M/model-Q4_K_M.gguf"),  # a file in a folder
+    ],
+)  # fmt: skip
+def test_a_hub_name_is_read_into_its_repository_and_file(text: str, repo: str, filename: str) -> None:
+    assert parse_reference(text) == HubFile(repo, filename)
+    assert parse_reference(text).reference == f"hf:{repo}/{filename}"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("hf:owner/repo", "does not name a file"),
+        ("hf:owner//x.gguf", "does not name a file"),
+        ("hf:-owner/repo/x.gguf", "is not a hub owner or repository name"),
+        ("hf:owner/re po/x.gguf", "is not a hub owner or repository name"),
+        ("hf:owner/repo/../../etc/passwd.gguf", "is not a file inside the repository"),
+        ("hf:owner/repo/model.safetensors", "is not a GGUF file"),
+        ("hf:owner/repo/model-Q4_K_M-00001-of-00003.gguf", "split into several files"),
+    ],
+)
+def test_a_name_that_is_not_a_hub_file_is_refused_with_what_is_wrong(text: str, said: str) -> None:
+    with pytest.raises(HubNameInvalid) as refused:
+        parse_reference(text)
+    assert said in refused.value.message
+    assert refused.value.remedy
+
+
+def test_the_listing_gives_the_size_and_sha256_or_names_the_files_there_are() -> None:
+    wanted = HubFile("o/r", "m-Q4_K_M.gguf")
+    listing = [
+        {"rfilename": "README.md", "size": 10, "lfs": None},
+        {"rfilename": "m-Q8_0.gguf", "size": 9, "lfs": {"sha256": SHA, "size": 900}},
+        {"rfilename": "m-Q4_K_M.gguf", "size": 5, "lfs": {"sha256": SHA.upper(), "size": 500}},
+    ]
+    assert facts_of(wanted, listing) == HubFacts(500, SHA)
+    with pytest.raises(HubNotFound) as missing:
+        facts_of(HubFile("o/r", "m-Q2_K.gguf"), listing)
+    assert missing.value.remedy == "Its GGUF files: m-Q4_K_M.gguf, m-Q8_0.gguf."
+    with pytest.raises(HubFileRefused) as unchecked:  # no LFS SHA-256: its bytes could not be checked
+        facts_of(HubFile("o/r", "README.gguf"), [{"rfilename": "README.gguf", "size": 10, "lfs": None}])
+    assert "no SHA-256" in unchecked.value.message
