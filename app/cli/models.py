@@ -304,13 +304,15 @@ def run_hub_install(settings: Settings, reference: str) -> int:
 
     from app.services.catalog.hub_installs import HubInstalled, install_from_hub
     from backends.hardware import block_telemetry_modules
+    from models.hub import parse_reference
 
+    hub_file = parse_reference(reference)  # a name that is no hub file is refused before anything else is said
     block_telemetry_modules()
     store = open_model_store(ensure_data_dir(resolve_data_paths(settings.home)))  # the hub stays allowed here
     cancel = CancelToken()
     installed: HubInstalled | None = None
     print(
-        f"Installing {for_terminal(reference.strip())} from {constants.ENDPOINT}: only this install uses the network.",
+        f"Installing {for_terminal(hub_file.reference)} from {constants.ENDPOINT}: only this install uses the network.",
         file=sys.stderr,
     )
     try:
