@@ -60,6 +60,37 @@ class HubFacts:
     sha256: str
 
 
+@dataclass(frozen=True)
+class HubListing:
+    """A repository the search found, with its GGUF files (name and size), smallest first."""
+
+    repo: str
+    files: tuple[tuple[str, int], ...]
+
+
+# A quantization as GGUF publishers write it in file names: Q4_K_M, Q8_0, IQ4_XS, F16, BF16.
+_QUANTIZATION = re.compile(r"(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?=[-_.])", re.IGNORECASE)
+
+
+def quantization_of(filename: str) -> str:
+    """The quantization a file's name gives (``Q4_K_M``), or an empty string."""
+    found = _QUANTIZATION.findall(filename.rsplit("/", 1)[-1])
+    return found[-1].upper() if found else ""
+
+
+def gguf_files(siblings: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
+    """The single-file GGUFs of a repository's listing with their sizes, smallest first (the parts of a model split
+    into several files are left out: Hearth does not install those yet)."""
+    found = []
+    for entry in siblings:
+        name = str(entry.get("rfilename", ""))
+        lfs = entry.get("lfs") or {}
+        size = lfs.get("size", entry.get("size"))
+        if name.lower().endswith(".gguf") and not _SPLIT.search(name) and isinstance(size, int) and size > 0:
+            found.append((name, size))
+    return tuple(sorted(found, key=lambda item: (item[1], item[0])))
+
+
 def is_hub_reference(text: str) -> bool:
     return text.strip().lower().startswith(PREFIX)
 

@@ -25,9 +25,11 @@ from models.hub import (
     HubFacts,
     HubFile,
     HubFileRefused,
+    HubListing,
     HubNotFound,
     HubUnreachable,
     facts_of,
+    gguf_files,
 )
 from models.install import MARGIN_BYTES, InstallCancelled, InstallProgress, NotEnoughDisk
 
@@ -58,15 +60,43 @@ def hub_facts(hub_file: HubFile) -> HubFacts:
 
     with hub_reachable(), _named_errors(hub_file):
         info = HfApi().model_info(hub_file.repo, files_metadata=True, timeout=TIMEOUT_S)
-    siblings = [
+    return facts_of(hub_file, _as_listing(info.siblings or []))
+
+
+def search(text: str, limit: int) -> list[HubListing]:
+    """The GGUF repositories on the hub whose names match ``text``, most downloaded first, each with its single-file
+    GGUFs and their sizes (one listing request per repository found)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    listings = []
+    with hub_reachable(), _named_errors(None):
+        for found in api.list_models(search=text, filter="gguf", sort="downloads", limit=limit):
+            try:
+                info = api.model_info(found.id, files_metadata=True, timeout=TIMEOUT_S)
+            except _hub_http_errors():  # one repository that cannot be listed does not end the search
+                continue
+            files = gguf_files(_as_listing(info.siblings or []))
+            if files:
+                listings.append(HubListing(found.id, files))
+    return listings
+
+
+def _hub_http_errors() -> type[Exception]:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    return HfHubHTTPError
+
+
+def _as_listing(siblings: list[Any]) -> list[dict[str, Any]]:
+    return [
         {
             "rfilename": s.rfilename,
             "size": s.size,
             "lfs": {"sha256": s.lfs.sha256, "size": s.lfs.size} if s.lfs is not None else None,
         }
-        for s in info.siblings or []
+        for s in siblings
     ]
-    return facts_of(hub_file, siblings)
 
 
 def check_space(facts: HubFacts, partial: Path) -> None:
@@ -189,8 +219,9 @@ def _refused(hub_file: HubFile, partial: Path, why: str) -> HubFileRefused:
 
 
 @contextmanager
-def _named_errors(hub_file: HubFile, downloading: bool = False) -> Iterator[None]:
-    """``huggingface_hub``'s and the network's errors as Hearth's, each with what to do."""
+def _named_errors(hub_file: HubFile | None, downloading: bool = False) -> Iterator[None]:
+    """``huggingface_hub``'s and the network's errors as Hearth's, each with what to do (``hub_file``: the file asked
+    for; None for a search)."""
     import httpx2
     from huggingface_hub import constants
     from huggingface_hub.errors import (
@@ -202,36 +233,24 @@ def _named_errors(hub_file: HubFile, downloading: bool = False) -> Iterator[None
     )
 
     where = constants.ENDPOINT
+    again = "install again" if hub_file is not None else "search again"
     try:
         yield
-    except GatedRepoError:
-        raise HubAccessRefused(
-            f"{hub_file.repo} is gated: its makers ask each account to accept their terms before downloading.",
-            f"Accept them on {where}/{hub_file.repo} while logged in, then set HF_TOKEN to a token of that account "
-            "(or log in with `hf auth login`) and install again.",
-        ) from None
-    except RepositoryNotFoundError:
-        raise HubNotFound(
-            f"There is no repository {hub_file.repo} on {where} (or it is private).",
-            "Check the name on the hub; for a private one, set HF_TOKEN to a token that may read it.",
-        ) from None
-    except EntryNotFoundError:
-        raise HubNotFound(
-            f"{hub_file.repo} has no file {hub_file.filename}.", "Check the file's name in the repository's Files tab."
-        ) from None
     except OfflineModeIsEnabled:
         raise HubUnreachable(
             "HF_HUB_OFFLINE is set, so nothing is fetched from the Hugging Face Hub.",
-            "Unset HF_HUB_OFFLINE to install from the hub.",
+            "Unset HF_HUB_OFFLINE to install from the hub or search it.",
         ) from None
     except HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "no"
+        if hub_file is not None:
+            _name_file_error(exc, hub_file, where, (GatedRepoError, RepositoryNotFoundError, EntryNotFoundError))
+        status = exc.response.status_code if exc.response is not None else "no answer"
         raise HubUnreachable(
-            f"{where} answered {status} for {hub_file.reference}.",
-            "Try again later; with a mirror, check HF_ENDPOINT.",
+            f"{where} answered {status} to {hub_file.reference if hub_file else 'the search'}.",
+            f"Try again later; with a mirror, check HF_ENDPOINT and {again}.",
         ) from None
     except httpx2.TransportError as exc:
-        if downloading:
+        if downloading and hub_file is not None:
             raise HubUnreachable(
                 f"The download of {hub_file.filename} from {where} was cut off ({type(exc).__name__}).",
                 f"Install it again to go on from there: hearth models install {hub_file.reference}",
@@ -239,5 +258,26 @@ def _named_errors(hub_file: HubFile, downloading: bool = False) -> Iterator[None
             ) from None
         raise HubUnreachable(
             f"The Hugging Face Hub at {where} cannot be reached ({type(exc).__name__}).",
-            "Check the network (or HF_ENDPOINT, for a mirror) and install again.",
+            f"Check the network (or HF_ENDPOINT, for a mirror) and {again}.",
+        ) from None
+
+
+def _name_file_error(error: Exception, hub_file: HubFile, where: str, kinds: tuple[type[Exception], ...]) -> None:
+    """The hub's refusal of one file said as what it means, when it is one of ``kinds`` (gated, no such
+    repository, no such file); otherwise returns."""
+    gated, no_repo, no_entry = kinds
+    if isinstance(error, gated):
+        raise HubAccessRefused(
+            f"{hub_file.repo} is gated: its makers ask each account to accept their terms before downloading.",
+            f"Accept them on {where}/{hub_file.repo} while logged in, then set HF_TOKEN to a token of that account "
+            "(or log in with `hf auth login`) and install again.",
+        ) from None
+    if isinstance(error, no_repo):
+        raise HubNotFound(
+            f"There is no repository {hub_file.repo} on {where} (or it is private).",
+            "Check the name on the hub; for a private one, set HF_TOKEN to a token that may read it.",
+        ) from None
+    if isinstance(error, no_entry):
+        raise HubNotFound(
+            f"{hub_file.repo} has no file {hub_file.filename}.", "Check the file's name in the repository's Files tab."
         ) from None

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -37,6 +37,7 @@ class HostedFile:
 class Repo:
     files: dict[str, HostedFile]
     gated_token: str | None = None  # the token that may read it, when gated
+    downloads: int = 0  # the search lists the most downloaded first
 
 
 @dataclass
@@ -59,8 +60,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(head=False)
 
     def _answer(self, head: bool) -> None:
-        path = unquote(urlsplit(self.path).path)
+        address = urlsplit(self.path)
+        path = unquote(address.path)
         self.hub.requests.append((self.command, path, self.headers.get("Range", "")))
+        if path == "/api/models":
+            self._search(parse_qs(address.query))
+            return
         info = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/[^/]+)?", path)
         if info:
             repo = self._repo(info.group(1))
@@ -89,6 +94,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(401, "GatedRepo", "Access to this model is restricted; you must be authenticated.")
             return None
         return repo
+
+    def _search(self, query: dict[str, list[str]]) -> None:
+        """The hub's model search: names containing the text, GGUF repositories only when asked, most downloaded
+        first, at most ``limit``."""
+        text = query.get("search", [""])[0].lower()
+        limit = int(query.get("limit", ["1000"])[0])
+        gguf_only = "gguf" in query.get("filter", [])
+        found = [
+            (name, repo)
+            for name, repo in self.hub.repos.items()
+            if text in name.lower() and (not gguf_only or any(f.endswith(".gguf") for f in repo.files))
+        ]
+        found.sort(key=lambda item: -item[1].downloads)
+        body = json.dumps(
+            [{"id": name, "modelId": name, "downloads": repo.downloads, "tags": ["gguf"]} for name, repo in found][
+                :limit
+            ]
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _listing(self, name: str, repo: Repo) -> None:
         siblings = [

@@ -340,6 +340,8 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
         return commands_models.run_available(settings)
     if action == "install":
         return commands_models.run_install(settings, args.name, args.skip_if_offline)
+    if action == "search":
+        return commands_models.run_search(args.text, args.limit)
     if action == "ladder":
         types = [t.strip() for t in args.types.split(",") if t.strip()]
         return commands_models.run_ladder(

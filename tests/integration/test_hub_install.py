@@ -158,3 +158,37 @@ def test_a_file_the_repository_lacks_is_named_with_the_files_it_has(isolated_hom
         assert "tiny-Q4_K_M.gguf, tiny-Q8_0.gguf" in missing.stderr
         nowhere = hearth(isolated_home, hub, "models", "install", "hf:nobody/Nothing-GGUF/x.gguf")
         assert nowhere.returncode == 1 and "There is no repository nobody/Nothing-GGUF" in nowhere.stderr
+
+
+def test_search_lists_each_file_with_its_repository_size_quantization_and_fit(
+    isolated_home: Path, model_bytes: bytes
+) -> None:
+    repos = {
+        REPO: Repo({FILE: HostedFile(model_bytes), "tiny-Q8_0.gguf": HostedFile(model_bytes * 2)}, downloads=10),
+        "others/Tiny-Chat-GGUF": Repo(
+            {
+                "tiny-chat.Q4_0.gguf": HostedFile(model_bytes),
+                "tiny-chat-Q4_0-00001-of-00002.gguf": HostedFile(model_bytes),  # a part: not installable yet
+                "README.md": HostedFile(b"# Tiny chat"),
+            },
+            downloads=500,
+        ),
+        "makers/Tiny-Safetensors": Repo({"model.safetensors": HostedFile(b"weights")}, downloads=900),
+    }
+    with hub_serving(repos) as hub:
+        found = hearth(isolated_home, hub, "models", "search", "tiny")
+        assert found.returncode == 0, found.stderr
+        assert f"Searching {hub.url} for GGUF models matching 'tiny'" in found.stderr
+        lines = found.stdout.splitlines()
+        assert lines[0] == "others/Tiny-Chat-GGUF"  # the most downloaded first; the safetensors one not at all
+        assert lines[1].startswith("  tiny-chat.Q4_0.gguf\t") and "\tQ4_0\tfits here: yes: needs about" in lines[1]
+        assert lines[2] == REPO
+        assert lines[3].startswith(f"  {FILE}\t") and "\tQ4_K_M\t" in lines[3], lines[3]
+        assert lines[4].startswith("  tiny-Q8_0.gguf\t") and "\tQ8_0\t" in lines[4]
+        for left_out in ("00001-of-00002", "README", "safetensors"):
+            assert left_out not in found.stdout
+        assert "hearth models install hf:REPO/FILE.gguf" in found.stdout
+        # each size with its unit, as the rest of Hearth writes sizes
+        assert all(line.split("\t")[1].endswith(("KiB", "MiB", "GiB", " B")) for line in lines if line.startswith("  "))
+        nothing = hearth(isolated_home, hub, "models", "search", "no-such-model")
+        assert nothing.returncode == 0 and "No GGUF models on the hub match 'no-such-model'" in nothing.stdout

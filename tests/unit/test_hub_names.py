@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from models.hub import HubFacts, HubFile, HubFileRefused, HubNameInvalid, HubNotFound, facts_of, parse_reference
+from models.hub import (
+    HubFacts,
+    HubFile,
+    HubFileRefused,
+    HubNameInvalid,
+    HubNotFound,
+    facts_of,
+    gguf_files,
+    parse_reference,
+    quantization_of,
+)
 
 SHA = "a" * 64
 
@@ -57,3 +67,30 @@ def test_the_listing_gives_the_size_and_sha256_or_names_the_files_there_are() ->
     with pytest.raises(HubFileRefused) as unchecked:  # no LFS SHA-256: its bytes could not be checked
         facts_of(HubFile("o/r", "README.gguf"), [{"rfilename": "README.gguf", "size": 10, "lfs": None}])
     assert "no SHA-256" in unchecked.value.message
+
+
+@pytest.mark.parametrize(
+    ("filename", "quantization"),
+    [
+        ("Qwen2.5-7B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
+        ("gemma-3-4b-it-IQ4_XS.gguf", "IQ4_XS"),
+        ("Phi-4-mini-instruct.Q8_0.gguf", "Q8_0"),
+        ("Llama-3.2-3B-Instruct-f16.gguf", "F16"),
+        ("model.BF16.gguf", "BF16"),
+        ("Q5_K_S/Qwen3-4B-Q5_K_S.gguf", "Q5_K_S"),
+        ("tiny.gguf", ""),
+    ],
+)
+def test_the_quantization_is_read_from_the_file_name(filename: str, quantization: str) -> None:
+    assert quantization_of(filename) == quantization
+
+
+def test_a_listing_gives_its_single_file_ggufs_smallest_first() -> None:
+    listing = [
+        {"rfilename": "m-Q8_0.gguf", "size": 9, "lfs": {"sha256": SHA, "size": 900}},
+        {"rfilename": "m-Q4_K_M.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 500}},
+        {"rfilename": "m-F16-00001-of-00002.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 2000}},
+        {"rfilename": "README.md", "size": 10, "lfs": None},
+        {"rfilename": "empty.gguf", "size": 0, "lfs": None},
+    ]
+    assert gguf_files(listing) == (("m-Q4_K_M.gguf", 500), ("m-Q8_0.gguf", 900))

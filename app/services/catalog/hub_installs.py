@@ -13,8 +13,8 @@ from pathlib import Path
 from app.errors import HearthError
 from app.services.container import person_keeps_hub_offline
 from backends.base import CancelToken
-from models.hub import HubFile, HubUnreachable, parse_reference
-from models.hub_download import check_space, fetch, hub_facts
+from models.hub import HubFile, HubListing, HubNameInvalid, HubUnreachable, parse_reference
+from models.hub_download import check_space, fetch, hub_facts, search
 from models.install import InstallProgress
 from models.store import ModelStore, StoredModel
 
@@ -33,17 +33,33 @@ def partial_file(models_dir: Path, sha256: str) -> Path:
     return models_dir / DOWNLOADS / f"{sha256}.partial"
 
 
+MAX_RESULTS = 50
+
+
+def search_hub(text: str, limit: int = 10) -> list[HubListing]:
+    """The hub's GGUF repositories matching ``text`` (most downloaded first), with their files and sizes."""
+    wanted = text.strip()
+    if not wanted:
+        raise HubNameInvalid("Nothing to search for.", "Give a few letters of the model's name, for example qwen.")
+    _refuse_if_the_person_keeps_it_offline()
+    return search(wanted, max(1, min(limit, MAX_RESULTS)))
+
+
+def _refuse_if_the_person_keeps_it_offline() -> None:
+    if person_keeps_hub_offline():
+        raise HubUnreachable(
+            "HF_HUB_OFFLINE is set, so nothing is fetched from the Hugging Face Hub.",
+            "Unset HF_HUB_OFFLINE to install from the hub or search it.",
+        )
+
+
 def install_from_hub(
     store: ModelStore, reference: str, cancel: CancelToken
 ) -> Iterator[InstallProgress | HubInstalled]:
     """Yields progress, then :class:`HubInstalled`; raises the typed error (a bad name, the hub unreachable or
     refusing, a full disk, a cancel, bytes that do not match) with nothing registered."""
     hub_file = parse_reference(reference)
-    if person_keeps_hub_offline():
-        raise HubUnreachable(
-            "HF_HUB_OFFLINE is set, so nothing is fetched from the Hugging Face Hub.",
-            "Unset HF_HUB_OFFLINE to install from the hub.",
-        )
+    _refuse_if_the_person_keeps_it_offline()
     yield InstallProgress("download", 0.0, f"Asking the hub about {hub_file.reference}…")
     facts = hub_facts(hub_file)
     known = store.by_sha256(facts.sha256)
