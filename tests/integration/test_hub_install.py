@@ -192,3 +192,24 @@ def test_search_lists_each_file_with_its_repository_size_quantization_and_fit(
         assert all(line.split("\t")[1].endswith(("KiB", "MiB", "GiB", " B")) for line in lines if line.startswith("  "))
         nothing = hearth(isolated_home, hub, "models", "search", "no-such-model")
         assert nothing.returncode == 0 and "No GGUF models on the hub match 'no-such-model'" in nothing.stdout
+
+
+def test_a_curated_model_installs_by_its_short_name_from_its_repository(
+    isolated_home: Path, model_bytes: bytes
+) -> None:
+    from models.hub_catalog import HUB_CATALOG
+
+    curated = HUB_CATALOG["qwen2.5-7b"]
+    with hub_serving({curated.repo: Repo({curated.file_name: HostedFile(model_bytes)})}) as hub:
+        listed = hearth(isolated_home, hub, "models", "available")
+        assert listed.returncode == 0, listed.stderr
+        assert f"qwen2.5-7b            {curated.title}" in listed.stdout and curated.reference in listed.stdout
+        done = hearth(isolated_home, hub, "models", "install", "qwen2.5-7b")
+        assert done.returncode == 0, done.stderr
+        assert f"{curated.reference} is ready as " in done.stdout
+        assert [path for _, path, _ in hub.requests if "/resolve/" in path] == [
+            f"/{curated.repo}/resolve/main/{curated.file_name}"
+        ]
+        again = hearth(isolated_home, hub, "models", "available")
+        line = next(line for line in again.stdout.splitlines() if line.startswith("qwen2.5-7b "))
+        assert "installed as " in line, line
