@@ -45,11 +45,11 @@ class HubFileRefused(HubError):
 @dataclass(frozen=True)
 class HubFile:
     repo: str  # OWNER/REPO
-    filename: str  # its path inside the repository
+    filename: str  # its path inside the repository; empty when only the repository was named
 
     @property
     def reference(self) -> str:
-        return f"{PREFIX}{self.repo}/{self.filename}"
+        return f"{PREFIX}{self.repo}/{self.filename}" if self.filename else f"{PREFIX}{self.repo}"
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,11 @@ def parse_reference(text: str) -> HubFile:
     )
     body = text.strip()[len(PREFIX) :] if is_hub_reference(text) else text.strip()
     parts = body.split("/")
-    if len(parts) < 3 or not all(parts):
-        raise HubNameInvalid(f"{text.strip()!r} does not name a file on the hub.", f"Name one as {example}.")
+    if len(parts) < 2 or not all(parts):
+        raise HubNameInvalid(
+            f"{text.strip()!r} does not name a repository or a file on the hub.",
+            f"Name one as {example}, or a repository alone (hf:OWNER/REPO) to have the file that fits picked.",
+        )
     owner, name, path = parts[0], parts[1], parts[2:]
     for part in (owner, name):
         if not _NAME.fullmatch(part):
@@ -112,6 +115,8 @@ def parse_reference(text: str) -> HubFile:
                 f"{part!r} is not a hub owner or repository name (letters, digits, '-', '_' and '.').",
                 f"Name the file as {example}.",
             )
+    if not path:
+        return HubFile(f"{owner}/{name}", "")  # the repository alone: the file is picked for this computer
     if any(p in (".", "..") or "\\" in p for p in path):
         raise HubNameInvalid(f"{'/'.join(path)!r} is not a file inside the repository.", f"Name it as {example}.")
     filename = "/".join(path)
@@ -153,3 +158,44 @@ def facts_of(hub_file: HubFile, siblings: Iterable[Mapping[str, Any]]) -> HubFac
             "from.",
         )
     return HubFacts(size, sha)
+
+
+# The quantizations picked for a repository named alone, best first: Q4_K_M is the usual balance of quality, size and
+# speed on a CPU; then the next larger ones, then the smaller ones that still keep a model useful.
+PREFERRED = ("Q4_K_M", "Q5_K_M", "Q4_K_S", "Q5_K_S", "Q6_K", "Q8_0", "IQ4_XS", "Q4_0", "IQ4_NL", "Q3_K_L", "Q3_K_M")
+
+
+def pick_file(
+    hub_file: HubFile, files: Iterable[tuple[str, int]], memory_free: int, overhead: float
+) -> tuple[HubFile, str]:
+    """The file of a repository named alone that suits this computer, and why: the first quantization of
+    :data:`PREFERRED` whose file fits in ``memory_free`` (a model takes about ``overhead`` times its file's size
+    once loaded); :class:`HubNotFound` when none fits or the repository has no single-file GGUF."""
+    from backends.memory import format_bytes
+
+    listed = list(files)
+    if not listed:
+        raise HubNotFound(
+            f"{hub_file.repo} has no GGUF file Hearth can install.",
+            "Pick a repository whose name ends in -GGUF (`hearth models search TEXT` lists them).",
+            page_remedy="Pick a repository whose name ends in -GGUF.",
+        )
+    by_kind = {quantization_of(name): (name, size) for name, size in sorted(listed, key=lambda f: f[1])}
+    for kind in PREFERRED:
+        if kind in by_kind and by_kind[kind][1] * overhead <= memory_free:
+            name, size = by_kind[kind]
+            first = kind == PREFERRED[0]
+            why = (
+                f"{kind}, the usual balance of quality and speed"
+                if first
+                else f"{kind}, the best of its files that fits ({PREFERRED[0]} does not, or the repository has none)"
+            )
+            needs, free = format_bytes(int(size * overhead)), format_bytes(memory_free)
+            return HubFile(hub_file.repo, name), f"{why}: it needs about {needs} of the {free} free"
+    smallest, size = min(listed, key=lambda f: f[1])
+    raise HubNotFound(
+        f"None of {hub_file.repo}'s files fits in the {format_bytes(memory_free)} of memory free now (the smallest, "
+        f"{smallest}, needs about {format_bytes(int(size * overhead))}).",
+        "Close other programs, or pick a smaller model (`hearth models available` says which fit).",
+        page_remedy="Close other programs, or pick a smaller model (the Models tab says which fit).",
+    )

@@ -99,6 +99,15 @@ def _as_listing(siblings: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def repository_files(hub_file: HubFile) -> tuple[tuple[str, int], ...]:
+    """The single-file GGUFs of the repository ``hub_file`` names, with their sizes."""
+    from huggingface_hub import HfApi
+
+    with hub_reachable(), _named_errors(hub_file):
+        info = HfApi().model_info(hub_file.repo, files_metadata=True, timeout=TIMEOUT_S)
+    return gguf_files(_as_listing(info.siblings or []))
+
+
 def check_space(facts: HubFacts, partial: Path) -> None:
     """Room for what is still to come, with a margin for everything else on the disk."""
     have = partial.stat().st_size if partial.exists() else 0

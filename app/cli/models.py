@@ -347,7 +347,7 @@ def run_hub_install(settings: Settings, reference: str) -> int:
     what was downloaded for the next run."""
     from huggingface_hub import constants
 
-    from app.services.catalog.hub_installs import HubInstalled, install_from_hub
+    from app.services.catalog.hub_installs import HubInstalled, HubPicked, install_from_hub
     from backends.hardware import block_telemetry_modules
     from models.hub import parse_reference
 
@@ -365,6 +365,10 @@ def run_hub_install(settings: Settings, reference: str) -> int:
         for step in install_from_hub(store, reference, cancel):
             if isinstance(step, HubInstalled):
                 installed = step
+                continue
+            if isinstance(step, HubPicked):
+                _progress_done()
+                print(f"Picked {for_terminal(step.hub_file.filename)}: {step.why}.", file=sys.stderr)
                 continue
             changed = step.stage != stage
             if changed and stage:

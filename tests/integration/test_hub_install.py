@@ -213,3 +213,19 @@ def test_a_curated_model_installs_by_its_short_name_from_its_repository(
         again = hearth(isolated_home, hub, "models", "available")
         line = next(line for line in again.stdout.splitlines() if line.startswith("qwen2.5-7b "))
         assert "installed as " in line, line
+
+
+def test_a_repository_named_alone_installs_the_file_that_fits_and_says_why(
+    isolated_home: Path, model_bytes: bytes
+) -> None:
+    files = {
+        "tiny-Q2_K.gguf": HostedFile(model_bytes[: len(model_bytes) // 2]),  # not a file Hearth would pick
+        FILE: HostedFile(model_bytes),
+        "tiny-Q8_0.gguf": HostedFile(model_bytes + b"\0" * 1000),
+    }
+    with hub_serving({REPO: Repo(files)}) as hub:
+        done = hearth(isolated_home, hub, "models", "install", f"hf:{REPO}")
+        assert done.returncode == 0, done.stderr
+        assert f"Picked {FILE}: Q4_K_M, the usual balance of quality and speed: it needs about " in done.stderr
+        assert f"hf:{REPO}/{FILE} is ready as " in done.stdout
+        assert [path for _, path, _ in hub.requests if "/resolve/" in path] == [f"/{REPO}/resolve/main/{FILE}"]

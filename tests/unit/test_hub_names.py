@@ -13,6 +13,7 @@ from models.hub import (
     facts_of,
     gguf_files,
     parse_reference,
+    pick_file,
     quantization_of,
 )
 
@@ -27,18 +28,19 @@ SHA = "a" * 64
         ("  HF:unsloth/gemma-3-4b-it-GGUF/gemma-3-4b-it-Q4_K_M.GGUF ", "unsloth/gemma-3-4b-it-GGUF",
          "gemma-3-4b-it-Q4_K_M.GGUF"),
         ("hf:org/repo/Q4_K_M/model-Q4_K_M.gguf", "org/repo", "Q4_K_M/model-Q4_K_M.gguf"),  # a file in a folder
+        ("hf:org/Model-GGUF", "org/Model-GGUF", ""),  # the repository alone: the file is picked
     ],
 )  # fmt: skip
 def test_a_hub_name_is_read_into_its_repository_and_file(text: str, repo: str, filename: str) -> None:
     assert parse_reference(text) == HubFile(repo, filename)
-    assert parse_reference(text).reference == f"hf:{repo}/{filename}"
+    assert parse_reference(text).reference == (f"hf:{repo}/{filename}" if filename else f"hf:{repo}")
 
 
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("hf:owner/repo", "does not name a file"),
-        ("hf:owner//x.gguf", "does not name a file"),
+        ("hf:owner", "does not name a repository or a file"),
+        ("hf:owner//x.gguf", "does not name a repository or a file"),
         ("hf:-owner/repo/x.gguf", "is not a hub owner or repository name"),
         ("hf:owner/re po/x.gguf", "is not a hub owner or repository name"),
         ("hf:owner/repo/../../etc/passwd.gguf", "is not a file inside the repository"),
@@ -94,3 +96,24 @@ def test_a_listing_gives_its_single_file_ggufs_smallest_first() -> None:
         {"rfilename": "empty.gguf", "size": 0, "lfs": None},
     ]
     assert gguf_files(listing) == (("m-Q4_K_M.gguf", 500), ("m-Q8_0.gguf", 900))
+
+
+GIB = 1 << 30
+FILES = [("m-Q2_K.gguf", 1 * GIB), ("m-Q4_K_M.gguf", 2 * GIB), ("m-Q8_0.gguf", 4 * GIB), ("m-F16.gguf", 8 * GIB)]
+
+
+def test_a_repository_named_alone_gets_q4_k_m_when_it_fits_and_the_reason() -> None:
+    picked, why = pick_file(HubFile("o/m-GGUF", ""), FILES, memory_free=16 * GIB, overhead=1.3)
+    assert picked == HubFile("o/m-GGUF", "m-Q4_K_M.gguf")
+    assert why.startswith("Q4_K_M, the usual balance of quality and speed: it needs about 2.6 GiB of the 16.0 GiB")
+
+
+def test_without_room_for_q4_k_m_the_best_file_that_fits_is_picked_or_none_with_the_smallest_named() -> None:
+    only_small = [("m-Q8_0.gguf", 4 * GIB), ("m-Q3_K_M.gguf", GIB)]
+    picked, why = pick_file(HubFile("o/m-GGUF", ""), only_small, memory_free=2 * GIB, overhead=1.3)
+    assert picked.filename == "m-Q3_K_M.gguf" and "the best of its files that fits" in why
+    with pytest.raises(HubNotFound) as none:
+        pick_file(HubFile("o/m-GGUF", ""), FILES, memory_free=GIB, overhead=1.3)
+    assert "the smallest, m-Q2_K.gguf, needs about 1.3 GiB" in none.value.message
+    with pytest.raises(HubNotFound):
+        pick_file(HubFile("o/m", ""), [], memory_free=GIB, overhead=1.3)

@@ -12,13 +12,23 @@ from pathlib import Path
 
 from app.errors import HearthError
 from app.services.container import person_keeps_hub_offline
+from app.services.serving.runtime import available_memory
 from backends.base import CancelToken
-from models.hub import HubFile, HubListing, HubNameInvalid, HubUnreachable, parse_reference
-from models.hub_download import check_space, fetch, hub_facts, search
+from models.catalog import RUNTIME_OVERHEAD
+from models.hub import HubFile, HubListing, HubNameInvalid, HubUnreachable, parse_reference, pick_file
+from models.hub_download import check_space, fetch, hub_facts, repository_files, search
 from models.install import InstallProgress
 from models.store import ModelStore, StoredModel
 
 DOWNLOADS = ".downloads"  # in the models folder: partial files kept for the next run, owner-only
+
+
+@dataclass(frozen=True)
+class HubPicked:
+    """The file picked for this computer from a repository named alone, and why."""
+
+    hub_file: HubFile
+    why: str
 
 
 @dataclass(frozen=True)
@@ -55,12 +65,15 @@ def _refuse_if_the_person_keeps_it_offline() -> None:
 
 def install_from_hub(
     store: ModelStore, reference: str, cancel: CancelToken
-) -> Iterator[InstallProgress | HubInstalled]:
+) -> Iterator[InstallProgress | HubPicked | HubInstalled]:
     """Yields progress, then :class:`HubInstalled`; raises the typed error (a bad name, the hub unreachable or
     refusing, a full disk, a cancel, bytes that do not match) with nothing registered."""
     hub_file = parse_reference(reference)
     _refuse_if_the_person_keeps_it_offline()
     yield InstallProgress("download", 0.0, f"Asking the hub about {hub_file.reference}…")
+    if not hub_file.filename:  # a repository named alone: the file that suits this computer
+        hub_file, why = pick_file(hub_file, repository_files(hub_file), available_memory(), RUNTIME_OVERHEAD)
+        yield HubPicked(hub_file, why)
     facts = hub_facts(hub_file)
     known = store.by_sha256(facts.sha256)
     if known is not None and known.path.exists():
