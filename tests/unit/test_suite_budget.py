@@ -19,8 +19,9 @@ def test_every_integration_and_e2e_file_has_its_time_recorded() -> None:
     )
     missing = [path for path in files if path not in recorded]
     assert not missing, (
-        "these test files have no time in bench/data/suite-time.files.json: run `make test`, then "
-        f"`.venv/bin/python bench/suite_time.py`, and commit the record: {missing}"
+        "these test files have no time in bench/data/suite-time.files.json: run `make test` (this check comes last, "
+        "after every part has left its times in test-artifacts/), then `.venv/bin/python bench/suite_time.py`, and "
+        f"commit the record: {missing}"
     )
 
 
