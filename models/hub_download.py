@@ -65,20 +65,28 @@ def hub_facts(hub_file: HubFile) -> HubFacts:
 
 def search(text: str, limit: int) -> list[HubListing]:
     """The GGUF repositories on the hub whose names match ``text``, most downloaded first, each with its single-file
-    GGUFs and their sizes (one listing request per repository found)."""
-    from huggingface_hub import HfApi
+    GGUFs and their sizes (one listing request per repository found). The search is one request, asked once: the
+    library's own listing retries a hub it cannot reach for half a minute, too long to be told it is offline."""
+    from huggingface_hub import HfApi, constants, get_session, hf_raise_for_status
+    from huggingface_hub.utils._headers import build_hf_headers
 
     api = HfApi()
+    params: dict[str, str | int] = {"search": text, "filter": "gguf", "sort": "downloads", "limit": limit}
     listings = []
     with hub_reachable(), _named_errors(None):
-        for found in api.list_models(search=text, filter="gguf", sort="downloads", limit=limit):
+        answer = get_session().get(
+            f"{constants.ENDPOINT}/api/models", params=params, headers=build_hf_headers(), timeout=TIMEOUT_S
+        )
+        hf_raise_for_status(answer)
+        found = [str(item["id"]) for item in answer.json() if isinstance(item, dict) and "id" in item][:limit]
+        for repo in found:
             try:
-                info = api.model_info(found.id, files_metadata=True, timeout=TIMEOUT_S)
+                info = api.model_info(repo, files_metadata=True, timeout=TIMEOUT_S)
             except _hub_http_errors():  # one repository that cannot be listed does not end the search
                 continue
             files = gguf_files(_as_listing(info.siblings or []))
             if files:
-                listings.append(HubListing(found.id, files))
+                listings.append(HubListing(repo, files))
     return listings
 
 

@@ -229,3 +229,18 @@ def test_a_repository_named_alone_installs_the_file_that_fits_and_says_why(
         assert f"Picked {FILE}: Q4_K_M, the usual balance of quality and speed: it needs about " in done.stderr
         assert f"hf:{REPO}/{FILE} is ready as " in done.stdout
         assert [path for _, path, _ in hub.requests if "/resolve/" in path] == [f"/{REPO}/resolve/main/{FILE}"]
+
+
+def test_with_no_hub_to_reach_or_the_hub_kept_off_search_and_install_say_so_in_one_line(isolated_home: Path) -> None:
+    with hub_serving({}) as hub:
+        pass  # served and stopped: nothing listens at its address any more
+    for args in (("models", "search", "qwen"), ("models", "install", REFERENCE)):
+        unreachable = hearth(isolated_home, hub, *args)
+        assert unreachable.returncode == 1
+        said = [line for line in unreachable.stderr.splitlines() if line.startswith("error: ")]
+        assert said == [f"error: The Hugging Face Hub at {hub.url} cannot be reached (ConnectError)."], said
+        assert "Traceback" not in unreachable.stderr
+        kept_off = hearth(isolated_home, hub, *args, HF_HUB_OFFLINE="1")
+        assert kept_off.returncode == 1
+        assert "error: HF_HUB_OFFLINE is set, so nothing is fetched from the Hugging Face Hub." in kept_off.stderr
+    assert models_folder_files(isolated_home) == []
