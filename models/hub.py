@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from backends.memory import format_bytes
 from models.catalog import CatalogError
 
 PREFIX = "hf:"
@@ -171,8 +172,6 @@ def pick_file(
     """The file of a repository named alone that suits this computer, and why: the first quantization of
     :data:`PREFERRED` whose file fits in ``memory_free`` (a model takes about ``overhead`` times its file's size
     once loaded); :class:`HubNotFound` when none fits or the repository has no single-file GGUF."""
-    from backends.memory import format_bytes
-
     listed = list(files)
     if not listed:
         raise HubNotFound(

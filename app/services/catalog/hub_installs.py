@@ -15,8 +15,17 @@ from app.services.container import person_keeps_hub_offline
 from app.services.serving.runtime import available_memory
 from backends.base import CancelToken
 from models.catalog import RUNTIME_OVERHEAD
-from models.hub import HubFile, HubListing, HubNameInvalid, HubUnreachable, parse_reference, pick_file
-from models.hub_download import check_space, fetch, hub_facts, repository_files, search
+from models.hub import (
+    HubFile,
+    HubListing,
+    HubNameInvalid,
+    HubUnreachable,
+    facts_of,
+    gguf_files,
+    parse_reference,
+    pick_file,
+)
+from models.hub_download import check_space, fetch, listing, search
 from models.install import InstallProgress
 from models.store import ModelStore, StoredModel
 
@@ -71,10 +80,11 @@ def install_from_hub(
     hub_file = parse_reference(reference)
     _refuse_if_the_person_keeps_it_offline()
     yield InstallProgress("download", 0.0, f"Asking the hub about {hub_file.reference}…")
+    files = listing(hub_file)  # asked once: the pick and the file's facts both come from it
     if not hub_file.filename:  # a repository named alone: the file that suits this computer
-        hub_file, why = pick_file(hub_file, repository_files(hub_file), available_memory(), RUNTIME_OVERHEAD)
+        hub_file, why = pick_file(hub_file, gguf_files(files), available_memory(), RUNTIME_OVERHEAD)
         yield HubPicked(hub_file, why)
-    facts = hub_facts(hub_file)
+    facts = facts_of(hub_file, files)
     known = store.by_sha256(facts.sha256)
     if known is not None and known.path.exists():
         yield HubInstalled(known, hub_file, already=True)
