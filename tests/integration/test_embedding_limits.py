@@ -4,8 +4,10 @@ one is a clean exit: the real MiniLM behind a real server (in the test's process
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -58,23 +60,26 @@ def test_an_abandoned_request_stops_within_a_slice(hearth: Served) -> None:
     assert time.process_time() - before < 0.5  # and the CPU is quiet again
 
 
+def _send_and_hold(served: Served, body: dict[str, object]) -> socket.socket:
+    """An embedding request sent whole on a connection of its own, which the caller closes to leave: a client that
+    can hang up whenever the test says, without waiting for the answer."""
+    payload = json.dumps(body).encode()
+    head = (
+        "POST /v1/embeddings HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{served.server.port}\r\n"
+        f"Authorization: Bearer {served.key}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    connection = socket.create_connection(("127.0.0.1", served.server.port), timeout=30)
+    connection.sendall(head.encode() + payload)
+    return connection
+
+
 def test_past_two_at_once_a_request_is_told_to_come_back(hearth: Served) -> None:
     jobs = hearth.server.embeddings
     assert jobs is not None
-    leave = threading.Event()
-
-    def long_request() -> None:
-        with hearth.client(timeout=60) as client:
-            try:
-                with client.stream("POST", "/v1/embeddings", json=big_request()) as reply:
-                    leave.wait(60)
-                    reply.close()
-            except httpx.HTTPError:
-                pass
-
-    workers = [threading.Thread(target=long_request) for _ in range(2)]
-    for worker in workers:
-        worker.start()
+    held = [_send_and_hold(hearth, big_request()) for _ in range(2)]
     try:
         assert wait_for(lambda: jobs.in_flight == 2, 30)
         with hearth.client() as client:
@@ -82,9 +87,8 @@ def test_past_two_at_once_a_request_is_told_to_come_back(hearth: Served) -> None
         assert third.status_code == 429, third.text
         assert int(third.headers["retry-after"]) > 0 and third.json()["error"]["code"] == "busy"
     finally:
-        leave.set()
-        for worker in workers:
-            worker.join(60)
+        for connection in held:  # the two clients leave: their embeddings stop within a slice
+            connection.close()
     assert wait_for(lambda: jobs.in_flight == 0, 30)
     with hearth.client() as client:
         assert client.post("/v1/embeddings", json={"model": MODEL, "input": "again"}).status_code == 200
