@@ -162,6 +162,10 @@ _SAME_VERSION = "Use `hearth workers add` from the same Hearth version."
 class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True  # a restarted worker takes its port back at once
     daemon_threads = True
+    # Room for a burst of connections while each is admitted or closed (socketserver's default is 5): past it the
+    # system drops a new connection's first packet and its client tries again only a second or more later, so a
+    # flood of strangers would hold back the owner's own connection by seconds.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler], tls: ssl.SSLContext):
         self._tls = tls
