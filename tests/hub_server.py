@@ -3,8 +3,8 @@ describe a repository and download a file: ``GET /api/models/OWNER/REPO`` (with 
 and ``GET /OWNER/REPO/resolve/REVISION/FILE`` (with HTTP Range). Tests point the real client at it through
 ``HF_ENDPOINT``; nothing leaves this machine.
 
-Per file it can misbehave as a test asks: cut the connection after some bytes (a network that drops), serve bytes
-other than the listed SHA-256 (a damaged mirror), or keep a repository gated (401 without a token).
+Per file it can misbehave as a test asks: cut the connection after some bytes (a network that drops), send slowly,
+serve bytes other than the listed SHA-256 (a damaged mirror), or keep a repository gated (401 without a token).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class HostedFile:
     listed_sha256: str = ""  # what the listing says; the bytes' own SHA-256 unless a test sets another
     cut_after: int | None = None  # close the connection after this many bytes of the file…
     cuts_left: int = 0  # …on this many downloads
+    pace_s: float = 0.0  # a pause after each 4 KiB sent: a slow link, for a download to be stopped midway
 
     def __post_init__(self) -> None:
         self.listed_sha256 = self.listed_sha256 or hashlib.sha256(self.data).hexdigest()
@@ -144,7 +146,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
-        self.wfile.write(data)
+        if not hosted.pace_s:
+            self.wfile.write(data)
+            return
+        for start in range(0, len(data), 4096):
+            self.wfile.write(data[start : start + 4096])
+            self.wfile.flush()
+            time.sleep(hosted.pace_s)
 
     def _error(self, status: int, code: str, message: str) -> None:
         self._json(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message})

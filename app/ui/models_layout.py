@@ -8,8 +8,10 @@ from typing import Any
 
 import gradio as gr
 
+from app.ui import hub_view
 from app.ui import models_view as view
 from models.catalog import CATALOG, RECOMMENDED_CHAT
+from models.hub_catalog import HUB_CATALOG
 from models.ladder import DEFAULT_RUNS
 from models.quantize import TYPES as QUANT_TYPES
 
@@ -19,10 +21,14 @@ REMOVE_COPIES = "Remove them after measuring"
 LADDER_TYPES = ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"]
 # Headers stay whole words; the tables fit a 1280-pixel window without a sideways scroll.
 MODELS_CSS = """
-#models-table table, #install-table table, #ladder-table table { font-size: 0.8rem; }
-#models-table th, #ladder-table th, #install-table th { word-break: keep-all; overflow-wrap: normal; hyphens: none; }
-#models-table th *, #ladder-table th *, #install-table th * { word-break: keep-all; overflow-wrap: normal; }
-#models-table td, #install-table td { overflow-wrap: anywhere; }
+#models-table table, #install-table table, #ladder-table table, #hub-table table { font-size: 0.8rem; }
+#models-table th, #ladder-table th, #install-table th, #hub-table th {
+  word-break: keep-all; overflow-wrap: normal; hyphens: none;
+}
+#models-table th *, #ladder-table th *, #install-table th *, #hub-table th * {
+  word-break: keep-all; overflow-wrap: normal;
+}
+#models-table td, #install-table td, #hub-table td { overflow-wrap: anywhere; }
 """
 
 
@@ -44,6 +50,13 @@ class ModelsTab:
     cancel_install: Any
     install_progress: Any
     install_timer: Any
+    hub_table: Any
+    hub_query: Any
+    hub_search: Any
+    hub_pick: Any
+    hub_install: Any
+    cancel_hub: Any
+    hub_progress: Any
     import_path: Any
     import_file: Any
     import_button: Any
@@ -86,9 +99,12 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
             remove = gr.Button("Remove", scale=1, elem_id="remove-model")
         progress = gr.Markdown("", elem_id="job-progress")
         installing = _install_section()
+        from_hub = _hub_section()
         importing = _import_section(max_file_mb)
         quantizing = _quantize_section()
-    return ModelsTab(tab, in_use, table, pick, use, cancel_use, remove, progress, *installing, *importing, *quantizing)
+    return ModelsTab(
+        tab, in_use, table, pick, use, cancel_use, remove, progress, *installing, *from_hub, *importing, *quantizing
+    )
 
 
 def _install_section() -> tuple[Any, ...]:
@@ -114,6 +130,35 @@ def _install_section() -> tuple[Any, ...]:
         install_progress = gr.Markdown("", elem_id="install-progress")
         install_timer = gr.Timer(INSTALL_POLL_S, active=False)
     return install_table, install_pick, install, cancel_install, install_progress, install_timer
+
+
+def _hub_section() -> tuple[Any, ...]:
+    """Current models from the Hugging Face Hub: the curated ones first, any other by a search."""
+    curated = hub_view.curated_rows(HUB_CATALOG.values())
+    with gr.Accordion("Install a current model from the Hugging Face Hub", open=True, elem_id="hub-accordion"):
+        gr.Markdown(
+            "Larger, current models as GGUF files on the Hugging Face Hub, from their makers or well-known "
+            "publishers. Only a search or an install you ask for here reaches the hub. Each file is checked against "
+            "the SHA-256 the hub lists and then like any model file; a download that stops goes on from where it "
+            "stopped when you install it again, after a restart too."
+        )
+        hub_table = _table(hub_view.HUB_HEADERS, hub_view.HUB_COLUMN_WIDTHS, "hub-table", "On the hub")
+        with gr.Row(equal_height=True):
+            hub_query = gr.Textbox(
+                label="Search the hub for GGUF models",
+                placeholder="qwen3, llama 3.2, gemma 3…",
+                scale=3,
+                elem_id="hub-query",
+            )
+            hub_search = gr.Button("Search the hub", scale=1, elem_id="hub-search")
+        with gr.Row(equal_height=True):
+            hub_pick = gr.Dropdown(
+                choices=hub_view.hub_choices(curated), label="File to install", scale=3, elem_id="hub-pick"
+            )
+            hub_install = gr.Button("Install from the hub", variant="primary", scale=1, elem_id="hub-install")
+            cancel_hub = gr.Button("Stop download", variant="stop", scale=1, elem_id="cancel-hub", visible=False)
+        hub_progress = gr.Markdown("", elem_id="hub-progress")
+    return hub_table, hub_query, hub_search, hub_pick, hub_install, cancel_hub, hub_progress
 
 
 def _import_section(max_file_mb: int) -> tuple[Any, ...]:

@@ -31,6 +31,7 @@ from app.services.catalog.models import (
 from app.services.container import Services
 from app.ui import cancel_button
 from app.ui import models_view as view
+from app.ui.hub_panel import HubPanel
 from app.ui.models_layout import (
     REMOVE_COPIES,
     ModelsTab,
@@ -59,6 +60,7 @@ class ModelsPanel:
         self.uploads = uploads
         self._current = CancelSlot()
         self.installs = InstallJobs(services.paths)
+        self.hub = HubPanel(services, self.installs, self._store)
 
     def _store(self) -> ModelStore:
         return open_model_store(self.services.paths)
@@ -89,8 +91,8 @@ class ModelsPanel:
         return in_use, table, gr.update(choices=choices, value=selected if selected in ids else None)
 
     def first_view(self) -> tuple[Any, ...]:
-        """The tab as it opens: the catalog and the installable models."""
-        return (*self.view(), self.install_view())
+        """The tab as it opens: the catalog, the packaged models, and the hub's section."""
+        return (*self.view(), self.install_view(), *self.hub.first_view())
 
     def import_model(self, path_text: str, uploaded: str | None) -> tuple[Any, ...]:
         if not (path_text or "").strip() and not uploaded:
@@ -201,22 +203,51 @@ class ModelsPanel:
         return cancel_button.pressed() if self.installs.cancel() else cancel_button.hidden()
 
     def install_tick(self) -> tuple[Any, ...]:
-        """(progress, packaged models, in use, models table, picker, timer, Cancel install): drawn again once the
-        job ends; Cancel only while it runs."""
+        """(progress, packaged models, in use, models table, picker, timer, Cancel install, the hub's line, its
+        table, Stop download): drawn again once the job ends; the Cancel of the section that started it only while
+        it runs."""
         state = self.installs.state()
         hidden = gr.update(visible=False)
         if state is None:
-            return "", gr.update(), *self._unchanged(), gr.update(active=False), hidden
-        if state.running:
             return (
-                install_line(state),
+                "",
+                gr.update(),
+                *self._unchanged(),
+                gr.update(active=False),
+                hidden,
+                gr.update(),
+                gr.update(),
+                hidden,
+            )
+        line = install_line(state)
+        if state.running:
+            cancel = gr.update(visible=True)
+            if state.from_hub:
+                return (
+                    gr.update(),
+                    gr.update(),
+                    *self._unchanged(),
+                    gr.update(active=True),
+                    hidden,
+                    line,
+                    gr.update(),
+                    cancel,
+                )
+            return (
+                line,
                 gr.update(),
                 *self._unchanged(),
                 gr.update(active=True),
-                gr.update(visible=True),
+                cancel,
+                gr.update(),
+                gr.update(),
+                hidden,
             )
         selected = state.installed.id if state.installed is not None else None
-        return install_line(state), self.install_view(), *self.view(selected), gr.update(active=False), hidden
+        drawn = (*self.view(selected), gr.update(active=False), hidden)
+        if state.from_hub:
+            return gr.update(), gr.update(), *drawn, line, self.hub.table(), hidden
+        return line, self.install_view(), *drawn, gr.update(), gr.update(), hidden
 
     # --- quantize and the ladder ---------------------------------------------------------------------------------
 
@@ -338,7 +369,8 @@ SWITCH_HERE = (
 def install_line(state: InstallState, then: str = SWITCH_HERE) -> str:
     """An install's progress or outcome in words; ``then``: what to do once it is installed."""
     if state.running:
-        return f"Installing {state.title} ({state.elapsed_s:.0f} s): {state.message}"
+        picked = f" (picked {state.picked})" if state.picked else ""
+        return f"Installing {state.title}{picked} ({state.elapsed_s:.0f} s): {state.message}"
     if state.error:
         return f"Could not install {state.title}: {state.error}"
     if state.cancelled:
@@ -351,7 +383,7 @@ def install_line(state: InstallState, then: str = SWITCH_HERE) -> str:
 def wire_models_tab(panel: ModelsPanel, ui: ModelsTab, status: Any, timer: Any) -> None:
     """Connect the tab's events; ``status`` and ``timer`` are the page's status line and its timer."""
     catalog = [ui.in_use, ui.table, ui.pick]
-    ui.tab.select(panel.first_view, outputs=[*catalog, ui.install_table])
+    ui.tab.select(panel.first_view, outputs=[*catalog, ui.install_table, ui.hub_table, ui.hub_pick, ui.hub_progress])
     ui.import_button.click(
         panel.import_model,
         [ui.import_path, ui.import_file],
@@ -363,9 +395,16 @@ def wire_models_tab(panel: ModelsPanel, ui: ModelsTab, status: Any, timer: Any) 
     # Installing runs in a background thread; the timer draws its progress, so the page stays usable.
     ui.install.click(panel.install, [ui.install_pick], [ui.install_progress, ui.install_timer, ui.cancel_install])
     ui.cancel_install.click(panel.cancel_install, outputs=[ui.cancel_install], queue=False)
+    ui.hub_search.click(panel.hub.search, [ui.hub_query], [ui.hub_progress, ui.hub_table, ui.hub_pick])
+    ui.hub_query.submit(panel.hub.search, [ui.hub_query], [ui.hub_progress, ui.hub_table, ui.hub_pick])
+    ui.hub_install.click(panel.hub.install, [ui.hub_pick], [ui.hub_progress, ui.install_timer, ui.cancel_hub])
+    ui.cancel_hub.click(panel.cancel_install, outputs=[ui.cancel_hub], queue=False)
     ui.install_timer.tick(
         panel.install_tick,
-        outputs=[ui.install_progress, ui.install_table, *catalog, ui.install_timer, ui.cancel_install],
+        outputs=[
+            *(ui.install_progress, ui.install_table, *catalog, ui.install_timer, ui.cancel_install),
+            *(ui.hub_progress, ui.hub_table, ui.cancel_hub),
+        ],
         show_progress="hidden",
     )
     for trigger in (ui.pick.change, ui.qtype.change):

@@ -6,6 +6,7 @@ is the model registered like any other. A file refused at any step leaves nothin
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,39 @@ def partial_file(models_dir: Path, sha256: str) -> Path:
     return models_dir / DOWNLOADS / f"{sha256}.partial"
 
 
+@dataclass(frozen=True)
+class Unfinished:
+    """A download an earlier install left unfinished (cut off, cancelled, or Hearth stopped): installing the same
+    reference again goes on from ``have`` bytes."""
+
+    reference: str
+    have: int
+    size: int
+
+
+def _note_of(partial: Path) -> Path:
+    return partial.with_suffix(".json")
+
+
+def unfinished_downloads(models_dir: Path) -> list[Unfinished]:
+    """The downloads kept for the next install, newest first; a note whose partial file is gone is forgotten."""
+    folder = models_dir / DOWNLOADS
+    found: list[tuple[float, Unfinished]] = []
+    for note in folder.glob("*.json") if folder.is_dir() else ():
+        partial = note.with_suffix(".partial")
+        try:
+            said = json.loads(note.read_text(encoding="utf-8"))
+            reference, size = str(said["reference"]), int(said["size"])
+            kept = partial.stat()
+        except FileNotFoundError:
+            note.unlink(missing_ok=True)
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a note Hearth did not write: left alone, and not offered
+        found.append((kept.st_mtime, Unfinished(reference, kept.st_size, size)))
+    return [item for _, item in sorted(found, key=lambda pair: -pair[0])]
+
+
 MAX_RESULTS = 50
 
 
@@ -93,9 +127,17 @@ def install_from_hub(
         store.remove(known.id)
     partial = partial_file(store.models_dir, facts.sha256)
     check_space(facts, partial)
-    yield from fetch(hub_file, facts, partial, cancel)
+    note = _note_of(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    note.write_text(json.dumps({"reference": hub_file.reference, "size": facts.size}), encoding="utf-8")
+    try:
+        yield from fetch(hub_file, facts, partial, cancel)
+    finally:
+        if not partial.exists():  # refused, and removed: nothing to go on from
+            note.unlink(missing_ok=True)
     target = _free_name(store.models_dir, Path(hub_file.filename).name, facts.sha256)
     partial.replace(target)
+    note.unlink(missing_ok=True)
     yield InstallProgress("register", 1.0, f"Checking {target.name}…")
     try:
         stored, _info = store.add(target, source="installed", sha256=facts.sha256)

