@@ -9,6 +9,7 @@ lists them with whether each fits in the memory free now.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from models.hub import HubFile
@@ -96,3 +97,23 @@ HUB_CATALOG: dict[str, HubModel] = {
         ),
     )
 }
+
+
+# A recommended model leaves at least half of the memory free now to the rest of the computer (the browser, the
+# documents being read): a model that only just fits makes the whole computer slow.
+ROOM_FOR_THE_REST = 0.5
+
+
+def best_fitting(
+    entries: Iterable[HubModel], ram_available_bytes: int, overhead: float, larger_than_bytes: int
+) -> HubModel | None:
+    """The curated model to recommend here: the one with the most parameters whose file, loaded (about
+    ``overhead`` times its size), needs at most half the memory free now, when its file is larger than
+    ``larger_than_bytes`` (the packaged default's); None when none is."""
+    fitting = [
+        entry
+        for entry in entries
+        if entry.size_bytes > larger_than_bytes
+        and entry.size_bytes * overhead <= ram_available_bytes * ROOM_FOR_THE_REST
+    ]
+    return max(fitting, key=lambda entry: (entry.parameters_b, entry.size_bytes), default=None)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from backends.memory import format_bytes
 from models.catalog import PackagedModel
+from models.hub_catalog import HubModel
 
 OFFLINE = (
     "No network? Copy a `.gguf` chat model onto this computer and add it in the **Models** tab (Import a GGUF file)."
@@ -25,25 +26,36 @@ class FirstRun:
 
 
 def first_run(
-    in_use: Path | None, embedded: Path, recommended: PackagedModel, installed_id: str | None
+    in_use: Path | None,
+    embedded: Path,
+    recommended: PackagedModel,
+    installed_id: str | None,
+    larger: HubModel | None = None,
 ) -> FirstRun | None:
-    """The note while ``in_use`` is the embedded model; None for any other model (or none)."""
+    """The note while ``in_use`` is the embedded model; None for any other model (or none). ``larger``: a current
+    model from the Hugging Face Hub that fits this computer with room to spare, named as the step after."""
     if in_use is None or not _same(in_use, embedded):
         return None
     small = (
         "You are chatting with **Hearth's small built-in model** (135 million parameters): it answers at once, but "
         "it is often wrong and cannot follow documents well."
     )
+    more = (
+        f" This computer also has room for **{larger.title}** ({format_bytes(larger.size_bytes)}): Models tab, "
+        "*Install a current model from the Hugging Face Hub*."
+        if larger is not None
+        else ""
+    )
     if installed_id is not None:
         return FirstRun(
-            f"{small} **{recommended.title}** is installed and answers far better: use it for chat.",
+            f"{small} **{recommended.title}** is installed and answers far better: use it for chat.{more}",
             install=False,
             use_id=installed_id,
         )
     size = format_bytes(recommended.size_bytes)
     return FirstRun(
         f"{small} **{recommended.title}** ({size} download, {recommended.license}) answers far better on a computer "
-        f"like this one. {OFFLINE}",
+        f"like this one.{more} {OFFLINE}",
         install=True,
     )
 

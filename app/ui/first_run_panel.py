@@ -18,7 +18,8 @@ from app.ui import cancel_button
 from app.ui.first_run import FirstRun, first_run
 from app.ui.models_tab import install_line
 from app.ui.safe_markdown import literal
-from models.catalog import CATALOG, RECOMMENDED_CHAT
+from models.catalog import CATALOG, RECOMMENDED_CHAT, RUNTIME_OVERHEAD
+from models.hub_catalog import HUB_CATALOG, best_fitting
 
 POLL_S = 1.0
 
@@ -75,7 +76,13 @@ class FirstRunPanel:
             embedded = embedded_chat_model()
         except ModelFileError:
             return None
-        return first_run(choice.path if choice else None, embedded, self.recommended, self._installed_id())
+        larger = best_fitting(
+            HUB_CATALOG.values(),
+            self.services.inventory.ram_available_bytes,
+            RUNTIME_OVERHEAD,
+            self.recommended.size_bytes,
+        )
+        return first_run(choice.path if choice else None, embedded, self.recommended, self._installed_id(), larger)
 
     def _installed_id(self) -> str | None:
         try:

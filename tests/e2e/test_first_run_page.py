@@ -1,7 +1,7 @@
-"""The first run in a real browser (issue 37, item 1): with only the embedded model, the Chat tab says it is the
-small built-in model, offers the recommended one with its size and licence, and says how to add a model without
-a network; Install starts the Models tab's own install (one at a time), shows its progress with a Cancel that
-appears only while it runs, and a cancelled install leaves nothing behind."""
+"""The first run in a real browser: with only the embedded model, the Chat tab says it is the small built-in model,
+offers the recommended one with its size and licence, says how to add a model without a network, and names the largest
+current model from the hub that fits here; Install starts the Models tab's own install (one at a time), shows its
+progress with a Cancel that appears only while it runs, and a cancelled install leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from playwright.sync_api import expect
 
 from app.paths import resolve_data_paths
+from models.catalog import CATALOG, RECOMMENDED_CHAT, RUNTIME_OVERHEAD
+from models.hub_catalog import HUB_CATALOG, best_fitting
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY
 from tests.e2e.test_models_tab import registered
@@ -33,6 +36,15 @@ def test_the_embedded_model_says_what_it_is_and_offers_the_recommended_one(
     expect(note).to_contain_text("small built-in model", timeout=30_000)
     expect(note).to_contain_text("Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) (1.0 GiB download, Apache-2.0)")
     expect(note).to_contain_text("Import a GGUF file")
+    # The step after: the largest current model from the hub that leaves half the free memory to the rest.
+    larger = best_fitting(
+        HUB_CATALOG.values(), psutil.virtual_memory().available, RUNTIME_OVERHEAD, CATALOG[RECOMMENDED_CHAT].size_bytes
+    )
+    if larger is not None:
+        expect(note).to_contain_text(f"This computer also has room for {larger.title}")
+        expect(note).to_contain_text("Install a current model from the Hugging Face Hub")
+    else:
+        expect(note).not_to_contain_text("Hugging Face")
     expect(page.locator("#first-run-cancel")).to_be_hidden()
     page.screenshot(path=str(artifacts_dir / "first-run.png"))
     before = registered(app)

@@ -32,3 +32,18 @@ def test_an_installed_recommended_model_is_offered_for_use_and_any_other_model_n
     assert "is installed" in installed.text
     assert first_run(other, embedded, RECOMMENDED, installed_id=None) is None
     assert first_run(None, embedded, RECOMMENDED, installed_id=None) is None
+
+
+def test_a_larger_hub_model_that_fits_is_named_as_the_step_after(tmp_path: Path) -> None:
+    from models.hub_catalog import HUB_CATALOG
+
+    embedded = tmp_path / "embedded.gguf"
+    embedded.write_bytes(b"GGUF")
+    larger = HUB_CATALOG["qwen3-4b-2507"]
+    for installed_id in (None, "qwen-1"):
+        note = first_run(embedded, embedded, RECOMMENDED, installed_id, larger)
+        assert note is not None
+        assert "room for **Qwen3-4B-Instruct-2507** (2.3 GiB)" in note.text
+        assert "Install a current model from the Hugging Face Hub" in note.text
+    plain = first_run(embedded, embedded, RECOMMENDED, None)
+    assert plain is not None and "Hugging Face" not in plain.text

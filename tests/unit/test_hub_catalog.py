@@ -36,3 +36,21 @@ def test_each_entry_names_a_repository_a_file_a_size_and_a_licence(model: HubMod
 def test_no_curated_name_is_also_a_packaged_models_name() -> None:
     assert not set(HUB_CATALOG) & set(CATALOG)
     assert all(m.key == k and re.fullmatch(r"[a-z0-9.-]+", k) for k, m in HUB_CATALOG.items())
+
+
+def test_the_recommendation_is_the_largest_curated_model_that_leaves_half_the_free_memory() -> None:
+    from models.catalog import CATALOG, RECOMMENDED_CHAT, RUNTIME_OVERHEAD
+    from models.hub_catalog import best_fitting
+
+    default = CATALOG[RECOMMENDED_CHAT].size_bytes
+    gib = 1 << 30
+
+    def best(free_gib: float) -> str | None:
+        found = best_fitting(HUB_CATALOG.values(), int(free_gib * gib), RUNTIME_OVERHEAD, default)
+        return found.key if found is not None else None
+
+    assert best(24) == "qwen2.5-7b"  # 4.4 GiB file, about 5.7 GiB loaded: under half of 24
+    assert best(10) == "qwen3-4b-2507"  # the 7B would take more than half; of the 4B ones, the most parameters
+    assert best(5.5) == "llama-3.2-3b"
+    assert best(3) is None  # nothing larger than the default leaves half of 3 GiB free
+    assert best_fitting(HUB_CATALOG.values(), 64 * gib, RUNTIME_OVERHEAD, 10 * gib) is None  # none larger
