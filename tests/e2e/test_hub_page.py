@@ -60,6 +60,7 @@ def test_search_install_stop_and_go_on_after_a_restart(
     curated.wait_for(timeout=30_000)
     assert "Q4_K_M" in curated.inner_text() and "needs about" in curated.inner_text()
     assert hub.requests == []  # opening the tab asks the hub nothing
+    page.locator("#hub-accordion").screenshot(path=str(artifacts_dir / "hub-section.png"))
 
     page.locator("#hub-query textarea, #hub-query input").first.fill("tiny")
     page.click("#hub-search")
