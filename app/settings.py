@@ -259,6 +259,15 @@ class ServerSettings(BaseModel):
         return origins
 
 
+class BenchSettings(BaseModel):
+    users: str = Field(
+        default="1,2,4,8",
+        pattern=r"^[1-9][0-9]{0,2}(,[1-9][0-9]{0,2}){0,7}$",
+        description="The Hardware tab's benchmark: answers at once, comma-separated (each a round).",
+    )
+    max_tokens: int = Field(default=64, ge=1, le=1024, description="The Hardware tab's benchmark: tokens per answer.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HEARTH_", env_nested_delimiter="__", extra="ignore")
 
@@ -273,6 +282,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings, description="The local web UI.")
     rag: RagSettings = Field(default_factory=RagSettings, description="Documents and retrieval.")
     tools: ToolsSettings = Field(default_factory=ToolsSettings, description="Tools and MCP servers.")
+    bench: BenchSettings = Field(default_factory=BenchSettings, description="The page's benchmark.")
 
 
 def load_settings(**overrides: Any) -> Settings:

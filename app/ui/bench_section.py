@@ -53,9 +53,10 @@ def build_bench_section() -> BenchUi:
 
 
 class BenchPanel:
-    def __init__(self, folder: Path, model_path: Callable[[], Path]) -> None:
+    def __init__(self, folder: Path, model_path: Callable[[], Path], users: str = "1,2,4,8", tokens: int = 64) -> None:
         self._folder = folder
         self._model_path = model_path
+        self._size = ("--users", users, "--max-tokens", str(tokens))  # the bench.* settings
         self._process: subprocess.Popen[str] | None = None
         self._stop_asked = False
         self._lock = threading.Lock()
@@ -86,7 +87,7 @@ class BenchPanel:
             self._folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             stem = self._folder / f"pipeline-{time.strftime('%Y%m%d-%H%M%S')}"
             command = [
-                *(sys.executable, "-m", "app", "bench", "pipeline", "--runs", "1"),
+                *(sys.executable, "-m", "app", "bench", "pipeline", "--runs", "1", *self._size),
                 *("--model", str(self._model_path()), "--json", f"{stem}.json", "--chart", f"{stem}.png"),
             ]
             process = subprocess.Popen(

@@ -142,7 +142,10 @@ def wire_hardware_tab(hardware: HardwarePanel, ui: HardwareUi, services: Service
     """A switch waits for the answers being written; one switch at a time."""
     ui.tab.select(hardware.view, outputs=[ui.machine, ui.plan, ui.backend, ui.device])
     ui.refresh.click(hardware.machine, outputs=[ui.machine], queue=False)
-    bench = BenchPanel(services.paths.root / "benchmarks", lambda: services.control.choice.path)
+    sizes = services.settings.bench
+    bench = BenchPanel(
+        services.paths.root / "benchmarks", lambda: services.control.choice.path, sizes.users, sizes.max_tokens
+    )
     wire_bench_section(bench, ui.bench, ui.tab)
     workers = WorkersPanel(services.paths.workers_file)
     wire_workers_section(workers, ui.workers, ui.tab, hardware.backend_picker, ui.backend)

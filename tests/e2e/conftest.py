@@ -100,20 +100,23 @@ def start_app(isolated_home: Path, tmp_path: Path) -> Iterator[Callable[..., Run
 
 @pytest.fixture(scope="module")
 def shared_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RunningApp]]:
-    """One `hearth ui` per test module for each set of flags, for the tests that neither restart nor kill it, set
-    no environment and need no empty data folder: starting one and loading its model is the dearest step of most page
-    tests. Each test still opens its own browser context, so it starts on a new chat; what it reads from the data
-    folder it reads against what was there before it (other tests of the module wrote there too)."""
-    started: dict[tuple[str, ...], RunningApp] = {}
+    """One `hearth ui` per test module for each set of flags and settings, for the tests that neither restart nor
+    kill it, set no other environment and need no empty data folder: starting one and loading its model is the
+    dearest step of most page tests. Each test still opens its own browser context, so it starts on a new chat; what
+    it reads from the data folder it reads against what was there before it (other tests of the module wrote there
+    too)."""
+    started: dict[tuple[object, ...], RunningApp] = {}
     folder = tmp_path_factory.mktemp("shared-app")
     plain = {key: value for key, value in os.environ.items() if not key.startswith("HEARTH_")}
 
-    def shared(*args: str) -> RunningApp:
-        if args not in started:
+    def shared(*args: str, settings: Mapping[str, str] | None = None) -> RunningApp:
+        """``settings``: HEARTH_ variables this app starts with (the tests that share it all give the same)."""
+        key = (*args, *sorted((settings or {}).items()))
+        if key not in started:
             port = free_port()
             home = folder / f"home-{len(started)}"
-            started[args] = launch(args, home, port, folder / f"ui-{port}.log", plain)
-        app = started[args]
+            started[key] = launch(args, home, port, folder / f"ui-{port}.log", {**plain, **(settings or {})})
+        app = started[key]
         assert app.process.poll() is None, f"the shared hearth ui ended:\n{app.log.read_text()[-3000:]}"
         return app
 

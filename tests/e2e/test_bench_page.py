@@ -1,9 +1,11 @@
 """The Hardware tab's Benchmark area in a real browser, running the real `hearth bench pipeline` on the model in
 use: progress while it runs, the table and chart after, the result kept across a reload; Stop ends the bench and
-the workers it started."""
+the workers it started. The bench is sized down through its settings (two rounds of short answers): its figures are
+the benchmark's job, the page's plumbing this test's. Both tests use one `hearth ui`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,10 @@ from tests.e2e.test_chat_page import STATUS_READY
 pytestmark = pytest.mark.e2e
 
 
+# One and two answers at once, 16 tokens each: every plan and ratio the page shows, at a quarter of the work.
+SMALL = {"HEARTH_BENCH__USERS": "1,2", "HEARTH_BENCH__MAX_TOKENS": "16"}
+
+
 def _open_bench(page: Any) -> None:
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     page.get_by_role("tab", name="Hardware").click()
@@ -25,12 +31,12 @@ def _open_bench(page: Any) -> None:
 
 
 def test_the_benchmark_runs_from_the_page_and_its_result_stays(
-    start_app: Callable[..., RunningApp],
+    shared_app: Callable[..., RunningApp],
     open_page: Callable[[RunningApp], Any],
     embedded_model: Path,
     artifacts_dir: Path,
 ) -> None:
-    app = start_app("--model", str(embedded_model))
+    app = shared_app("--model", str(embedded_model), settings=SMALL)
     page = open_page(app)
     _open_bench(page)
     page.locator("#bench-result", has_text="No benchmark yet").wait_for(timeout=30_000)
@@ -44,7 +50,9 @@ def test_the_benchmark_runs_from_the_page_and_its_result_stays(
     assert "split / one process, 1 user:" in table and "Energy:" in table
     expect(page.locator("#bench-chart img")).to_be_visible(timeout=10_000)
     page.screenshot(path=str(artifacts_dir / "bench-area.png"), full_page=True)
-    assert list((app.home / "benchmarks").glob("pipeline-*.json"))
+    (kept,) = (app.home / "benchmarks").glob("pipeline-*.json")
+    measured = json.loads(kept.read_text())
+    assert measured["max_tokens"] == 16 and {row["users"] for row in measured["rows"]} == {1, 2}  # as set
 
     page.reload()
     _open_bench(page)
@@ -52,9 +60,9 @@ def test_the_benchmark_runs_from_the_page_and_its_result_stays(
 
 
 def test_stop_ends_the_benchmark_and_its_workers(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], embedded_model: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], embedded_model: Path
 ) -> None:
-    app = start_app("--model", str(embedded_model))
+    app = shared_app("--model", str(embedded_model), settings=SMALL)
     page = open_page(app)
     _open_bench(page)
     page.click("#bench-run")
