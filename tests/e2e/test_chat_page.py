@@ -236,9 +236,9 @@ def test_a_broken_model_is_explained_and_the_app_keeps_running(
 def test_a_message_longer_than_the_context_is_refused_and_kept_in_the_box(
     shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = shared_app("--context", "512")
+    app = shared_app("--context", "256")  # the smallest window: a story or two fills it
     page = open_page(app)
-    page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
+    page.wait_for_selector("#status-line:has-text('context 256 tokens')", timeout=60_000)
     conversations = conversation_titles(app)
     too_long = "lighthouse " * 1200
     send(page, too_long, accepted=False)
@@ -253,9 +253,9 @@ def test_a_message_longer_than_the_context_is_refused_and_kept_in_the_box(
 def test_trimming_old_turns_is_shown(
     shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = shared_app("--context", "512")
+    app = shared_app("--context", "256")  # the smallest window: a story or two fills it
     page = open_page(app)
-    page.wait_for_selector("#status-line:has-text('context 512 tokens')", timeout=60_000)
+    page.wait_for_selector("#status-line:has-text('context 256 tokens')", timeout=60_000)
     with sqlite3.connect(app.home / "conversations.db") as db:
         (kept,) = db.execute("SELECT COUNT(*) FROM messages").fetchone()
     for topic in ("the sea", "the mountains", "a city at night"):
