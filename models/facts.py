@@ -16,7 +16,7 @@ from typing import Any
 from models.gguf import ModelInfo, model_name
 
 # Facts written by another version of the reader are read from the file again (its checks may have changed).
-FACTS_VERSION = 2  # 2: output_tied
+FACTS_VERSION = 3  # 2: output_tied; 3: a split model read whole (parts)
 
 
 @dataclass(frozen=True)

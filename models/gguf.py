@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import ModelFileError
-from models.gguf_reader import SkippedArray, TensorEntry, metadata_getter, read_header, read_integers, read_strings
+from models.gguf_reader import (
+    GGUFHeader,
+    SkippedArray,
+    TensorEntry,
+    metadata_getter,
+    read_header,
+    read_integers,
+    read_strings,
+)
+from models.gguf_split import MAX_PARTS, split_name, without_split
 
 _BLOCK = re.compile(r"blk\.(\d+)\.")
 
@@ -49,6 +58,7 @@ class ModelInfo:
     output_bytes: int = 0  # the output projection (or the tied embedding it reuses), which runs on the last device
     output_tied: bool = False  # no output projection of its own: it reuses the token embedding
     tensor_types: frozenset[str] = frozenset()  # ggml types of the weights, e.g. {"Q4_K", "Q6_K", "F32"}
+    parts: int = 1  # files the model is split into (``path`` is the first)
 
     @property
     def weights_bytes(self) -> int:
@@ -60,8 +70,13 @@ class ModelInfo:
 
 
 def read_model_info(path: Path) -> ModelInfo:
-    """Validate the GGUF at ``path`` and extract what selection, memory planning and chat need."""
+    """Validate the GGUF at ``path`` and extract what selection, memory planning and chat need. For a model split
+    into several files, ``path`` is its first part: every other part is read and checked too, and the sizes and
+    weights are the whole model's."""
     header = read_header(path)
+    others = other_parts(path, header)
+    tensors = [*header.tensors, *(tensor for part in others for tensor in part.tensors)]
+    file_size = header.file_size_bytes + sum(part.file_size_bytes for part in others)
     get = metadata_getter(header.metadata, path)
     arch = get("general.architecture", str)
     if not arch:
@@ -101,12 +116,12 @@ def read_model_info(path: Path) -> ModelInfo:
     special = read_strings(path, tokens, [i for i in (bos_id, eos_id) if i is not None])
     return ModelInfo(
         path=path,
-        file_size_bytes=header.file_size_bytes,
+        file_size_bytes=file_size,
         gguf_version=header.version,
         architecture=arch,
-        name=model_name(path, header.file_size_bytes, quantization),
+        name=model_name(path, file_size, quantization),
         quantization=quantization,
-        parameter_count=sum(_elements(t.shape) for t in header.tensors),
+        parameter_count=sum(_elements(t.shape) for t in tensors),
         trained_context_length=trained_ctx,
         block_count=block_count,
         embedding_length=embedding,
@@ -120,8 +135,59 @@ def read_model_info(path: Path) -> ModelInfo:
         eos_token=special.get(eos_id, "") if eos_id is not None else "",
         add_bos_token=bool(get("tokenizer.ggml.add_bos_token", bool, False)),
         license=get("general.license", str),
-        **_tensor_facts(header.tensors, block_count),
+        **_tensor_facts(tensors, block_count),
+        parts=1 + len(others),
     )
+
+
+def other_parts(path: Path, header: GGUFHeader) -> list[GGUFHeader]:
+    """The headers of the other parts of a split model whose first part is ``path`` (llama.cpp's ``split.no`` and
+    ``split.count``, and its names for the parts), each read and checked; empty for a model in one file. A part
+    other than the first, a part missing, or a part of another model is refused with what to do."""
+    get = metadata_getter(header.metadata, path)
+    count = get("split.count", int, 0)
+    if count <= 1:
+        return []
+    number = get("split.no", int, 0)
+    named = split_name(path.name)
+    if count > MAX_PARTS:
+        raise ModelFileError(
+            f"{path.name} says its model is split into {count} files; Hearth reads at most {MAX_PARTS}.",
+            "Merge the parts into fewer files with llama.cpp's llama-gguf-split --merge, then add that file.",
+            page_remedy="Merge the parts into one file with llama.cpp's gguf-split tool, then import that file.",
+        )
+    if number != 0 or named is None or named.number != 1 or named.count != count:
+        first = f"{named.prefix}-00001-of-{count:05d}.gguf" if named is not None else f"…-00001-of-{count:05d}.gguf"
+        raise ModelFileError(
+            f"{path.name} is part {number + 1} of a model split into {count} files.",
+            f"Add the model by its first part, {first}, with the other parts in the same folder.",
+        )
+    parts = []
+    for number in range(2, count + 1):
+        part = path.with_name(named.part(number))
+        if not part.is_file():
+            raise ModelFileError(
+                f"{path.name} is the first of {count} parts of one model, and part {number}, {part.name}, is not "
+                "in the same folder.",
+                "Put every part of the model in one folder with the names they were published with, then try again.",
+            )
+        read = read_header(part)
+        said = metadata_getter(read.metadata, part)
+        if said("split.no", int, -1) != number - 1 or said("split.count", int, 0) != count:
+            raise ModelFileError(
+                f"{part.name} is not part {number} of {count} of the model whose first part is {path.name}.",
+                "Download the model's parts again, all from the same repository.",
+            )
+        parts.append(read)
+    return parts
+
+
+def model_files(path: Path) -> list[Path]:
+    """Every file of the model at ``path``: the file itself, or each part of a split model from its first."""
+    named = split_name(path.name)
+    if named is None or named.number != 1:
+        return [path]
+    return [path.with_name(name) for name in named.parts]
 
 
 # llama.cpp's token types (llama_token_type): the tokens a prompt read with special tokens recognised makes of text.
@@ -209,8 +275,9 @@ def _packaged_name(path: Path, size: int) -> str | None:
 
 
 def display_name(path: Path, quantization: str) -> str:
-    """The file name people recognise, without the quantization suffix that the label already shows."""
-    stem = path.name.removesuffix(".gguf")
+    """The file name people recognise, without the quantization suffix that the label already shows (nor the part
+    numbers of a split model's first part)."""
+    stem = without_split(path.name).removesuffix(".gguf")
     match = re.search(rf"[.\-_]{re.escape(quantization)}$", stem, flags=re.IGNORECASE)
     return stem[: match.start()] if match and match.start() > 0 else stem
 

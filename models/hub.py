@@ -11,11 +11,11 @@ from typing import Any
 
 from backends.memory import format_bytes
 from models.catalog import CatalogError
+from models.gguf_split import split_name
 
 PREFIX = "hf:"
 # The hub's own rule for an owner or repository name: letters, digits, '-', '_', '.', not starting with '-' or '.'.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
-_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -80,16 +80,39 @@ def quantization_of(filename: str) -> str:
 
 
 def gguf_files(siblings: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
-    """The single-file GGUFs of a repository's listing with their sizes, smallest first (the parts of a model split
-    into several files are left out: Hearth does not install those yet)."""
-    found = []
+    """The GGUF models of a repository's listing with their sizes, smallest first: each single file, and each model
+    split into several files as its first part with the size of all its parts (one whose parts are not all listed
+    is left out)."""
+    sizes: dict[str, int] = {}
     for entry in siblings:
         name = str(entry.get("rfilename", ""))
         lfs = entry.get("lfs") or {}
         size = lfs.get("size", entry.get("size"))
-        if name.lower().endswith(".gguf") and not _SPLIT.search(name) and isinstance(size, int) and size > 0:
+        if name.lower().endswith(".gguf") and isinstance(size, int) and size > 0:
+            sizes[name] = size
+    found = []
+    for name, size in sizes.items():
+        split = split_name(name.rsplit("/", 1)[-1])
+        if split is None:
             found.append((name, size))
+            continue
+        if split.number != 1:
+            continue  # counted with its first part
+        folder = name[: len(name) - len(name.rsplit("/", 1)[-1])]
+        parts = [folder + part for part in split.parts]
+        if all(part in sizes for part in parts):
+            found.append((name, sum(sizes[part] for part in parts)))
     return tuple(sorted(found, key=lambda item: (item[1], item[0])))
+
+
+def part_files(hub_file: HubFile) -> list[HubFile]:
+    """The files to download for ``hub_file``: itself, or every part of a split model named by its first part."""
+    name = hub_file.filename.rsplit("/", 1)[-1]
+    split = split_name(name)
+    if split is None:
+        return [hub_file]
+    folder = hub_file.filename[: len(hub_file.filename) - len(name)]
+    return [HubFile(hub_file.repo, folder + part) for part in split.parts]
 
 
 def is_hub_reference(text: str) -> bool:
@@ -126,10 +149,11 @@ def parse_reference(text: str) -> HubFile:
             f"{filename!r} is not a GGUF file; Hearth runs GGUF models.",
             "Pick a .gguf file of the repository (its Files tab on the hub lists them).",
         )
-    if _SPLIT.search(filename):
+    split = split_name(filename.rsplit("/", 1)[-1])
+    if split is not None and split.number != 1:
         raise HubNameInvalid(
-            f"{filename} is one part of a model split into several files, which Hearth does not install yet.",
-            "Pick a quantization of the model that is one .gguf file.",
+            f"{filename} is part {split.number} of a model split into {split.count} files.",
+            f"Name its first part, {split.part(1)}: Hearth downloads every part and installs them as one model.",
         )
     return HubFile(f"{owner}/{name}", filename)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -103,23 +103,30 @@ def _as_listing(siblings: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def check_space(facts: HubFacts, partial: Path) -> None:
-    """Room for what is still to come, with a margin for everything else on the disk."""
-    have = partial.stat().st_size if partial.exists() else 0
-    missing = facts.size - have + MARGIN_BYTES - shutil.disk_usage(nearest_existing(partial.parent)).free
+def check_space(files: Sequence[tuple[HubFacts, Path]]) -> None:
+    """Room for what is still to come of each file (its facts, and where its bytes gather), with a margin for
+    everything else on the disk."""
+    have = sum(partial.stat().st_size for _, partial in files if partial.exists())
+    wanted = sum(facts.size for facts, _ in files)
+    folder = files[0][1].parent
+    missing = wanted - have + MARGIN_BYTES - shutil.disk_usage(nearest_existing(folder)).free
     if missing > 0:
         raise NotEnoughDisk(
             f"Not enough free disk space for this model: {format_bytes(missing)} more is needed on the disk "
-            f"holding {partial.parent}.",
+            f"holding {folder}.",
             f"Free at least {format_bytes(missing)} there (delete files or models you no longer use), then install "
             "it again; what was downloaded is kept.",
         )
 
 
-def fetch(hub_file: HubFile, facts: HubFacts, partial: Path, cancel: CancelToken) -> Iterator[InstallProgress]:
+def fetch(
+    hub_file: HubFile, facts: HubFacts, partial: Path, cancel: CancelToken, asked: str = ""
+) -> Iterator[InstallProgress]:
     """Bring ``partial`` up to the whole file, from where an earlier run left it; yields progress. The partial file
     is kept when the download is cut or cancelled (the next run goes on from it) and removed when its bytes turn
-    out not to be the file's: :class:`HubFileRefused`."""
+    out not to be the file's: :class:`HubFileRefused`. ``asked``: what the person installs, when ``hub_file`` is one
+    part of it (what to install again is named by it)."""
+    again = f"Install it again to go on from there: hearth models install {asked or hub_file.reference}"
     from huggingface_hub import get_session, hf_hub_url, hf_raise_for_status
     from huggingface_hub.utils._headers import build_hf_headers  # the token as the library sends it
 
@@ -136,7 +143,7 @@ def fetch(hub_file: HubFile, facts: HubFacts, partial: Path, cancel: CancelToken
         yield InstallProgress("download", have / total, f"Downloading {shown}: {format_bytes(have)} so far")
         with (
             hub_reachable(),
-            _named_errors(hub_file, downloading=True),
+            _named_errors(hub_file, downloading=True, go_on=again),
             get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=TIMEOUT_S) as answer,
         ):
             hf_raise_for_status(answer)
@@ -160,13 +167,13 @@ def fetch(hub_file: HubFile, facts: HubFacts, partial: Path, cancel: CancelToken
                         raise InstallCancelled(
                             f"Downloading {hub_file.filename} was stopped at {format_bytes(have)} of "
                             f"{format_bytes(total)}; nothing was installed.",
-                            f"Install it again to go on from there: hearth models install {hub_file.reference}",
+                            again,
                             page_remedy=GO_ON_FROM_THE_PAGE,
                         )
         if have < total:
             raise HubUnreachable(
                 f"The download of {hub_file.filename} ended at {format_bytes(have)} of {format_bytes(total)}.",
-                f"Install it again to go on from there: hearth models install {hub_file.reference}",
+                again,
                 page_remedy=GO_ON_FROM_THE_PAGE,
             )
     if digest.hexdigest() != facts.sha256:
@@ -220,7 +227,7 @@ def _refused(hub_file: HubFile, partial: Path, why: str) -> HubFileRefused:
 
 
 @contextmanager
-def _named_errors(hub_file: HubFile | None, downloading: bool = False) -> Iterator[None]:
+def _named_errors(hub_file: HubFile | None, downloading: bool = False, go_on: str = "") -> Iterator[None]:
     """``huggingface_hub``'s and the network's errors as Hearth's, each with what to do (``hub_file``: the file asked
     for; None for a search)."""
     import httpx2
@@ -254,7 +261,7 @@ def _named_errors(hub_file: HubFile | None, downloading: bool = False) -> Iterat
         if downloading and hub_file is not None:
             raise HubUnreachable(
                 f"The download of {hub_file.filename} from {where} was cut off ({type(exc).__name__}).",
-                f"Install it again to go on from there: hearth models install {hub_file.reference}",
+                go_on or f"Install it again to go on from there: hearth models install {hub_file.reference}",
                 page_remedy=GO_ON_FROM_THE_PAGE,
             ) from None
         raise HubUnreachable(

@@ -8,6 +8,7 @@ and removing such a model deletes its file. The embedded model is always listed 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from typing import Literal
 from app.database import Database
 from app.errors import HearthError, ModelFileError, StorageError, shown
 from models.facts import FACTS_VERSION, Refusal, decode_facts, encode_facts
-from models.gguf import ModelInfo, read_model_info, sha256_of
+from models.gguf import ModelInfo, model_files, read_model_info, sha256_of
 from models.gguf_reader import ModelFileUnreadable
+from models.gguf_split import without_split
 
 Source = Literal["embedded", "imported", "installed", "quantized", "converted"]
 SCHEMA_VERSION = 1
@@ -149,12 +151,7 @@ class ModelStore:
         target = path.resolve()
         if copy:
             self.models_dir.mkdir(parents=True, exist_ok=True)
-            target = self.models_dir / path.name
-            if target.exists():
-                target = self.models_dir / f"{path.stem}-{sha[:8]}{path.suffix}"
-            partial = target.with_name(f".{target.name}.partial")
-            shutil.copyfile(path, partial)
-            partial.replace(target)
+            target = self._copied(path, sha, info.parts)
         model = StoredModel(sha, target, source, parent, time.time())
         with self._database.transaction() as db:
             db.execute(
@@ -163,6 +160,24 @@ class ModelStore:
             )
         self._keep_facts(sha, target, info)
         return model, info
+
+    def _copied(self, path: Path, sha: str, parts: int) -> Path:
+        """``path`` copied into the models folder under a free name; a split model's parts into a folder of their
+        own, each under its own name (llama.cpp opens the others by their names from the first)."""
+        if parts > 1:
+            stem = without_split(path.name).removesuffix(".gguf")
+            folder = self.models_dir / stem
+            if folder.exists():
+                folder = self.models_dir / f"{stem}-{sha[:8]}"
+            folder.mkdir(mode=0o700)
+            for file in model_files(path):
+                _copy_whole(file, folder / file.name)
+            return folder / path.name
+        target = self.models_dir / path.name
+        if target.exists():
+            target = self.models_dir / f"{path.stem}-{sha[:8]}{path.suffix}"
+        _copy_whole(path, target)
+        return target
 
     def remove(self, reference: str) -> StoredModel:
         model = self.find(reference)
@@ -175,7 +190,13 @@ class ModelStore:
             db.execute("DELETE FROM model_facts WHERE sha256 = ?", (model.sha256,))
             db.execute("DELETE FROM preferences WHERE key = 'default' AND value = ?", (model.sha256,))
         if self.owns(model.path):
-            model.path.unlink(missing_ok=True)
+            files = model_files(model.path)  # each part of a split model
+            for file in files:
+                file.unlink(missing_ok=True)
+            folder = model.path.parent
+            if len(files) > 1 and folder.resolve() != self.models_dir.resolve():
+                with contextlib.suppress(OSError):  # the split model's own folder, once empty
+                    folder.rmdir()
         return model
 
     def set_default(self, reference: str) -> StoredModel:
@@ -264,6 +285,13 @@ class ModelStore:
     def _set_preference(self, key: str, value: str) -> None:
         with self._database.transaction() as db:
             db.execute("INSERT OR REPLACE INTO preferences (key, value) VALUES (?, ?)", (key, value))
+
+
+def _copy_whole(source: Path, target: Path) -> None:
+    """A copy that is only ever seen whole under ``target``'s name."""
+    partial = target.with_name(f".{target.name}.partial")
+    shutil.copyfile(source, partial)
+    partial.replace(target)
 
 
 def _as_info(facts: ModelInfo | Refusal) -> ModelInfo:

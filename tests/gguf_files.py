@@ -81,3 +81,31 @@ def write_model(
         out.write(bytes(-out.tell() % 32))
         out.write(bytes(4 * shape[0] * shape[1]))
     return path
+
+
+def write_split_copy(source: Path, folder: Path, parts: int) -> list[Path]:
+    """The model at ``source`` split into ``parts`` files in ``folder``, as llama.cpp's gguf-split writes them
+    (``NAME-00001-of-0000N.gguf``…, ``split.*`` keys in each): every metadata value and every tensor's bytes copied as
+    they are, with the gguf package's own reader and writer."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(source))
+    per_part = -(-len(reader.tensors) // parts)
+    base = folder / source.name.removesuffix(".gguf")
+    architecture = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(f"{base}.gguf", architecture, split_max_tensors=per_part)
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue  # the header's own counts, and the architecture the writer was made with
+        kind = field.types[0]
+        item = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, field.contents(), kind, sub_type=item)
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, tensor.data, raw_shape=tensor.data.shape, raw_dtype=tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    written = sorted(folder.glob(f"{base.name}-*-of-*.gguf"))
+    assert len(written) == parts, written
+    return written

@@ -225,12 +225,15 @@ def write_tiny_gguf(
     chat_template: str | None = None,
     tensors: int = 2,
     extra: dict[str, int] | None = None,
+    split_max_tensors: int = 0,
 ) -> Path:
-    """A small but well-formed llama-architecture GGUF, written with the gguf package's own writer."""
+    """A small but well-formed llama-architecture GGUF, written with the gguf package's own writer; with
+    ``split_max_tensors``, split into parts of that many tensors as llama.cpp names them (the first part's path is
+    returned)."""
     import gguf
     import numpy as np
 
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     writer.add_name("tiny test model")
     writer.add_context_length(context_length)
     writer.add_block_count(2)
@@ -253,7 +256,8 @@ def write_tiny_gguf(
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return path
+    parts = -(-tensors // split_max_tensors) if split_max_tensors else 1
+    return path.with_name(f"{path.stem}-00001-of-{parts:05d}.gguf") if parts > 1 else path
 
 
 def copy_gguf_with_chat_template(source: Path, target: Path, chat_template: str) -> Path:

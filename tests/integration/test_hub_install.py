@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from backends.memory import format_bytes
 from tests.helpers import write_tiny_gguf
 from tests.hub_server import FakeHub, HostedFile, Repo, hub_serving
 from tests.integration.conftest import as_other
@@ -244,3 +245,40 @@ def test_with_no_hub_to_reach_or_the_hub_kept_off_search_and_install_say_so_in_o
         assert kept_off.returncode == 1
         assert "error: HF_HUB_OFFLINE is set, so nothing is fetched from the Hugging Face Hub." in kept_off.stderr
     assert models_folder_files(isolated_home) == []
+
+
+def test_a_model_split_into_parts_installs_as_one_model_and_a_cut_part_goes_on(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    first = write_tiny_gguf(tmp_path / "tiny-split.gguf", tensors=64, split_max_tensors=24)
+    parts = sorted(tmp_path.glob("tiny-split-*-of-00003.gguf"))
+    assert first == parts[0] and len(parts) == 3
+    files = {part.name: HostedFile(part.read_bytes()) for part in parts}
+    files[parts[1].name].cut_after, files[parts[1].name].cuts_left = 1000, 1  # the network drops in part 2
+    whole = sum(part.stat().st_size for part in parts)
+    with hub_serving({REPO: Repo(files)}) as hub:
+        later = hearth(isolated_home, hub, "models", "install", f"hf:{REPO}/{parts[1].name}")
+        assert later.returncode == 1 and f"{parts[1].name} is part 2 of a model split into 3 files" in later.stderr
+        assert f"Name its first part, {parts[0].name}" in later.stderr
+        found = hearth(isolated_home, hub, "models", "search", "tiny")
+        [listed] = [line for line in found.stdout.splitlines() if line.startswith("  ")]
+        assert listed.startswith(f"  {parts[0].name}\t") and listed.split("\t")[1] == format_bytes(whole), listed
+
+        cut = hearth(isolated_home, hub, "models", "install", f"hf:{REPO}/{parts[0].name}")
+        assert cut.returncode == 1 and f"The download of {parts[1].name} from" in cut.stderr, cut.stderr[-2000:]
+        assert f"Install it again to go on from there: hearth models install hf:{REPO}/{parts[0].name}" in cut.stderr
+        done = hearth(isolated_home, hub, "models", "install", f"hf:{REPO}/{parts[0].name}")
+        assert done.returncode == 0, done.stderr
+        fetched = [(path.rsplit("/", 1)[1], asked) for method, path, asked in hub.requests if "/resolve/" in path]
+        assert fetched == [  # part 1 once; part 2 cut, then only its rest; part 3 once
+            (parts[0].name, ""),
+            (parts[1].name, ""),
+            (parts[1].name, "bytes=1000-"),
+            (parts[2].name, ""),
+        ]
+    [row] = installed(isolated_home, hub)
+    assert Path(str(row["path"])) == isolated_home / "models" / "tiny-split" / parts[0].name
+    assert models_folder_files(isolated_home) == [f"tiny-split/{part.name}" for part in parts]
+    removed = hearth(isolated_home, hub, "models", "remove", str(row["sha256"])[:12])
+    assert removed.returncode == 0, removed.stderr
+    assert models_folder_files(isolated_home) == [] and not (isolated_home / "models" / "tiny-split").exists()

@@ -13,6 +13,7 @@ from models.hub import (
     facts_of,
     gguf_files,
     parse_reference,
+    part_files,
     pick_file,
     quantization_of,
 )
@@ -45,7 +46,7 @@ def test_a_hub_name_is_read_into_its_repository_and_file(text: str, repo: str, f
         ("hf:owner/re po/x.gguf", "is not a hub owner or repository name"),
         ("hf:owner/repo/../../etc/passwd.gguf", "is not a file inside the repository"),
         ("hf:owner/repo/model.safetensors", "is not a GGUF file"),
-        ("hf:owner/repo/model-Q4_K_M-00001-of-00003.gguf", "split into several files"),
+        ("hf:owner/repo/model-Q4_K_M-00002-of-00003.gguf", "is part 2 of a model split into 3 files"),
     ],
 )
 def test_a_name_that_is_not_a_hub_file_is_refused_with_what_is_wrong(text: str, said: str) -> None:
@@ -87,15 +88,26 @@ def test_the_quantization_is_read_from_the_file_name(filename: str, quantization
     assert quantization_of(filename) == quantization
 
 
-def test_a_listing_gives_its_single_file_ggufs_smallest_first() -> None:
+def test_a_listing_gives_its_models_smallest_first_a_split_one_as_its_first_part_with_the_whole_size() -> None:
     listing = [
         {"rfilename": "m-Q8_0.gguf", "size": 9, "lfs": {"sha256": SHA, "size": 900}},
         {"rfilename": "m-Q4_K_M.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 500}},
-        {"rfilename": "m-F16-00001-of-00002.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 2000}},
+        {"rfilename": "F16/m-F16-00002-of-00002.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 1500}},
+        {"rfilename": "F16/m-F16-00001-of-00002.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 2000}},
+        {"rfilename": "m-BF16-00001-of-00002.gguf", "size": 5, "lfs": {"sha256": SHA, "size": 2000}},  # no part 2
         {"rfilename": "README.md", "size": 10, "lfs": None},
         {"rfilename": "empty.gguf", "size": 0, "lfs": None},
     ]
-    assert gguf_files(listing) == (("m-Q4_K_M.gguf", 500), ("m-Q8_0.gguf", 900))
+    assert gguf_files(listing) == (
+        ("m-Q4_K_M.gguf", 500),
+        ("m-Q8_0.gguf", 900),
+        ("F16/m-F16-00001-of-00002.gguf", 3500),
+    )
+    assert part_files(HubFile("o/r", "F16/m-F16-00001-of-00002.gguf")) == [
+        HubFile("o/r", "F16/m-F16-00001-of-00002.gguf"),
+        HubFile("o/r", "F16/m-F16-00002-of-00002.gguf"),
+    ]
+    assert part_files(HubFile("o/r", "m-Q8_0.gguf")) == [HubFile("o/r", "m-Q8_0.gguf")]
 
 
 GIB = 1 << 30

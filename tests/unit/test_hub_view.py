@@ -87,3 +87,14 @@ def test_unfinished_downloads_are_read_newest_first_and_a_note_without_its_bytes
     assert not gone.with_suffix(".json").exists()
     assert (tmp_path / ".downloads" / "stray.json").exists()  # not Hearth's: left alone
     assert unfinished_downloads(tmp_path / "nothing-here") == []
+
+
+def test_an_unfinished_split_model_counts_the_bytes_of_every_part_kept(tmp_path: Path) -> None:
+    folder = tmp_path / ".downloads"
+    folder.mkdir()
+    (folder / f"{'a' * 64}.partial").write_bytes(b"x" * 30)  # part 1, whole
+    (folder / f"{'b' * 64}.partial").write_bytes(b"x" * 12)  # part 2, begun; part 3 not yet
+    note = {"reference": "hf:o/R-GGUF/m-00001-of-00003.gguf", "size": 90, "parts": ["a" * 64, "b" * 64, "c" * 64]}
+    (folder / f"{'a' * 64}.json").write_text(json.dumps(note))
+    (folder / f"{'d' * 64}.json").write_text(json.dumps({**note, "parts": ["../../etc/passwd"]}))  # not Hearth's
+    assert unfinished_downloads(tmp_path) == [Unfinished("hf:o/R-GGUF/m-00001-of-00003.gguf", 42, 90)]

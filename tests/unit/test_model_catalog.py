@@ -1,5 +1,6 @@
 """The model catalog's rules: ids, defaults, what removing deletes; quantization requests; the fit light."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,44 @@ def test_two_installs_of_one_packaged_model_at_once_each_write_a_file_of_their_o
     assert results == [target, target]
     assert target.read_bytes() == b"".join(parts)
     assert [path.name for path in target.parent.iterdir()] == ["joined.gguf"]
+
+
+def test_a_split_model_is_one_model_and_removing_an_owned_one_deletes_every_part(store: ModelStore) -> None:
+    store.models_dir.mkdir(parents=True)
+    first = write_tiny_gguf(store.models_dir / "tiny.gguf", tensors=5, split_max_tensors=2)
+    parts = sorted(store.models_dir.glob("tiny-*-of-00003.gguf"))
+    assert first == parts[0] and len(parts) == 3
+    model, info = store.add(first, source="installed")
+    assert info.file_size_bytes == sum(p.stat().st_size for p in parts) and info.parameter_count == 5 * 8 * 64
+    assert info.name == "tiny"  # without the part numbers
+    store.remove(model.id)
+    assert list(store.models_dir.iterdir()) == []
+
+
+def test_a_split_model_copied_in_keeps_its_parts_together_under_their_names(store: ModelStore, tmp_path: Path) -> None:
+    first = write_tiny_gguf(tmp_path / "tiny.gguf", tensors=5, split_max_tensors=2)
+    model, info = store.add(first, copy=True)
+    assert model.path == store.models_dir / "tiny" / first.name and info.parts == 3
+    assert sorted(p.name for p in (store.models_dir / "tiny").iterdir()) == [
+        p.name for p in sorted(tmp_path.glob("tiny-*"))
+    ]
+    store.remove(model.id)
+    assert list(store.models_dir.iterdir()) == [] and first.exists()  # the originals are the user's
+
+
+def test_a_later_part_or_a_missing_part_is_refused_saying_what_to_do(store: ModelStore, tmp_path: Path) -> None:
+    first = write_tiny_gguf(tmp_path / "tiny.gguf", tensors=5, split_max_tensors=2)
+    with pytest.raises(ModelFileError) as later:
+        store.add(tmp_path / "tiny-00002-of-00003.gguf")
+    assert later.value.message == "tiny-00002-of-00003.gguf is part 2 of a model split into 3 files."
+    assert "by its first part, tiny-00001-of-00003.gguf" in later.value.remedy
+    (tmp_path / "tiny-00003-of-00003.gguf").unlink()
+    with pytest.raises(ModelFileError) as missing:
+        store.add(first)
+    assert "part 3, tiny-00003-of-00003.gguf, is not in the same folder" in missing.value.message
+    shutil.copyfile(tmp_path / "tiny-00002-of-00003.gguf", tmp_path / "tiny-00003-of-00003.gguf")
+    with pytest.raises(ModelFileError) as shuffled:  # a part under another part's name
+        store.add(first)
+    assert shuffled.value.message == (
+        "tiny-00003-of-00003.gguf is not part 3 of 3 of the model whose first part is tiny-00001-of-00003.gguf."
+    )

@@ -7,6 +7,7 @@ is the model registered like any other. A file refused at any step leaves nothin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from app.services.container import person_keeps_hub_offline
 from app.services.serving.runtime import available_memory
 from backends.base import CancelToken
 from models.catalog import RUNTIME_OVERHEAD
+from models.gguf_split import without_split
 from models.hub import (
     HubFile,
     HubListing,
@@ -24,12 +26,14 @@ from models.hub import (
     facts_of,
     gguf_files,
     parse_reference,
+    part_files,
     pick_file,
 )
 from models.hub_download import check_space, fetch, listing, search
 from models.install import InstallProgress
 from models.store import ModelStore, StoredModel
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 DOWNLOADS = ".downloads"  # in the models folder: partial files kept for the next run, owner-only
 
 
@@ -72,17 +76,20 @@ def unfinished_downloads(models_dir: Path) -> list[Unfinished]:
     folder = models_dir / DOWNLOADS
     found: list[tuple[float, Unfinished]] = []
     for note in folder.glob("*.json") if folder.is_dir() else ():
-        partial = note.with_suffix(".partial")
         try:
             said = json.loads(note.read_text(encoding="utf-8"))
             reference, size = str(said["reference"]), int(said["size"])
-            kept = partial.stat()
-        except FileNotFoundError:
+            shas = [str(sha) for sha in said.get("parts", [note.stem])]
+            if not all(_SHA256.fullmatch(sha) for sha in shas):
+                raise ValueError("not a list of SHA-256s")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # a note Hearth did not write: left alone, and not offered
+        kept = [partial.stat() for sha in shas if (partial := folder / f"{sha}.partial").is_file()]
+        if not kept:
             note.unlink(missing_ok=True)
             continue
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # a note Hearth did not write: left alone, and not offered
-        found.append((kept.st_mtime, Unfinished(reference, kept.st_size, size)))
+        newest = max(stat.st_mtime for stat in kept)
+        found.append((newest, Unfinished(reference, sum(stat.st_size for stat in kept), size)))
     return [item for _, item in sorted(found, key=lambda pair: -pair[0])]
 
 
@@ -118,33 +125,65 @@ def install_from_hub(
     if not hub_file.filename:  # a repository named alone: the file that suits this computer
         hub_file, why = pick_file(hub_file, gguf_files(files), available_memory(), RUNTIME_OVERHEAD)
         yield HubPicked(hub_file, why)
-    facts = facts_of(hub_file, files)
-    known = store.by_sha256(facts.sha256)
+    parts = part_files(hub_file)  # one file, or each part of a split model
+    facts = [facts_of(part, files) for part in parts]
+    known = store.by_sha256(facts[0].sha256)
     if known is not None and known.path.exists():
         yield HubInstalled(known, hub_file, already=True)
         return
     if known is not None:  # registered, but its file was deleted: forget the stale entry
         store.remove(known.id)
-    partial = partial_file(store.models_dir, facts.sha256)
-    check_space(facts, partial)
-    note = _note_of(partial)
-    partial.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    note.write_text(json.dumps({"reference": hub_file.reference, "size": facts.size}), encoding="utf-8")
+    partials = [partial_file(store.models_dir, fact.sha256) for fact in facts]
+    check_space(list(zip(facts, partials, strict=True)))
+    note = _note_of(partials[0])
+    partials[0].parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    total = sum(fact.size for fact in facts)
+    kept = {"reference": hub_file.reference, "size": total, "parts": [fact.sha256 for fact in facts]}
+    note.write_text(json.dumps(kept), encoding="utf-8")
     try:
-        yield from fetch(hub_file, facts, partial, cancel)
+        done = 0
+        for number, (part, fact, partial) in enumerate(zip(parts, facts, partials, strict=True), start=1):
+            for step in fetch(part, fact, partial, cancel, asked=hub_file.reference):
+                if len(parts) == 1:
+                    yield step
+                else:
+                    share = (done + step.fraction * fact.size) / total
+                    yield InstallProgress(step.stage, share, f"Part {number} of {len(parts)}: {step.message}")
+            done += fact.size
     finally:
-        if not partial.exists():  # refused, and removed: nothing to go on from
+        if not any(partial.exists() for partial in partials):  # refused, and removed: nothing to go on from
             note.unlink(missing_ok=True)
-    target = _free_name(store.models_dir, Path(hub_file.filename).name, facts.sha256)
-    partial.replace(target)
+    placed = _placed(store.models_dir, parts, partials, facts[0].sha256)
     note.unlink(missing_ok=True)
-    yield InstallProgress("register", 1.0, f"Checking {target.name}…")
+    yield InstallProgress("register", 1.0, f"Checking {placed[0].name}…")
     try:
-        stored, _info = store.add(target, source="installed", sha256=facts.sha256)
+        stored, _info = store.add(placed[0], source="installed", sha256=facts[0].sha256)
     except HearthError:
-        target.unlink(missing_ok=True)  # not a file Hearth can use: nothing stays behind
+        for file in placed:  # not a model Hearth can use: nothing stays behind
+            file.unlink(missing_ok=True)
+        if len(placed) > 1:
+            placed[0].parent.rmdir()
         raise
     yield HubInstalled(stored, hub_file)
+
+
+def _placed(models_dir: Path, parts: list[HubFile], partials: list[Path], sha256: str) -> list[Path]:
+    """The downloaded files moved into the models folder: a single file by its own name; the parts of a split model
+    into a folder of their own, each by the name it was published with (llama.cpp opens the others by those names
+    from the first)."""
+    if len(parts) == 1:
+        target = _free_name(models_dir, Path(parts[0].filename).name, sha256)
+        partials[0].replace(target)
+        return [target]
+    stem = without_split(Path(parts[0].filename).name).removesuffix(".gguf")
+    folder = models_dir / stem if not (models_dir / stem).exists() else models_dir / f"{stem}-{sha256[:8]}"
+    folder.mkdir(mode=0o700)
+    placed = []
+    for part, partial in zip(parts, partials, strict=True):
+        target = folder / Path(part.filename).name
+        partial.replace(target)
+        placed.append(target)
+    return placed
 
 
 def _free_name(folder: Path, name: str, sha256: str) -> Path:

@@ -202,7 +202,16 @@ def start_run(
         raise TuningError(f"A run for {name!r} is already training.", "Wait for it, or cancel it first.")
     check_options(options)
     read_examples(data)  # the first bad line is reported now, not from the trainer a minute later
-    architecture = read_model_info(base.path).architecture
+    info = read_model_info(base.path)
+    architecture = info.architecture
+    if info.parts > 1:  # transformers reads a model for training from one GGUF file
+        raise TuningError(
+            f"{base.name} is split into {info.parts} files, and Hearth tunes a model kept in one.",
+            "Merge its parts into one file with llama.cpp's llama-gguf-split --merge and add that file, or tune "
+            "another model.",
+            page_remedy="Merge its parts into one file with llama.cpp's gguf-split tool and import that file, or pick "
+            "another model to tune.",
+        )
     if architecture not in TUNABLE_ARCHITECTURES:
         raise TuningError(
             f"Hearth cannot tune {architecture} models yet ({base.name}).",
