@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backends.base import ChatMessage, Role, ToolSpec
 from backends.template_renderer import Conversation, RendererClosed, RenderFailed, TemplateRenderer
@@ -76,6 +76,7 @@ class ChatFormatter:
         self._lock = threading.Lock()
         self._renderer: TemplateRenderer | None = None
         self._reason: str | None = None
+        self._fold_system = False  # set by the probe: the template raises on a system message
         # The special tokens text must not spell out (the backend sets them once its vocabulary is loaded).
         self.defuser = Defuser()
         if template:
@@ -101,7 +102,16 @@ class ChatFormatter:
         conversations = probe_conversations()
         longest = [allowed_chars(c, self._limits) for c in conversations]
         try:
-            prompts = renderer.render(conversations, longest, self._limits.probe_s)
+            try:
+                prompts = renderer.render(conversations, longest, self._limits.probe_s)
+            except RenderFailed as failure:
+                if not _refused_a_system_message(failure, conversations):
+                    raise
+                # Some templates (Gemma 2's, Mistral's first) raise on a system message: the instructions then go
+                # at the head of the first question, as those models were taught to read them.
+                conversations = [replace(c, messages=tuple(fold_system(c.messages))) for c in conversations]
+                prompts = renderer.render(conversations, longest, self._limits.probe_s)
+                self._fold_system = True
         except RenderFailed as failure:
             self._refuse(describe_failure(failure, conversations, self._limits, probing=True))
             return
@@ -113,8 +123,15 @@ class ChatFormatter:
                 self._refuse(problem)
                 return
 
+    @property
+    def folds_system(self) -> bool:
+        """Whether the model's template refuses a system message, which then opens the first question instead."""
+        return self._fold_system and not self._reason
+
     def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
         renderer = self._renderer
+        if self.folds_system:
+            messages = fold_system(messages)
         conversation = Conversation(tuple(messages), add_generation_prompt)
         if renderer is not None and _content_chars(conversation) <= self._limits.max_input_chars:
             try:
@@ -150,7 +167,8 @@ class ChatFormatter:
         takes the written form instead."""
         renderer = self._renderer
         if renderer is not None and template_family(self._template) == "native" and not self._reason:
-            conversation = Conversation(tuple(messages), True, tuple(tools))
+            turns = fold_system(messages) if self._fold_system else messages
+            conversation = Conversation(tuple(turns), True, tuple(tools))
             if _content_chars(conversation) <= self._limits.max_input_chars:
                 try:
                     budget_s = self._limits.turn_budget_s(conversation)
@@ -191,6 +209,29 @@ def build_formatter(
     formatter = ChatFormatter(template, bos_token, eos_token, limits)
     formatter.probe()
     return formatter
+
+
+def fold_system(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` without a system message: its text opens the first user message (or is one, when none
+    follows)."""
+    if not messages or messages[0].role != "system":
+        return list(messages)
+    system, rest = messages[0], list(messages[1:])
+    for index, message in enumerate(rest):
+        if message.role == "user":
+            rest[index] = replace(message, content=f"{system.content}\n\n{message.content}")
+            return rest
+    return [ChatMessage("user", system.content), *rest]
+
+
+def _refused_a_system_message(failure: RenderFailed, conversations: Sequence[Conversation]) -> bool:
+    """Whether the template raised on a probe conversation that opens with a system message (and so perhaps only
+    because of it: the probe is then tried again with the system message folded)."""
+    index = failure.index
+    if failure.kind != "error" or index is None or index >= len(conversations):
+        return False
+    messages = conversations[index].messages
+    return bool(messages) and messages[0].role == "system"
 
 
 def render_chatml(messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:

@@ -112,6 +112,8 @@ class _Renderer:
                     bos_token=self._bos_token,
                     eos_token=self._eos_token,
                     add_generation_prompt=bool(conversation["add_generation_prompt"]),
+                    # Qwen3's switch: answer without a thinking phase first (backends.thinking says why)
+                    enable_thinking=False,
                     **variables,
                 )
             except MemoryError:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, overload
 
 from app.errors import InvalidChoice
 from backends.base import ChatEvent, ChatMessage, Finished, Grammar, Reading, TextDelta, ToolCall, ToolSpec, Usage
+from backends.call_forms import OPENING, may_open, new_call_id, read_call, read_whole
 from backends.grammar import (
     MAX_GRAMMAR_CHARS,
     MAX_SCHEMA_CHARS,
@@ -57,19 +57,18 @@ Family = Literal["native", "generic"]
 # answer whose text fits none of them is never held (it is read back as text).
 _WS = r"[ \t\n]{0,24}"
 _AFTER_NAME = _WS + r":?" + _WS + r"\"?"
+_MARKER = r"(?:<\|python_tag\|>|functools" + _WS + r"\[)"
 _TRIGGERS = (
     r"^[\s\S]*?(" + OPEN + r")" + _WS + r"(\{" + _WS + r"\"?)?$",
     r"^" + _WS + r"(```(?:json)?" + _WS + r"\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
     r"^" + _WS + r"(\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
     r"^" + _WS + r"\{" + _WS + r"(\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",  # doubled, as Qwen2.5 shows it
+    # Llama 3.x's python tag (where its text is shown) or Phi-4-mini's list name before the call (backends.call_forms)
+    r"^" + _WS + _MARKER + _WS + r"(\{" + _WS + r"\"name\")" + _AFTER_NAME + "$",
 )
-# A bare call may open with a doubled brace: Qwen2.5's template shows its example call as {{"name": ...}}, and its
-# models sometimes write a call the same way.
-_OPENING = re.compile(r"(```(?:json)?\s*)?\{\{?\s*\"name\"")
 # A tagged call's opening up to its arguments, as the grammar writes it: the name is known, the arguments follow.
 _HEADER = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*')
 _HEADER_LONGEST = 512  # a call's opening not read by then is not streamed in pieces (it is read whole at its end)
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 
 def template_family(template: str | None) -> Family:
@@ -209,36 +208,6 @@ def _unusable(tool: ToolSpec, reason: str, where: str) -> SchemaRefused:
     )
 
 
-def new_call_id() -> str:
-    return f"call_{secrets.token_hex(12)}"
-
-
-def read_call(body: str) -> ToolCall | None:
-    """The call written between the markers, or None when it is not ``{"name": ..., "arguments": {...}}`` (in
-    doubled braces too, as Qwen2.5's template shows the form)."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        value = _in_doubled_braces(body)
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return None
-    arguments = value.get("arguments", value.get("parameters", {}))
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return ToolCall(new_call_id(), value["name"], text)
-
-
-def _in_doubled_braces(body: str) -> Any:
-    """The object inside ``{{...}}`` (the outer closing brace may be missing, or doubled), or None."""
-    text = body.strip()
-    if not text.startswith("{{"):
-        return None
-    try:
-        value, end = json.JSONDecoder().raw_decode(text, 1)
-    except ValueError:
-        return None
-    return value if set(text[end:].strip()) <= {"}"} else None
-
-
 def split_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     """A whole answer as (its text, the calls it made); text that only looks like a call stays text."""
     scanner = CallScanner()
@@ -330,10 +299,10 @@ class CallScanner:
             return []
         if self._opening:
             begun = self._held.lstrip()
-            if _OPENING.match(begun):
+            if OPENING.match(begun):
                 self._whole = True
                 return []
-            if not begun or _may_open(begun):
+            if not begun or may_open(begun):
                 return []
             self._opening = False
         out: list[Piece] = []
@@ -367,8 +336,8 @@ class CallScanner:
         """What is left when the answer ends: a call held whole, or held text (a call never closed stays text)."""
         held, self._held = self._held, ""
         if self._whole:
-            call = read_call(_FENCE.sub("", held.strip()))
-            return [call] if call is not None else [held]
+            calls = read_whole(held)
+            return [*calls] if calls is not None else [held]
         if self._inside:
             self._inside = False
             # the answer ended right after the call's JSON (the closing marker cut)
@@ -457,26 +426,6 @@ class _StreamedCall:
 def _in_string(body: str) -> bool:
     """Whether ``body``, the start of a call's JSON, ends inside a string (an odd number of unescaped quotes)."""
     return len(re.findall(r'(?<!\\)(?:\\\\)*"', body)) % 2 == 1
-
-
-def _may_open(text: str) -> bool:
-    """Whether ``text`` (without leading spaces) may still become a bare or fenced call's opening."""
-    if text.startswith("```"):
-        rest = text[3:]
-        if len(rest) < 4 and "json".startswith(rest):
-            return True
-        rest = rest.removeprefix("json").lstrip()
-        return not rest or _may_object(rest)
-    return "```".startswith(text) or _may_object(text)
-
-
-def _may_object(text: str) -> bool:
-    if not text.startswith("{"):
-        return False
-    rest = text[1:].lstrip()
-    if rest.startswith("{"):  # the doubled brace of Qwen2.5's example
-        rest = rest[1:].lstrip()
-    return '"name"'.startswith(rest) if len(rest) < 6 else rest.startswith('"name"')
 
 
 def _partial_marker(text: str) -> int:

@@ -185,12 +185,14 @@ class ModelStore:
             raise ModelNotKnown(
                 "The embedded model ships with Hearth and cannot be removed.", "Choose another default instead."
             )
+        # The parts go with it only when the file's own header says it is split: a file merely named like a first
+        # part must not take other files of that name pattern with it.
+        files = model_files(model.path) if self._parts(model.path) > 1 else [model.path]
         with self._database.transaction() as db:
             db.execute("DELETE FROM models WHERE sha256 = ?", (model.sha256,))
             db.execute("DELETE FROM model_facts WHERE sha256 = ?", (model.sha256,))
             db.execute("DELETE FROM preferences WHERE key = 'default' AND value = ?", (model.sha256,))
         if self.owns(model.path):
-            files = model_files(model.path)  # each part of a split model
             for file in files:
                 file.unlink(missing_ok=True)
             folder = model.path.parent
@@ -209,6 +211,13 @@ class ModelStore:
             )
         self._set_preference("default", model.sha256)
         return model
+
+    def _parts(self, path: Path) -> int:
+        """How many files the model at ``path`` is, as its facts say (1 for a file that is gone or refused)."""
+        try:
+            return self.model_info(path).parts
+        except (ModelFileError, OSError):
+            return 1
 
     def owns(self, path: Path) -> bool:
         """Files under Hearth's models folder are Hearth's (made or copied by it)."""

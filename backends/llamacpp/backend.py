@@ -41,6 +41,7 @@ from backends.llamacpp.vocab_markers import special_texts
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
 from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
+from backends.thinking import opens_thinking, without_thinking
 from backends.turn_markers import Defuser, marker_texts
 
 if TYPE_CHECKING:
@@ -246,19 +247,20 @@ class LlamaCppBackend(Backend):
     ) -> Iterator[ChatEvent]:
         started = time.perf_counter()
         engine, formatter = self._require()
+        prompt = formatter.render_chat(messages, params.tools)
+        bos = self._wants_bos(prompt)
         if not (params.passages and engine.can_join):
-            yield from self._answer(self._tokenize_chat(messages, params.tools), params, cancel, started)
+            tokens = engine.tokenize(prompt, add_special=bos, parse_special=True)
+            yield from without_thinking(self._answer(tokens, params, cancel, started), opens_thinking(prompt))
             return
         # The prompt is read in pieces cut at its passages, so each passage is the same tokens wherever it stands
         # and its kept cache can be found (``backends.llamacpp.prompt_spans``).
         from backends.llamacpp.prompt_spans import segments, tokenized
 
-        prompt = formatter.render_chat(messages, params.tools)
-        bos = self._wants_bos(prompt)
         tokens, spans = tokenized(
             segments(prompt, params.passages), lambda text, first: engine.tokenize(text, first and bos, True)
         )
-        yield from self._answer(tokens, params, cancel, started, spans)
+        yield from without_thinking(self._answer(tokens, params, cancel, started, spans), opens_thinking(prompt))
 
     def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
         started = time.perf_counter()

@@ -42,6 +42,7 @@ from backends.openvino.placement import NPU_MAX_PROMPT_TOKENS, NPU_MIN_RESPONSE_
 from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import INTEL_GPU, NPU, OPENVINO_CPU
 from backends.stops import StopScanner
+from backends.thinking import opens_thinking, without_thinking
 from backends.turn_markers import Defuser, marker_texts
 from models.gguf import special_token_texts
 
@@ -202,7 +203,7 @@ class OpenVinoBackend(Backend):
         prompt = formatter.render_chat(messages)  # earlier tool calls written into plain turns (no grammar here)
         # One LLMPipeline answers one prompt at a time: later requests wait here, in arrival order.
         with self._lock:
-            yield from self._generate(prompt, params, cancel)
+            yield from without_thinking(self._generate(prompt, params, cancel), opens_thinking(prompt))
 
     def stream_completion(self, prompt: str, params: GenerationParams, cancel: CancelToken) -> Iterator[ChatEvent]:
         with self._lock:

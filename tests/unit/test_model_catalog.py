@@ -218,6 +218,16 @@ def test_a_split_model_is_one_model_and_removing_an_owned_one_deletes_every_part
     assert list(store.models_dir.iterdir()) == []
 
 
+def test_removing_a_single_file_named_like_a_first_part_leaves_other_files_of_that_pattern(store: ModelStore) -> None:
+    store.models_dir.mkdir(parents=True)
+    lone = write_tiny_gguf(store.models_dir / "solo-00001-of-00002.gguf", tensors=3)  # one file, not split
+    other = write_tiny_gguf(store.models_dir / "solo-00002-of-00002.gguf", tensors=2)  # someone else's file
+    model, info = store.add(lone, source="installed")
+    assert info.parts == 1
+    store.remove(model.id)
+    assert not lone.exists() and other.exists()
+
+
 def test_a_split_model_copied_in_keeps_its_parts_together_under_their_names(store: ModelStore, tmp_path: Path) -> None:
     first = write_tiny_gguf(tmp_path / "tiny.gguf", tensors=5, split_max_tensors=2)
     model, info = store.add(first, copy=True)
