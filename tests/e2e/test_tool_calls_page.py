@@ -53,10 +53,29 @@ def kept_calls(app: RunningApp) -> list[list[dict[str, Any]]]:
     return [json.loads(row[0]) if row[0] else [] for row in rows]
 
 
-def test_calls_are_asked_about_allowed_denied_and_kept(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path
+def test_stop_while_a_call_waits_ends_the_answer_and_runs_nothing(
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
 ) -> None:
-    app = start_app()
+    # Before the next test on the same hearth ui: that one allows the calculator for good.
+    app = shared_app()
+    before = len(kept_calls(app))
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    tools_on(page)
+    send(page, "What is 9 times 8?")
+    expect(page.locator("#call-question")).to_contain_text("Run calculator", timeout=120_000)
+    page.click("#stop")
+    expect(page.locator("#call-approval")).to_be_hidden(timeout=30_000)
+    expect(page.locator("#send")).to_be_enabled(timeout=30_000)
+    (calls,) = kept_calls(app)[before:]
+    assert [c["allowed"] for c in calls] == [False]  # refused by Stop, never run
+
+
+def test_calls_are_asked_about_allowed_denied_and_kept(
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], artifacts_dir: Path
+) -> None:
+    app = shared_app()
+    before = len(kept_calls(app))  # the calls of the module's earlier tests on this hearth ui
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     tools_on(page)
@@ -67,12 +86,12 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     expect(page.locator("#chat [data-testid='bot']").last).to_contain_text("Tool call waiting for you")
     # Nothing has run yet: no call is kept (an assistant row may already be saved, empty, as seen once in the
     # suite; what matters is that no call is recorded before it is allowed).
-    assert all(calls == [] for calls in kept_calls(app)), kept_calls(app)
+    assert all(calls == [] for calls in kept_calls(app)[before:]), kept_calls(app)
     page.click("#allow-once")
     expect(page.locator("#call-approval")).to_be_hidden()
     text = answered(page, "#allow-once")
     assert "Tool call: calculator (built-in) · " in text, text
-    (first,) = kept_calls(app)
+    (first,) = kept_calls(app)[before:]
     assert first[0]["tool"] == "calculator" and first[0]["allowed"] is True
     assert first[0]["result"] != "The user did not allow this call."
     page.screenshot(path=str(artifacts_dir / "tool-call.png"))
@@ -89,7 +108,7 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     expect(page.locator("#call-approval")).to_be_hidden()
     text = answered(page, "#deny-call")
     assert "Tool call: calculator (built-in) · refused" in text, text
-    assert kept_calls(app)[1][0]["allowed"] is False
+    assert kept_calls(app)[before + 1][0]["allowed"] is False
 
     send(page, QUESTION)
     expect(question).to_contain_text("Run calculator", timeout=120_000)
@@ -111,22 +130,6 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     )
     expect(page.locator("#chat [data-testid='bot']").first).to_contain_text("Tool call: calculator (built-in)")
     assert app.remote_requests == [], app.remote_requests
-
-
-def test_stop_while_a_call_waits_ends_the_answer_and_runs_nothing(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any]
-) -> None:
-    app = start_app()
-    page = open_page(app)
-    page.wait_for_selector(STATUS_READY, timeout=60_000)
-    tools_on(page)
-    send(page, QUESTION)
-    expect(page.locator("#call-question")).to_contain_text("Run calculator", timeout=120_000)
-    page.click("#stop")
-    expect(page.locator("#call-approval")).to_be_hidden(timeout=30_000)
-    expect(page.locator("#send")).to_be_enabled(timeout=30_000)
-    (calls,) = kept_calls(app)
-    assert [c["allowed"] for c in calls] == [False]  # refused by Stop, never run
 
 
 NOTES = {
