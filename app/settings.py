@@ -224,6 +224,15 @@ class ToolsSettings(BaseModel):
         description="Offer search_documents (the model searches the collection itself) when tools are on with a "
         "collection (`hearth chat --tools -c NAME`, `hearth ask --tools`).",
     )
+    fit_threshold: float = Field(
+        default=0.06,
+        ge=-1.0,
+        le=1.0,
+        description="Offer the model only the tools whose name and description are at least this similar to the "
+        "request (cosine similarity of their embeddings): small models call any tool offered, even for 'Hello!'. "
+        "-1 offers every tool. Chosen on the tuning half of the tool question set (bench/data/tool-relevance.json). "
+        "Not applied when a call is asked for first ('Tools: call one first').",
+    )
 
 
 class ServerSettings(BaseModel):

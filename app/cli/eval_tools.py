@@ -20,6 +20,7 @@ from app.services.serving.model_handles import Lease
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.tools.call_eval import RIGHT, Outcome, ToolQuestion, read_tool_questions, report, score_calls
+from app.tools.relevance import fitting_tools
 from app.wording import shorten
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall
 from backends.tool_calls import CALL_GUIDANCE, calls_grammar, calls_in, generic_messages
@@ -38,6 +39,7 @@ class Asked:
     detail: str
     seconds: float
     finish_reason: str
+    offered: tuple[str, ...] | None = None  # the functions offered, when only those that fit were
 
 
 def run_eval_tools(
@@ -49,7 +51,10 @@ def run_eval_tools(
     part: str | None,
     output: Path | None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    fitting: bool = False,
 ) -> int:
+    """``fitting``: offer each question only the functions that fit it, as the page and the terminal offer tools
+    (``tools.fit_threshold``); a question left with none is asked without tools."""
     from app.cli.commands import load_model
     from app.services.container import build_services, measuring
 
@@ -57,26 +62,36 @@ def run_eval_tools(
     if model is not None:
         settings = with_model(settings, model)
     services = build_services(measuring(settings))
+    threshold = settings.tools.fit_threshold if fitting else None
     results: list[Asked] = []
     model_name = "?"
     try:
         load_model(services)
         model_name = services.runtime.model.display_name if services.runtime.model else "?"
         params = dataclasses.replace(services.generation_params(), temperature=0.0, max_new_tokens=max_tokens, seed=0)
-        print(f"Asking {len(questions)} tool questions of {model_name}, tools {form}", file=sys.stderr)
+        gate = f", only those that fit (at least {threshold:g})" if threshold is not None else ""
+        print(f"Asking {len(questions)} tool questions of {model_name}, tools {form}{gate}", file=sys.stderr)
+        embedder = services.documents.get().embedder if threshold is not None else None
         with services.runtime.lease() as engine:
             try:
                 for number, question in enumerate(questions, start=1):
-                    result = _ask(engine, question, params, settings.generation.system_prompt, form)
+                    offered: ToolQuestion = question
+                    if embedder is not None and threshold is not None:
+                        fits = fitting_tools(embedder, question.question, question.functions, threshold)
+                        offered = dataclasses.replace(question, functions=fits)
+                    result = _ask(engine, offered, params, settings.generation.system_prompt, form)
+                    if offered is not question:
+                        names = tuple(f.name for f in offered.functions)
+                        result = dataclasses.replace(result, question=question, offered=names)
                     results.append(result)
                     print(_progress_line(number, len(questions), result), flush=True)
             except KeyboardInterrupt:
                 print(f"\nStopped after {len(results)} of {len(questions)} questions.", file=sys.stderr)
-                _finish(results, model_name, form, part, output)
+                _finish(results, model_name, form, part, output, threshold)
                 return EXIT_INTERRUPTED
     finally:
         services.close()
-    _finish(results, model_name, form, part, output)
+    _finish(results, model_name, form, part, output, threshold)
     return EXIT_OK
 
 
@@ -89,6 +104,8 @@ def offered_request(
     if form == "guided":
         system = f"{system}\n\n{CALL_GUIDANCE}"
     messages = [ChatMessage("system", system), ChatMessage("user", question.question)]
+    if not question.functions:  # none fits: asked as a plain question
+        return messages, dataclasses.replace(params, tools=(), grammar=None)
     grammar = calls_grammar(question.functions, None, False, True)
     if form == "written":
         return generic_messages(messages, question.functions), dataclasses.replace(params, grammar=grammar)
@@ -138,16 +155,19 @@ def summary_lines(results: Sequence[Asked]) -> list[str]:
     ]
 
 
-def _finish(results: Sequence[Asked], model: str, form: Form, part: str | None, output: Path | None) -> None:
+def _finish(
+    results: Sequence[Asked], model: str, form: Form, part: str | None, output: Path | None, threshold: float | None
+) -> None:
     for line in summary_lines(results):
         print(line)
     if output is None:
         return
     whole = report([r.outcome for r in results])
-    document = {
+    document: dict[str, object] = {
         "model": model,
         "form": form,
         "part": part or "all",
+        "fit_threshold": threshold,  # None: every function offered
         "questions": len(results),
         "right": whole.right,
         "right_share": whole.right / whole.total if whole.total else 0.0,
@@ -164,6 +184,7 @@ def _finish(results: Sequence[Asked], model: str, form: Form, part: str | None, 
                 "calls": [{"name": c.name, "arguments": c.arguments} for c in r.calls],
                 "text": r.text,
                 "finish_reason": r.finish_reason,
+                **({"offered": list(r.offered)} if r.offered is not None else {}),
                 "seconds": round(r.seconds, 2),
             }
             for r in results

@@ -277,7 +277,16 @@ def _evaluation(args: argparse.Namespace, settings: Settings) -> int:
     if args.eval_kind == "tools":
         from app.cli.eval_tools import run_eval_tools
 
-        return run_eval_tools(settings, args.questions, args.eval_model, args.form, args.limit, args.part, args.output)
+        return run_eval_tools(
+            settings,
+            args.questions,
+            args.eval_model,
+            args.form,
+            args.limit,
+            args.part,
+            args.output,
+            fitting=args.fitting,
+        )
     if args.eval_kind == "answers":
         from app.cli.eval import run_eval_answers
 

@@ -305,6 +305,8 @@ def _evaluation(commands: Commands) -> None:
         help="tools rendered by the model's template where it knows them (native, as the API does), written into "
         "the system message (written), or native with a line on when to call after the system prompt (guided)",
     )
+    fitting = "offer only the functions that fit each question, as the page does (tools.fit_threshold)"
+    eval_tools.add_argument("--fitting", action="store_true", help=fitting)
     eval_tools.add_argument("--limit", type=int, help="ask only the first N questions")
     eval_tools.add_argument(
         "--part",

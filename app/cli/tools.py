@@ -15,6 +15,7 @@ from app.terminal_text import for_terminal, for_terminal_lines
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, CallDone, Decision, LoopNote, answer_with_tools
+from app.tools.relevance import fitting_tools
 from app.tools.servers import ServerBook
 from app.tools.toolbox import tools_box
 from app.wording import shorten
@@ -43,7 +44,14 @@ def run_chat_with_tools(settings: Settings, question: str, allow_all: bool, coll
             _err("[no tool is on: the model answers without tools]")
         for problem in box.problems:
             _err(f"[tools] {for_terminal(problem)}")  # a server's own words: its escape codes shown, not run
-        _err(f"[tools offered: {', '.join(s.name for s in box.specs())}]")
+        if box.offered:
+            embedder = services.documents.get().embedder
+            fit = fitting_tools(embedder, question, box.specs(), settings.tools.fit_threshold)
+            left_out = [s.name for s in box.specs() if s not in fit]
+            box = box.keeping({s.name for s in fit})
+            if left_out:
+                _err(f"[tools that do not fit the question, not offered: {', '.join(left_out)}]")
+            _err(f"[tools offered: {', '.join(s.name for s in box.specs()) or 'none'}]")
         consent = ConsentBook(services.paths.tool_consent_file)
         messages = [ChatMessage("system", settings.generation.system_prompt), ChatMessage("user", question)]
         cancel = CancelToken()

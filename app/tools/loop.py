@@ -2,16 +2,18 @@
 offered; each call it makes is shown and asked about (unless always allowed), run, and its result given back,
 and the model goes on, until it answers without a call.
 
-When the model makes the same call with the same arguments twice in a row (small models do, instead of reading
-the result), or after ``max_calls`` calls, the loop says so in a note and the model answers once more without
-tools, from the results it has. A refused call goes back to the model as
-"the user did not allow this call". Stop reaches the engine through the caller's token; a running tool call is
-bounded by its own time limit.
+When the model makes the same call with the same arguments twice in a row, or passes an earlier result back as
+an argument (small models do both, instead of reading the result), or after ``max_calls`` calls, the loop says so
+in a note and the model answers once more without tools, from the results it has. A refused call goes back to the
+model as "the user did not allow this call", and the model answers that in text, without tools: offered them again,
+a small model calls again or writes out the tool list. Stop reaches the engine through the caller's token; a
+running tool call is bounded by its own time limit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -80,8 +82,11 @@ def answer_with_tools(
     made = 0
     last: tuple[str, str] | None = None
     repeated: str | None = None  # the tool the model asked for again with the same arguments
+    echoed: str | None = None  # the tool the model gave an earlier result to
+    refused = False  # the user did not allow a call: the model answers that without tools
+    results: list[str] = []
     while True:
-        tools_on = made < max_calls and bool(box.offered) and repeated is None
+        tools_on = made < max_calls and bool(box.offered) and repeated is None and echoed is None and not refused
         wanted = (must_call if first == "call" and made == 0 else offered) if tools_on else plain
         text, calls, finished = yield from _one_answer(stream, history, wanted)
         if not calls or not tools_on or (finished is not None and finished.reason == "cancelled"):
@@ -93,22 +98,70 @@ def answer_with_tools(
             if (call.name, call.arguments) == last:
                 repeated = call.name
                 break
+            if echoes_a_result(call, results):
+                echoed = call.name
+                break
             fresh.append(call)
             last = (call.name, call.arguments)
         if fresh:
             history.append(ChatMessage("assistant", text, tuple(fresh)))
         for call in fresh:
             made += 1
-            history.append(ChatMessage("tool", (yield from _run(call, box, ask, consent)), tool_call_id=call.id))
+            result = yield from _run(call, box, ask, consent)
+            refused = refused or result == REFUSED
+            results.append(result)
+            history.append(ChatMessage("tool", result, tool_call_id=call.id))
         if repeated is not None:
             yield LoopNote(
                 f"The model asked for {repeated} with the same arguments again; it answers from what it has, "
                 "without tools."
             )
+        elif echoed is not None:
+            yield LoopNote(
+                f"The model passed an earlier result back to {echoed}; it answers from what it has, without tools."
+            )
         elif made >= max_calls:
             yield LoopNote(
                 f"{made} tool calls were made, the most for one answer; the model answers without tools now."
             )
+
+
+# A result this long found inside a call's arguments was copied there, not arrived at (shorter ones, numbers above
+# all, are fair inputs to the next step: "83810205 / 5").
+ECHO_MIN_CHARS = 12
+
+
+def echoes_a_result(call: ToolCall, results: Sequence[str]) -> bool:
+    """Whether ``call`` gives an earlier result back: an argument that is one of ``results`` (letter case, spaces and
+    end punctuation aside), or that holds a long one whole."""
+    values = [_plain(value) for value in _strings(call.arguments)]
+    for result in map(_plain, results):
+        if result and any(value == result or (len(result) >= ECHO_MIN_CHARS and result in value) for value in values):
+            return True
+    return False
+
+
+def _strings(arguments: str) -> list[str]:
+    """The string values in a call's JSON arguments, at any depth (the text itself when it is not JSON)."""
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return [arguments]
+    found: list[str] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return found
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split()).strip(" .,;:!?\"'").casefold()
 
 
 def _one_answer(

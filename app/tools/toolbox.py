@@ -7,10 +7,11 @@ cut at ``MAX_RESULT_BYTES`` with a note, and nothing in it can start or approve 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from app.errors import InvalidChoice
@@ -42,6 +43,10 @@ class ToolBox:
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(o.spec for o in self.offered)
+
+    def keeping(self, names: Collection[str]) -> ToolBox:
+        """The box with only the tools named."""
+        return dataclasses.replace(self, offered=tuple(o for o in self.offered if o.spec.name in names))
 
     def find(self, name: str) -> Offered | None:
         return next((o for o in self.offered if o.spec.name == name), None)

@@ -14,7 +14,7 @@ reload shows the same conversation and collection again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import gradio as gr
@@ -27,6 +27,7 @@ from app.services.container import Services
 from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import CallAsked, Decision, FirstAnswer
+from app.tools.relevance import fitting_tools
 from app.tools.servers import ServerBook
 from app.tools.toolbox import tools_box
 from app.ui.call_gate import CallGate
@@ -55,7 +56,7 @@ from app.ui.render import (
 from app.ui.safe_markdown import literal
 from app.ui.streaming import BatchedStream
 from app.ui.tab_answers import TabAnswers
-from backends.base import CancelToken, GenerationParams
+from backends.base import CancelToken, GenerationParams, ToolSpec
 
 # How often the page is redrawn while an answer streams; the model itself never waits for the page.
 UPDATE_INTERVAL_S = 0.05
@@ -128,8 +129,12 @@ class ChatPage:
         def ask(asked: CallAsked) -> Decision:
             return self._calls.ask(key, asked, cancel)
 
+        def fits(request: str, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
+            embedder = self.services.documents.get().embedder
+            return fitting_tools(embedder, request, tools, settings.fit_threshold)
+
         first: FirstAnswer = "call" if mode == TOOLS_FIRST else "auto"
-        return ToolUse(box, ask, ConsentBook(paths.tool_consent_file), settings.max_calls, first, search)
+        return ToolUse(box, ask, ConsentBook(paths.tool_consent_file), settings.max_calls, first, search, fits)
 
     # --- controls -----------------------------------------------------------------------------------------
     def controls(self, conversation_id: str | None, request: gr.Request) -> tuple[Any, ...]:

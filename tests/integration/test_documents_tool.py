@@ -65,7 +65,9 @@ def test_ask_with_tools_offers_the_collection_as_a_tool_unless_switched_off(
         home=isolated_home,
     )
     assert run.returncode == 0, run.stderr
-    assert "[tools offered: calculator, search_documents]" in run.stderr, run.stderr
+    # the calculator does not fit a question about a keeper (app/tools/relevance.py): only the search is offered
+    assert "[tools that do not fit the question, not offered: calculator]" in run.stderr, run.stderr
+    assert "[tools offered: search_documents]" in run.stderr, run.stderr
     monkeypatch.setenv("HEARTH_TOOLS__SEARCH_DOCUMENTS", "false")
     monkeypatch.setenv("HEARTH_TOOLS__CALCULATOR", "false")
     off = hearth("ask", "Who kept the light?", "-c", "Coast notes", "--tools", "--max-tokens", "8", home=isolated_home)

@@ -138,9 +138,9 @@ def test_another_account_cannot_read_the_servers_or_their_tokens(
 
 
 def test_hearth_chat_offers_the_tools_and_runs_none_without_consent(isolated_home: Path, embedded_model: Path) -> None:
-    """No terminal to ask on: every call the model makes is refused; the tools offered are the calculator and
-    the running MCP server's; one that fails with escape codes in what it printed is named with them made
-    visible, never run by the terminal."""
+    """No terminal to ask on: every call the model makes is refused; the tools offered are those of the calculator
+    and the running MCP server's that fit the request; one that fails with escape codes in what it printed is named
+    with them made visible, never run by the terminal."""
     assert hearth("mcp", "add", "demo", "--", *SERVER, home=isolated_home).returncode == 0
     rude = ["sh", "-c", r"printf '\033]0;owned\007\033[2Jgone\n' >&2; exit 3"]
     assert hearth("mcp", "add", "rude", "--", *rude, home=isolated_home).returncode == 0
@@ -162,7 +162,8 @@ def test_hearth_chat_offers_the_tools_and_runs_none_without_consent(isolated_hom
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert "[tools offered: calculator, demo__add, demo__lighthouse_keeper]" in result.stderr
+    assert "[tools offered: calculator, demo__add]" in result.stderr  # the lighthouse keeper does not fit
+    assert "not offered: demo__lighthouse_keeper]" in result.stderr
     assert "[result]" not in result.stderr  # nothing ran
     calls = result.stderr.count("[tool call]")
     assert result.stderr.count("[refused] The user did not allow this call.") == calls

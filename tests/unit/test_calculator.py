@@ -44,3 +44,28 @@ def test_arithmetic_is_exact(expression: str, value: str) -> None:
 def test_what_is_not_arithmetic_or_too_big_is_refused_with_the_reason(expression: str, says: str) -> None:
     with pytest.raises(CalculationError, match=says):
         calculate(expression)
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("17.5% of 2340", "409.5"),  # as the request says it, copied by the model
+        ("17.5 % * 2340", "409.5"),
+        ("2340 * 17.5%", "409.5"),
+        ("12 percent of 250", "30"),
+        ("84 + 15%", "96.6"),  # 84 and 15% more, as a desk calculator adds a percentage
+        ("84 - 10 %", "75.6"),
+        ("(84 + 15%) / 2", "48.3"),
+        ("50%", "0.5"),
+        ("10 % 3", "1"),  # between two numbers, % is still the remainder
+        ("7 % (2)", "1"),
+    ],
+)
+def test_percentages_are_read_as_people_write_them(expression: str, value: str) -> None:
+    assert calculate(expression) == value
+
+
+def test_the_description_teaches_the_percentages() -> None:
+    from app.tools.calculator import SPEC
+
+    assert "percentages" in SPEC.description and "17.5% of 2340" in SPEC.description

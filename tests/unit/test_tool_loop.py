@@ -1,5 +1,6 @@
 """The tool loop (app/tools/loop.py) with a scripted model: calls asked about and run, refusals given back,
-"always" remembered, the same call twice ending the answer, and the most calls per answer."""
+"always" remembered and a refusal answered without tools, the same call twice or an earlier result passed back
+ending the calls, and the most calls per answer."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from app.tools.consent import ConsentBook
-from app.tools.loop import REFUSED, CallAsked, CallDone, Decision, LoopNote, answer_with_tools
+from app.tools.loop import REFUSED, CallAsked, CallDone, Decision, LoopNote, answer_with_tools, echoes_a_result
 from app.tools.toolbox import ToolBox, built_in_tools
-from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta
+from backends.base import ChatEvent, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall
 
 QUESTION = [ChatMessage("user", "What is 12345 * 6789?")]
 
@@ -119,3 +120,42 @@ def test_a_first_answer_asked_to_call_is_held_to_a_call_and_the_next_one_is_free
     events = list(answer_with_tools(model, QUESTION, GenerationParams(), box, lambda _: "once", consent, 8, "call"))
     assert [e.result for e in events if isinstance(e, CallDone)] == ["42"]
     assert model.lazy == [False, True] and model.offered == [1, 1]
+
+
+def test_after_a_refused_call_the_model_answers_in_text_without_tools(tmp_path: Path) -> None:
+    model = Model(call("1 + 1"), "You did not allow the calculator, so I cannot work it out.", "never reached")
+    *events, _ = run(model, "deny", tmp_path)
+    assert model.offered == [1, 0]  # no tools, so no tool list and no call markup in the answer asked for
+    assert model.seen[1][-1] == ChatMessage("tool", REFUSED, tool_call_id=model.seen[1][-2].tool_calls[0].id)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)).startswith("You did not allow")
+    assert isinstance(events[-1], Finished)
+
+
+def test_a_call_that_passes_an_earlier_result_back_ends_the_calls(tmp_path: Path) -> None:
+    model = Model(call("12345 * 6789"), call("83810205"), "It is 83810205.", "never reached")
+    *events, _ = run(model, "once", tmp_path)
+    assert [e.result for e in events if isinstance(e, CallDone)] == ["83810205"]  # the echo is not run
+    notes = [e.text for e in events if isinstance(e, LoopNote)]
+    assert notes == [
+        "The model passed an earlier result back to calculator; it answers from what it has, without tools."
+    ]
+    assert model.offered == [1, 1, 0]
+
+
+def test_a_next_step_that_uses_an_earlier_result_is_still_run(tmp_path: Path) -> None:
+    model = Model(call("12345 * 6789"), call("83810205 / 5"), "It is 16762041.")
+    *events, _ = run(model, "once", tmp_path)
+    assert [e.result for e in events if isinstance(e, CallDone)] == ["83810205", "16762041"]
+    assert not [e for e in events if isinstance(e, LoopNote)]
+
+
+def test_an_echo_is_an_argument_that_is_a_result_or_holds_a_long_one_whole() -> None:
+    def asked(**arguments: object) -> ToolCall:
+        return ToolCall("call_1", "keeper", json.dumps(arguments))
+
+    found = "The last keeper of Skerry Light was Agnes Moll."
+    assert echoes_a_result(asked(name="agnes moll."), ["Agnes Moll"])
+    assert echoes_a_result(asked(query={"text": f"who is {found}"}), [found])
+    assert not echoes_a_result(asked(name="Skerry Light"), [found])
+    assert not echoes_a_result(asked(expression="42 * 2"), ["42"])
+    assert not echoes_a_result(asked(name="x"), [""])

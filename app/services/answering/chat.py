@@ -305,6 +305,7 @@ class ChatService:
         search = tools.search if tools is not None else None
         if search is not None:
             search.sources[:] = list(sources)  # what it finds is numbered on from the passages given
+        tools = _fitting(tools, prompt)
         events = _answer_events(engine, prompt.messages, params, cancel, tools)
         with self._idle:
             self._answers += 1
@@ -455,6 +456,18 @@ def _answer_params(
     if (settings.keep_passages or keep_share is not None) and sources:
         params = dataclasses.replace(params, passages=(*before, *(shown_text(source) for source in sources)))
     return params
+
+
+def _fitting(tools: ToolUse | None, prompt: _Prompt) -> ToolUse | None:
+    """Only the tools that fit the question (with none, the loop answers without tools)."""
+    return dataclasses.replace(tools, box=tools.for_request(_asked(prompt)), fits=None) if tools else None
+
+
+def _asked(prompt: _Prompt) -> str:
+    """The question as the user wrote it (without the passages a turn from documents puts around it)."""
+    if prompt.documents is not None:
+        return prompt.documents.question
+    return next((m.content for m in reversed(prompt.messages) if m.role == "user"), "")
 
 
 def _answer_events(

@@ -5,7 +5,7 @@ engine's stream fitted to the room the growing history leaves, and the calls kep
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from app.errors import ContextTooLong
@@ -15,8 +15,11 @@ from app.tools.consent import ConsentBook
 from app.tools.documents_tool import DocumentSearch
 from app.tools.loop import DEFAULT_MAX_CALLS, Ask, CallAsked, CallDone, FirstAnswer, Stream
 from app.tools.toolbox import ToolBox
-from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams
+from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, ToolSpec
 from backends.tool_calls import tools_instructions
+
+# The tools among those given that fit a request.
+Fits = Callable[[str, Sequence[ToolSpec]], Sequence[ToolSpec]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,14 @@ class ToolUse:
     # search_documents, offered in ``box`` when the chat has a collection: what it finds is numbered on from the
     # passages the answer was given, and becomes the answer's sources too.
     search: DocumentSearch | None = None
+    # the tools that fit a request (app.tools.relevance), when only those are offered; not when a call comes first
+    fits: Fits | None = None
+
+    def for_request(self, request: str) -> ToolBox:
+        """The tools offered for ``request``: those that fit it, or every one when a call is asked for first."""
+        if self.fits is None or self.first == "call" or not self.box.offered:
+            return self.box
+        return self.box.keeping({spec.name for spec in self.fits(request, self.box.specs())})
 
 
 def fitted_stream(engine: Lease, cancel: CancelToken, remedy: str) -> Stream:
