@@ -63,6 +63,21 @@ class StoredModel:
         return self.sha256[:SHORT_ID]
 
 
+def free_file(models_dir: Path, name: str, sha256: str) -> Path:
+    """Where a model file called ``name`` goes in the models folder: its own name, or with the first digits of its
+    SHA-256 added when another file has that name."""
+    target = models_dir / name
+    return target if not target.exists() else models_dir / f"{Path(name).stem}-{sha256[:8]}{Path(name).suffix}"
+
+
+def free_folder(models_dir: Path, first_part: str, sha256: str) -> Path:
+    """The folder of its own a split model whose first part is called ``first_part`` goes in (not made here): named
+    without the part numbers, with the first digits of its SHA-256 added when that name is taken."""
+    stem = without_split(first_part).removesuffix(".gguf")
+    folder = models_dir / stem
+    return folder if not folder.exists() else models_dir / f"{stem}-{sha256[:8]}"
+
+
 class ModelStore:
     def __init__(self, db_path: Path, models_dir: Path, embedded: Path | None) -> None:
         self._database = Database(
@@ -165,17 +180,12 @@ class ModelStore:
         """``path`` copied into the models folder under a free name; a split model's parts into a folder of their
         own, each under its own name (llama.cpp opens the others by their names from the first)."""
         if parts > 1:
-            stem = without_split(path.name).removesuffix(".gguf")
-            folder = self.models_dir / stem
-            if folder.exists():
-                folder = self.models_dir / f"{stem}-{sha[:8]}"
+            folder = free_folder(self.models_dir, path.name, sha)
             folder.mkdir(mode=0o700)
             for file in model_files(path):
                 _copy_whole(file, folder / file.name)
             return folder / path.name
-        target = self.models_dir / path.name
-        if target.exists():
-            target = self.models_dir / f"{path.stem}-{sha[:8]}{path.suffix}"
+        target = free_file(self.models_dir, path.name, sha)
         _copy_whole(path, target)
         return target
 

@@ -46,15 +46,23 @@ COMMON = frozenset(_COMMON_WORDS.split())
 
 @dataclass(frozen=True)
 class Moved:
-    """One citation marker moved: the answer cited ``cited`` for a claim that passage ``to`` holds."""
+    """One citation marker moved: the answer cited ``cited`` for a claim that passage ``to`` holds; ``to`` is None
+    when ``cited`` names no passage given and none holds the claim (the number was taken off)."""
 
     cited: int
-    to: int
+    to: int | None
     terms: tuple[str, ...]  # the distinctive terms that passage ``to`` holds and passage ``cited`` does not
+    given: tuple[int, ...] = ()  # the passages' numbers, for the words of a number that names none
 
     @property
     def words(self) -> str:
+        if self.to is None:
+            listed = ", ".join(f"[{n}]" for n in self.given)
+            return f"Citation removed: the answer cites [{self.cited}], which names no source (given: {listed})."
         said = ", ".join(f"“{t}”" for t in self.terms[:3])
+        if self.given and self.cited not in self.given:
+            cited = f"the answer cites [{self.cited}], which names no source"
+            return f"Citation corrected: {cited}; [{self.to}] says {said}."
         return f"Citation corrected: the answer cites [{self.cited}], but it is passage [{self.to}] that says {said}."
 
 
@@ -76,10 +84,12 @@ def terms_of(text: str) -> set[str]:
 
 def check_citations(answer: str, question: str, sources: Sequence[Source]) -> CheckedAnswer:
     """``answer`` with each marker that names a passage holding none of its claim's distinctive terms moved to the
-    passage that holds the most of them. Markers naming numbers that were not given are left as they are."""
+    passage that holds the most of them. A number that names no passage given is moved the same way where a passage
+    holds the claim, and taken off where none does (a marker left with no number goes, with the space before it)."""
     if not sources or not CITATION_MARKER.search(answer):
         return CheckedAnswer(answer)
     by_number = {s.number: terms_of(s.text) for s in sources}  # in rank order: the first is the best match
+    given = tuple(by_number)
     asked = terms_of(question)
     held = set().union(*by_number.values())  # terms some passage holds
     pieces: list[str] = []
@@ -88,16 +98,23 @@ def check_citations(answer: str, question: str, sources: Sequence[Source]) -> Ch
     for match in CITATION_MARKER.finditer(answer):
         claim = _claim(answer[start : match.start()], asked, held)
         numbers = marker_numbers(match.group(1))
-        new_numbers = []
+        new_numbers: list[int] = []
         for number in numbers:
             target = _better_passage(number, claim, by_number)
             if target is not None and target not in new_numbers and target not in numbers:
-                moved.append(Moved(number, target, tuple(sorted(claim & by_number[target]))))
+                moved.append(Moved(number, target, tuple(sorted(claim & by_number[target])), given))
                 new_numbers.append(target)
+            elif number not in by_number:  # nowhere to move it (or its passage is cited beside it): taken off
+                moved.append(Moved(number, None, (), given))
             elif number not in new_numbers:
                 new_numbers.append(number)
-        pieces.append(answer[start : match.start()])
-        pieces.append(f"[{', '.join(str(n) for n in new_numbers)}]" if new_numbers != numbers else match.group())
+        before = answer[start : match.start()]
+        if new_numbers == numbers:
+            pieces += [before, match.group()]
+        elif new_numbers:
+            pieces += [before, f"[{', '.join(str(n) for n in new_numbers)}]"]
+        else:
+            pieces.append(before.rstrip(" "))
         start = match.end()
     pieces.append(answer[start:])
     return CheckedAnswer("".join(pieces), tuple(moved))
@@ -116,7 +133,9 @@ def _distinctive(text: str, asked: set[str], held: set[str]) -> set[str]:
 
 
 def _better_passage(number: int, claim: set[str], by_number: dict[int, set[str]]) -> int | None:
-    if number not in by_number or not claim or claim & by_number[number]:
+    """The passage to cite instead of ``number``: the one holding the most of the claim's terms, when ``number``
+    holds none of them (or names no passage) and another holds some."""
+    if not claim or (number in by_number and claim & by_number[number]):
         return None
     best = max(by_number, key=lambda n: len(claim & by_number[n]))  # max keeps the first (best-ranked) of a tie
     return best if claim & by_number[best] else None

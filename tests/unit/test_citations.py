@@ -25,7 +25,7 @@ def test_a_marker_on_a_passage_without_the_answer_moves_to_the_passage_that_stat
         OPERATORS,
     )
     assert checked.text == "The %/% operator performs integer division. This can be found in [2]."
-    assert checked.moved == (Moved(3, 2, ("%/%",)),)
+    assert checked.moved == (Moved(3, 2, ("%/%",), (1, 2, 3)),)
     assert checked.moved[0].words == "Citation corrected: the answer cites [3], but it is passage [2] that says “%/%”."
 
 
@@ -42,9 +42,21 @@ def test_an_answer_with_nothing_distinctive_keeps_its_markers() -> None:
         assert check_citations(answer, "Which R operator performs integer division?", OPERATORS).text == answer
 
 
-def test_numbers_that_were_not_given_and_answers_without_markers_are_unchanged() -> None:
-    for answer in ("%/% divides [9].", "%/% divides."):
-        assert check_citations(answer, "Which operator divides?", OPERATORS).text == answer
+def test_a_number_that_names_no_source_is_corrected_where_a_passage_holds_the_claim_else_taken_off() -> None:
+    moved = check_citations("%/% divides [9].", "Which operator divides?", OPERATORS)
+    assert moved.text == "%/% divides [2]."
+    assert moved.moved[0].words == "Citation corrected: the answer cites [9], which names no source; [2] says “%/%”."
+    # a follow-up about a file given as [1] alone, cited as [3]: nothing to move it to, so it goes
+    attached = passages("Hearth keeps its settings in settings.toml beside the data.")
+    removed = check_citations("The file says the weather is fine [3].", "What does it say?", attached)
+    assert removed.text == "The file says the weather is fine."
+    assert removed.moved[0].words == "Citation removed: the answer cites [3], which names no source (given: [1])."
+    kept = check_citations("It is in settings.toml [1, 4].", "Where?", attached)  # the given number stays
+    assert kept.text == "It is in settings.toml [1]." and [m.to for m in kept.moved] == [None]
+
+
+def test_answers_without_markers_or_without_sources_are_unchanged() -> None:
+    assert check_citations("%/% divides.", "Which operator divides?", OPERATORS).text == "%/% divides."
     assert check_citations("%/% [1]", "q", ()).text == "%/% [1]"
 
 

@@ -17,7 +17,6 @@ from app.services.container import person_keeps_hub_offline
 from app.services.serving.runtime import available_memory
 from backends.base import CancelToken
 from models.catalog import RUNTIME_OVERHEAD
-from models.gguf_split import without_split
 from models.hub import (
     HubFile,
     HubListing,
@@ -31,7 +30,7 @@ from models.hub import (
 )
 from models.hub_download import check_space, fetch, listing, search
 from models.install import InstallProgress
-from models.store import ModelStore, StoredModel
+from models.store import ModelStore, StoredModel, free_file, free_folder
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 DOWNLOADS = ".downloads"  # in the models folder: partial files kept for the next run, owner-only
@@ -172,11 +171,10 @@ def _placed(models_dir: Path, parts: list[HubFile], partials: list[Path], sha256
     into a folder of their own, each by the name it was published with (llama.cpp opens the others by those names
     from the first)."""
     if len(parts) == 1:
-        target = _free_name(models_dir, Path(parts[0].filename).name, sha256)
+        target = free_file(models_dir, Path(parts[0].filename).name, sha256)
         partials[0].replace(target)
         return [target]
-    stem = without_split(Path(parts[0].filename).name).removesuffix(".gguf")
-    folder = models_dir / stem if not (models_dir / stem).exists() else models_dir / f"{stem}-{sha256[:8]}"
+    folder = free_folder(models_dir, Path(parts[0].filename).name, sha256)
     folder.mkdir(mode=0o700)
     placed = []
     for part, partial in zip(parts, partials, strict=True):
@@ -184,8 +182,3 @@ def _placed(models_dir: Path, parts: list[HubFile], partials: list[Path], sha256
         partial.replace(target)
         placed.append(target)
     return placed
-
-
-def _free_name(folder: Path, name: str, sha256: str) -> Path:
-    target = folder / name
-    return target if not target.exists() else folder / f"{Path(name).stem}-{sha256[:8]}.gguf"
