@@ -22,8 +22,8 @@ from backends.base import ToolSpec
 SPEC = ToolSpec(
     "calculator",
     # Worded so that its embedding is near arithmetic requests and far from greetings (app/tools/relevance.py).
-    "Compute arithmetic exactly, for sums, products, divisions, powers and percentages: 12 * 7, 17.5% of 2340, "
-    "(3 + 4) ** 2.",
+    # (An example with a percentage made Qwen2.5-Coder-1.5B add 15% to a plain product: bench/tool_answers.py.)
+    "Compute arithmetic exactly, for sums, products, divisions, powers and percentages: 12 * 7, (3 + 4) ** 2.",
     # maxLength holds a small model's runaway string to a call that still ends within an answer's tokens.
     '{"type": "object", "properties": {"expression": {"type": "string", "maxLength": 200, '
     '"description": "the arithmetic, with the numbers of the request"}},'

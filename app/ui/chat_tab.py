@@ -14,7 +14,6 @@ from app.ui.chat_page import ChatPage
 from app.ui.documents import NO_COLLECTION
 from app.ui.first_run_panel import build_first_run
 from app.ui.render import answering_from
-from rag.reading.loaders import SUPPORTED_SUFFIXES
 
 # Answers the page streams at once, across all tabs; beyond the engine's slots they wait there, in order.
 PARALLEL_ANSWERS = 16
@@ -201,7 +200,8 @@ def _composer() -> tuple[Any, Any, Any]:
             elem_id="message",
             autofocus=True,
             sources=["upload"],
-            file_types=list(SUPPORTED_SUFFIXES),
+            # Every file reaches Hearth, which reads it or says why not: the browser's own type filter drops a file
+            # it does not list (LICENSE, with no extension) without a word.
             file_count="multiple",
             submit_btn=False,
             # A long paste stays text in the box (Gradio would turn one over 1,000 characters into a file).

@@ -42,10 +42,13 @@ def load_file(path: Path, limits: ReadLimits | None = None) -> list[Section]:
     process) reports it against the memory limit and starts afresh."""
     limits = limits or ReadLimits()
     suffix = path.suffix.lower()
-    loader = _LOADERS.get(suffix)
+    # A file named without an extension (LICENSE, README, NEWS, copyright) is read as text when it is text: the
+    # encoding check refuses one that is binary.
+    loader = _load_text if not suffix and not path.name.startswith(".") else _LOADERS.get(suffix)
     if loader is None:
         raise Skipped(
-            f"{suffix or 'files without an extension'} is not supported; Hearth reads {', '.join(SUPPORTED_SUFFIXES)}"
+            f"{suffix or 'a hidden file'} is not supported; Hearth reads {', '.join(SUPPORTED_SUFFIXES)} and text "
+            "files without an extension"
         )
     try:
         sections = [_cleaned(s) for s in loader(path, limits, TextBudget(limits))]

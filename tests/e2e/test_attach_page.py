@@ -118,3 +118,25 @@ def test_a_file_that_cannot_be_read_is_refused_and_the_message_stays(
     assert "blob.txt" in page.locator("#pending-files").inner_text()
     with sqlite3.connect(app.home / "conversations.db") as db:
         assert db.execute("SELECT COUNT(*) FROM conversations").fetchone() == (conversations,)
+
+
+def test_a_text_file_without_an_extension_is_attached_and_a_picture_is_refused_with_the_reason(
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], tmp_path: Path
+) -> None:
+    """Every file dropped reaches Hearth (the browser's own type filter once dropped these without a word): a text
+    file named without an extension is read as text, a picture is refused with what Hearth reads."""
+    app = shared_app()
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    licence = tmp_path / "LICENSE"
+    licence.write_text("Permission is granted to copy this harbour guide, provided this notice is kept.\n")
+    attach_and_send(page, [licence], "May I copy the guide?")
+    page.locator("#chat [data-testid='bot']").last.filter(has_text="tokens/s").wait_for(timeout=ANSWER_TIMEOUT_MS)
+    assert "LICENSE: whole file in context" in answer_text(page)
+
+    page.click("#new-chat")
+    picture = tmp_path / "photo.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    attach_and_send(page, [picture], "What is in the picture?")
+    page.get_by_text("photo.png was not attached: .png is not supported").first.wait_for(timeout=60_000)
+    assert page.input_value("#message textarea") == "What is in the picture?"

@@ -64,6 +64,18 @@ def test_a_short_file_goes_to_the_model_whole_and_is_cited(
     assert stored.messages[1].stats is not None and stored.messages[1].stats.attachments == started.attachments
 
 
+def test_a_text_file_without_an_extension_is_read_as_text(
+    chat: Services, documents: DocumentServices, tmp_path: Path
+) -> None:
+    licence = tmp_path / "LICENSE"
+    licence.write_text("Permission is granted to copy this harbour guide, provided this notice is kept.\n")
+    events = list(_service(chat, documents).send(None, "May I copy it?", TurnSettings(PARAMS, ""), attach=[licence]))
+    started = next(e for e in events if isinstance(e, TurnStarted))
+    assert [u.words for u in started.attachments] == ["LICENSE: whole file in context"]
+    assert "Permission is granted" in started.sources[0].text
+    assert isinstance(events[-1], TurnSaved)
+
+
 def test_a_long_file_is_searched_and_survives_a_restart(
     chat: Services, documents: DocumentServices, tmp_path: Path, isolated_home: Path
 ) -> None:
@@ -110,6 +122,8 @@ def test_a_file_that_cannot_be_read_keeps_nothing(chat: Services, documents: Doc
     (tmp_path / "blob.txt").write_bytes(os.urandom(4000))
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(100))
+    (tmp_path / "program").write_bytes(b"\x7fELF" + os.urandom(4000))  # no extension, and not text
+    (tmp_path / ".hidden").write_text("a dot file")
     write_nested_docx(tmp_path / "nested.docx", 10_000_000)  # 160 KB on disk
     expected = {
         "nested.docx": "the mark of a 'zip bomb'",
@@ -117,6 +131,8 @@ def test_a_file_that_cannot_be_read_keeps_nothing(chat: Services, documents: Doc
         "blob.txt": "binary",
         "empty.txt": "empty",
         "photo.png": ".png is not supported",
+        "program": "binary",
+        ".hidden": "a hidden file is not supported",
         "missing.txt": "there is no such file",
         "": "folder",
     }

@@ -276,7 +276,8 @@ class ChatService:
             except Skipped as skipped:
                 raise AttachmentRefused(
                     f"{path.name} was not attached: {skipped.reason}.",
-                    "Nothing was sent. Attach a PDF, Word, HTML, Markdown, text or CSV file, or ask without it.",
+                    "Nothing was sent. Attach a PDF, Word, HTML, Markdown, text or CSV file (or a text file without "
+                    "an extension, such as LICENSE), or ask without it.",
                 ) from None
             files.append(file)
         return files
