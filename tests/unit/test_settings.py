@@ -73,3 +73,13 @@ def test_data_dir_follows_hearth_home(tmp_path: Path) -> None:
 def test_data_dir_defaults_to_the_platform_location() -> None:
     paths = resolve_data_paths(None)
     assert paths.root.name == "hearth"
+
+
+def test_the_recommended_model_is_a_packaged_one() -> None:
+    from app.settings import ModelSettings
+    from models.catalog import RECOMMENDED_CHAT
+
+    assert ModelSettings().recommended == RECOMMENDED_CHAT
+    assert ModelSettings(recommended="qwen2.5-coder-0.5b").recommended == "qwen2.5-coder-0.5b"
+    with pytest.raises(ValueError, match="'gpt-5' is not a packaged model; `hearth models available` lists them"):
+        ModelSettings(recommended="gpt-5")
