@@ -249,7 +249,11 @@ class Ingestor:
         if not pending:
             return
         texts = [searchable_text(chunk.text, chunk.section) for prepared in pending for chunk in prepared.chunks]
-        vectors = yield from self._embed(texts, len(pending), meter, cancel, before_batch)
+        meter.embedding_bytes = sum(prepared.stat.st_size for prepared in pending)
+        try:
+            vectors = yield from self._embed(texts, len(pending), meter, cancel, before_batch)
+        finally:
+            meter.embedding_bytes = 0
         if vectors is None:
             for prepared in pending:
                 meter.files_done += 1

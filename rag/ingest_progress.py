@@ -30,7 +30,9 @@ class IngestProgress:
     files_total: int
     current: str  # the name of the file being worked on; "" once the run has finished
     chunks_done: int
-    eta_s: float | None  # the whole run, from the bytes of the files finished so far; None until one has
+    # the whole run, from the bytes of the files done so far and the share of the passages being embedded now;
+    # None until the first passages are
+    eta_s: float | None
     position: int = 0  # 1-based place of the current file in the run (it never skips a number)
     step: StepProgress | None = None
 
@@ -38,7 +40,9 @@ class IngestProgress:
 @dataclass
 class Meter:
     """Counts for progress reports. The run's ETA comes from the bytes of the files finished so far (read and
-    embedded, or found unchanged or unreadable), a step's from its own rate."""
+    embedded, or found unchanged or unreadable) and, while files are embedded, the share of their bytes whose
+    passages are: so the first estimate comes with the first passages, not once the first file is done. A step's
+    ETA comes from its own rate."""
 
     total_files: int
     total_bytes: int
@@ -47,6 +51,7 @@ class Meter:
     chunks_done: int = 0
     position: int = 0
     current: str = ""
+    embedding_bytes: int = 0  # the bytes of the files whose passages are being embedded now
     started: float = field(default_factory=time.perf_counter)
     step_started: float = field(default_factory=time.perf_counter)
 
@@ -61,15 +66,28 @@ class Meter:
         return step_progress(phase, done, total, time.perf_counter() - self.step_started, files)
 
     def progress(self, step: StepProgress | None = None) -> IngestProgress:
-        elapsed = time.perf_counter() - self.started
-        rate = self.bytes_done / elapsed if elapsed > 0 and self.bytes_done else 0.0
-        eta = (self.total_bytes - self.bytes_done) / rate if rate else None
+        eta = run_eta(
+            self.total_bytes, self.bytes_done + self.embedding_share(step), time.perf_counter() - self.started
+        )
         return IngestProgress(
             self.files_done, self.total_files, self.current, self.chunks_done, eta, self.position, step
         )
 
+    def embedding_share(self, step: StepProgress | None) -> float:
+        """The bytes of the files being embedded, in the share of their passages embedded so far."""
+        if step is None or step.phase != "embedding" or not step.total or not self.embedding_bytes:
+            return 0.0
+        return self.embedding_bytes * min(step.done, step.total) / step.total
+
     def finished(self) -> IngestProgress:
         return IngestProgress(self.files_done, self.total_files, "", self.chunks_done, 0.0, self.position)
+
+
+def run_eta(total_bytes: int, done_bytes: float, elapsed_s: float) -> float | None:
+    """The whole run's time left at the rate its bytes have gone so far; None before any."""
+    if elapsed_s <= 0 or done_bytes <= 0:
+        return None
+    return max(total_bytes - done_bytes, 0.0) * elapsed_s / done_bytes
 
 
 def step_progress(phase: Phase, done: int, total: int | None, elapsed_s: float, files: int = 1) -> StepProgress:

@@ -157,3 +157,21 @@ def test_counting_tokens_of_text_longer_than_the_model_reads_logs_no_warning() -
         assert [m for m in heard.messages if TOO_LONG_WARNING in m]
     finally:
         library.removeHandler(heard)
+
+
+def test_the_runs_estimate_comes_with_the_first_passages_of_the_first_file(
+    documents: DocumentServices, tmp_path: Path
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    long_pdf(folder / "a-manual.pdf", pages=30)
+    (folder / "b-notes.md").write_text("# Notes\n\nThe keeper logs the weather at dawn.\n")
+    events: list[IngestEvent] = list(documents.ingestor.ingest([folder], "Estimates", flush_chunks=64))
+    first_done = next(i for i, e in enumerate(events) if isinstance(e, FileOutcome))
+    embedding = [
+        e
+        for e in events[:first_done]
+        if isinstance(e, IngestProgress) and e.step is not None and e.step.phase == "embedding" and e.step.done
+    ]
+    assert embedding, "the first file's passages were embedded in one go"
+    assert all(e.eta_s is not None and e.eta_s > 0 for e in embedding)  # before any file is done

@@ -5,7 +5,7 @@ import pytest
 
 from app.ingest_text import duration_words, step_words
 from rag.ingest import EMBED_CALL_S, EMBED_SLICE_MAX, EMBED_SLICE_MIN, next_slice
-from rag.ingest_progress import Meter, StepProgress, step_progress
+from rag.ingest_progress import Meter, StepProgress, run_eta, step_progress
 
 
 def test_a_step_has_a_rate_and_a_time_left_as_soon_as_something_is_done() -> None:
@@ -27,6 +27,19 @@ def test_the_place_of_a_file_counts_every_file_once_in_order() -> None:
     meter.bytes_done = 100
     assert meter.progress().eta_s is not None
     assert meter.finished().current == "" and meter.finished().position == 3
+
+
+def test_the_run_has_an_estimate_from_its_first_passages_not_its_first_file() -> None:
+    meter = Meter(total_files=2, total_bytes=1_000)
+    meter.next_file("big.pdf")
+    meter.embedding_bytes = 800  # the first file, whose passages are being embedded
+    assert meter.progress(step_progress("reading", 3, 10, elapsed_s=1.0)).eta_s is None  # no passage yet
+    quarter = step_progress("embedding", 25, 100, elapsed_s=1.0)
+    assert meter.embedding_share(quarter) == 200.0
+    eta = meter.progress(quarter).eta_s
+    assert eta is not None and eta > 0
+    assert run_eta(1_000, 200.0, 10.0) == 40.0  # 200 bytes in 10 s: 800 more take 40 s
+    assert run_eta(1_000, 0.0, 10.0) is None and run_eta(1_000, 1_000.0, 10.0) == 0.0
 
 
 @pytest.mark.parametrize(
