@@ -67,10 +67,12 @@ def compare_note(without: str, with_adapter: str, scale: float) -> str:
     if not without.strip() or without.strip() != with_adapter.strip():
         return ""
     weaker = f" The scale is {scale:g}: at 1 the adapter counts in full." if scale < 1 else ""
+    # Not Standard: on the measured sets it showed the taught style in 2 of 12 answers where Quick showed it in
+    # 12 of 12 (docs/tuning.md, bench/data/tuning-presets.*.json).
     return (
         "**Both answers are the same**: the adapter did not change what the model says to this question."
-        f"{weaker} A Quick run (one pass over the examples, a small adapter) often changes too little to show: "
-        "train with **Standard**, or with more examples, and ask a question like the ones in your examples."
+        f"{weaker} Ask a question like the ones in your examples; if the style still does not show, train again "
+        "with more examples that show it, or more epochs (Advanced settings)."
     )
 
 
