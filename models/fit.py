@@ -56,7 +56,7 @@ def fit_verdict(
             small = dataclasses.replace(prefs, context_length=SMALLEST_CONTEXT)
             select_backend(inventory, model, small, automatic, named)
         except HearthError as exc:
-            return FitVerdict("red", f"does not fit: {exc.message}")
+            return FitVerdict("red", exc.message)  # shown after "no" (the page) or a red mark (the terminal)
         return FitVerdict("amber", f"fits only with a context below {prefs.context_length} tokens")
     except HearthError as exc:  # no backend here can run it (not installed, unsupported type or device)
         return cannot_run(unknown_reason if unknown else exc.message)
@@ -66,4 +66,4 @@ def fit_verdict(
     where = f"{plan.label}, about {format_bytes(plan.memory.total_bytes)} at {plan.context_length} tokens"
     if plan.partly_on_gpu:
         return FitVerdict("amber", f"partly on the GPU: {where}")
-    return FitVerdict("green", f"fits: {where}")
+    return FitVerdict("green", where)  # shown after "yes" (the page) or a green mark (the terminal)

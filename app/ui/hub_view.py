@@ -58,7 +58,7 @@ def hub_table(rows: Sequence[HubRow], installed: Mapping[str, str], ram_availabl
             quantization_of(row.file) or "-",
             row.license or "see its page on the hub",
             rough_fit(row.size, ram_available_bytes),
-            f"yes ({installed[row.file_name]})" if row.file_name in installed else "no",
+            "yes" if row.file_name in installed else "no",
         ]
         for row in rows
     ]

@@ -111,7 +111,7 @@ def install_table(
             format_bytes(model.size_bytes),
             model.license,
             fits.get(model.key) or rough_fit(model.size_bytes, ram_available_bytes),
-            f"yes ({installed[model.key]})" if model.key in installed else "no",
+            "yes" if model.key in installed else "no",
         ]
         for model in models
     ]

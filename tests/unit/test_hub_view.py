@@ -34,7 +34,7 @@ def test_the_table_says_type_fit_and_whether_installed_and_sends_search_rows_to_
         hub_view.HubRow("hf:x/Y-GGUF/big-F16.gguf", "x/Y-GGUF", "big-F16.gguf", 20 * GB),
     ]
     table = hub_view.hub_table(rows, {"small-Q4_K_M.gguf": "abc123"}, 8 * GB)
-    assert table[0][2:] == ["2.0 GiB", "Q4_K_M", "apache-2.0", table[0][5], "yes (abc123)"]
+    assert table[0][2:] == ["2.0 GiB", "Q4_K_M", "apache-2.0", table[0][5], "yes"]
     assert table[0][5].startswith("yes: needs about 2.6 GiB")
     assert table[1][3:] == ["F16", "see its page on the hub", table[1][5], "no"]
     assert table[1][5].startswith("no: needs about 26.0 GiB")
