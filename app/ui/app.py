@@ -41,6 +41,10 @@ footer { display: none !important; }
 #composer > button { flex: 0 0 auto; padding-left: var(--size-3); padding-right: var(--size-3); }
 /* Gradio's closed sidebar leaves its toggle over the page's top left corner: keep the status line clear of it. */
 @media (max-width: 768px) { #status-line { padding-left: var(--size-8); } }
+/* The chat takes the window's height less what is above and below it, so the message box stays in view at any
+   window size (the desktop window's default too); the first-run note, when shown, takes its share. */
+#chat { height: max(220px, calc(100vh - 360px)) !important; }
+#tabs:has(#first-run) #chat { height: max(180px, calc(100vh - 540px)) !important; }
 """
 # Rules about elements outside the page's own container, which Gradio scopes every rule of CSS into.
 HEAD_STYLE = """<style>

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from playwright.sync_api import expect
 
+from app.desktop.geometry import DEFAULT_HEIGHT, DEFAULT_WIDTH
 from app.paths import resolve_data_paths
 from models.catalog import CATALOG, RECOMMENDED_CHAT, RUNTIME_OVERHEAD
 from models.hub_catalog import HUB_CATALOG, best_fitting
@@ -49,6 +50,14 @@ def test_the_embedded_model_says_what_it_is_and_offers_the_recommended_one(
         expect(note).not_to_contain_text("Hugging Face")
     expect(page.locator("#first-run-cancel")).to_be_hidden()
     page.screenshot(path=str(artifacts_dir / "first-run.png"))
+    # At the desktop window's default size, the note does not push the message box out of view.
+    page.set_viewport_size({"width": DEFAULT_WIDTH, "height": DEFAULT_HEIGHT})
+    page.wait_for_function(
+        "() => document.querySelector('#composer').getBoundingClientRect().bottom <= window.innerHeight",
+        timeout=5_000,
+    )
+    page.wait_for_timeout(300)  # the screenshot after the layout has settled
+    page.screenshot(path=str(artifacts_dir / "first-run-window-size.png"))
     before = registered(app)
 
     page.click("#first-run-install")
