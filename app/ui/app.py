@@ -112,7 +112,8 @@ def build_ui(services: Services) -> gr.Blocks:
         loaded.then(page.controls, [conversation_id], control_outputs(chat, sidebar), queue=False).then(
             page.documents_view, [chat.collection], [*documents_ui.view, chat.collection], concurrency_id="documents"
         ).then(server_section.view, outputs=documents_ui.server.shown, queue=False)
-        timer.tick(page.on_tick, outputs=[status, cancel_load, timer], show_progress="hidden")
+        status_outputs = [status, cancel_load, timer]
+        timer.tick(page.on_tick, outputs=status_outputs, show_progress="hidden")
         # Not queued: a stuck load holds the "switch" queue, and this is the way out of it.
         cancel_load.click(page.cancel_load, outputs=[chat.notice], queue=False)
         wire_chat(page, chat, sidebar, conversation_id, remembered)
@@ -122,11 +123,9 @@ def build_ui(services: Services) -> gr.Blocks:
         wire_models_tab(models_panel, models_ui, status, timer)
         first_run = FirstRunPanel(services, models_panel.installs)
         # After "Use it for chat" the status line names the model now answering, without waiting for a reload.
-        wire_first_run(
-            first_run, chat.first_run, [loaded.then, chat.tab.select], page.on_tick, [status, cancel_load, timer]
-        )
+        wire_first_run(first_run, chat.first_run, [loaded.then, chat.tab.select], page.on_tick, status_outputs)
         # Tuning. The trainer is a process of its own; the tab's timer draws its progress from the run's folder.
-        wire_tuning_tab(TuningPanel(services, uploads), tuning_ui)
+        wire_tuning_tab(TuningPanel(services, uploads), tuning_ui, page.on_tick, status_outputs)
         tools = ToolsPanel(
             services.paths.mcp_servers_file, services.paths.tool_consent_file, services.settings.tools.call_timeout_s
         )

@@ -50,10 +50,10 @@ from app.ui.render import (
     chat_history,
     conversation_choices,
     shown_call_id,
-    status_markdown,
     user_text,
 )
 from app.ui.safe_markdown import literal
+from app.ui.status_line import page_status
 from app.ui.streaming import BatchedStream
 from app.ui.tab_answers import TabAnswers
 from backends.base import CancelToken, GenerationParams, ToolSpec
@@ -191,7 +191,7 @@ class ChatPage:
         status = self.services.runtime.status
         loading = status.state == "loading" or bool(status.pending)
         return (
-            status_markdown(status),
+            page_status(self.services),
             gr.update(visible=loading),
             gr.update(active=loading or status.state == "restarting"),
         )

@@ -24,7 +24,7 @@ from app.ui.hardware_view import (
     switch_progress_text,
 )
 from app.ui.models_tab import keep_ticking
-from app.ui.render import status_markdown
+from app.ui.status_line import page_status
 from app.ui.workers import WorkersPanel, WorkersUi, build_workers_section, wire_workers_section
 from backends.hardware import with_current_memory
 
@@ -100,7 +100,7 @@ class HardwarePanel:
         return len(WorkerBook(self.services.paths.workers_file).paired())
 
     def _status(self) -> str:
-        return status_markdown(self.services.runtime.status)
+        return page_status(self.services)
 
 
 @dataclass

@@ -37,7 +37,7 @@ from app.ui.models_layout import (
     ModelsTab,
 )
 from app.ui.page_uploads import PageUploads
-from app.ui.render import status_markdown
+from app.ui.status_line import page_status
 from backends.base import CancelSlot
 from backends.memory import format_bytes
 from models.catalog import CATALOG
@@ -357,7 +357,7 @@ class ModelsPanel:
         return f"Chat still uses {model.display_name}." if model is not None else "No model is loaded; pick one."
 
     def _status(self) -> str:
-        return status_markdown(self.services.runtime.status)
+        return page_status(self.services)
 
 
 SWITCH_HERE = (

@@ -198,7 +198,8 @@ def one_line(text: str) -> str:
     return safe_markdown(" ".join(text.split()))
 
 
-def status_markdown(status: RuntimeStatus) -> str:
+def status_markdown(status: RuntimeStatus, adapter: str | None = None) -> str:
+    """``adapter``: the one every answer uses now, named after where the model runs."""
     if status.state == "error":
         return f"**Model not loaded** — {one_line(status.message)}"
     if status.state in ("loading", "restarting"):
@@ -208,6 +209,8 @@ def status_markdown(status: RuntimeStatus) -> str:
     plan = status.plan
     # The threads and how many answers run at once are the Hardware tab's (plan_html), not the header's.
     line = f"**{literal(status.model_name)}** · {plan.label} · context {plan.context_length} tokens · offline"
+    if adapter:
+        line += f" · adapter **{literal(adapter)}** on every answer"
     for note in status.notes:
         line += f"  \nNote: {one_line(note)}"
     if status.pending:

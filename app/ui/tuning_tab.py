@@ -13,7 +13,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -379,7 +379,11 @@ def _chart_frame(rows: list[dict[str, Any]]) -> Any:
     return frame.astype({"step": "int64", "loss": "float64", "series": "object"})
 
 
-def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
+def wire_tuning_tab(
+    panel: TuningPanel, ui: TuningTab, status: Callable[[], tuple[Any, ...]], status_outputs: list[Any]
+) -> None:
+    """Connect the tab's events; ``status`` draws the page's status line (``status_outputs``), which names the
+    adapter every answer uses, after an adapter is attached, detached or removed."""
     run_outputs = [ui.progress, ui.chart, ui.cancel, ui.resume, ui.timer]
     adapter_outputs = ui.adapters.outputs
     ui.tab.select(
@@ -402,8 +406,12 @@ def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     ui.cancel.click(panel.cancel, [ui.run_pick], [ui.progress], queue=False)
     ui.resume.click(panel.resume, [ui.run_pick], run_outputs)
     controls = ui.adapters
-    controls.attach.click(panel.attach, [controls.pick, controls.scale, controls.target], adapter_outputs)
-    controls.detach.click(panel.detach, [controls.target], adapter_outputs)
+    controls.attach.click(panel.attach, [controls.pick, controls.scale, controls.target], adapter_outputs).then(
+        status, outputs=status_outputs, queue=False
+    )
+    controls.detach.click(panel.detach, [controls.target], adapter_outputs).then(
+        status, outputs=status_outputs, queue=False
+    )
     compare = ui.compare
     compare_inputs = [controls.pick, controls.scale, compare.question]
     compare_outputs = [compare.without, compare.with_adapter, compare.note]
@@ -413,4 +421,4 @@ def wire_tuning_tab(panel: TuningPanel, ui: TuningTab) -> None:
     controls.keep.click(lambda: gr.update(visible=False), outputs=[controls.confirm_row], queue=False)
     controls.confirm_remove.click(panel.remove, [controls.pick], adapter_outputs).then(
         lambda: gr.update(visible=False), outputs=[controls.confirm_row], queue=False
-    )
+    ).then(status, outputs=status_outputs, queue=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_chat_page import STATUS_READY, answer_text, send
@@ -103,6 +104,8 @@ def test_train_attach_and_answer_from_the_tuning_tab(
         timeout=30_000
     )
     assert "the model was not reloaded" in page.locator("#adapter-message").inner_text()
+    status = page.locator("#status-line")
+    expect(status).to_contain_text("adapter zubrowka on every answer", timeout=15_000)  # the header names it
 
     # Compare: the same question without and with the adapter, side by side.
     page.locator("#compare-question textarea, #compare-question input").first.fill(QUESTION)
@@ -131,6 +134,7 @@ def test_train_attach_and_answer_from_the_tuning_tab(
     page.get_by_role("tab", name="Tuning").click()
     page.click("#adapter-detach")
     page.locator("#adapter-message").get_by_text("No adapter is attached", exact=False).wait_for(timeout=30_000)
+    expect(status).not_to_contain_text("adapter", timeout=15_000)
     page.click("#adapter-target input")
     page.get_by_role("option").filter(has_text="Conversation:").first.click()
     page.click("#adapter-attach")

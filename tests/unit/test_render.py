@@ -155,6 +155,8 @@ def test_the_status_line_names_model_backend_and_context_and_the_hardware_tab_th
     plan = BackendPlan("llamacpp", "llama.cpp (CPU)", 2, 2048, MemoryEstimate(0, 0, 0), ())
     line = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan, slots=4))
     assert line == "**SmolLM2** · llama.cpp (CPU) · context 2048 tokens · offline"
+    tuned = status_markdown(RuntimeStatus("ready", "SmolLM2", "Ready", plan), adapter="house_style")
+    assert tuned == line + " · adapter **house\\_style** on every answer"  # the name is text, not markup
     assert "2 threads · context 2,048 tokens · up to 4 answers at once" in plan_html(plan, "Ready", 4)
     assert "one answer at a time" in plan_html(plan, "Ready", 1)
 
