@@ -95,7 +95,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.log_route import route_llama_logs
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
 

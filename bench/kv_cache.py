@@ -92,7 +92,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.log_route import route_llama_logs
     from models.embedded import embedded_chat_model
 
     route_llama_logs()

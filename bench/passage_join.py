@@ -160,8 +160,8 @@ def main() -> int:
     from app.bench.stats import report, summarise
     from backends.base import ChatMessage, LoadOptions
     from backends.chat_template import ChatFormatter
-    from backends.llamacpp.backend import route_llama_logs
     from backends.llamacpp.kept_state import pack, unpack
+    from backends.llamacpp.log_route import route_llama_logs
     from backends.llamacpp.native import BATCH_TOKENS, NativeModel
     from backends.llamacpp.passage_join import recomputed
     from backends.llamacpp.prompt_spans import segments, tokenized

@@ -93,7 +93,7 @@ def main() -> int:
 
     from app.bench.chat import open_raw_llama
     from app.bench.stats import report, summarise
-    from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.log_route import route_llama_logs
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
 

@@ -113,7 +113,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from app.bench.stats import report, summarise
-    from backends.llamacpp.backend import route_llama_logs
+    from backends.llamacpp.log_route import route_llama_logs
     from models.embedded import embedded_chat_model
 
     route_llama_logs()

@@ -73,8 +73,8 @@ def open_raw_llama(path: Path, context_length: int, threads: int, tensor_overrid
     creates (flash attention, its threads for reading and writing) unless ``settings`` (``Llama``'s own keywords)
     say otherwise. Loaded verbose with its logs routed to logging, as Hearth's own backend does (verbose=False
     redirects the process's stdout while loading)."""
-    from backends.llamacpp.backend import route_llama_logs
     from backends.llamacpp.buffers import open_llama
+    from backends.llamacpp.log_route import route_llama_logs
     from backends.llamacpp.native import FLASH_ATTENTION
 
     route_llama_logs()

@@ -8,14 +8,12 @@ generator; cancellation, token counts and timings are exact per answer.
 
 from __future__ import annotations
 
-import ctypes
-import logging
 import random
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from app.errors import ContextTooLong, EmptyMessage, HearthError, ModelLoadError, ModelNotReady
 from backends.base import (
@@ -37,6 +35,7 @@ from backends.base import (
 from backends.chat_template import ChatFormatter
 from backends.grammar import check_grammar
 from backends.llamacpp import placement
+from backends.llamacpp.log_route import route_llama_logs
 from backends.llamacpp.vocab_markers import special_texts
 from backends.memory import KV_WIDTHS, MemoryEstimate, estimate_llamacpp
 from backends.plan import PlanContext, PlanOption
@@ -52,46 +51,6 @@ if TYPE_CHECKING:
     from backends.llamacpp.prompt_spans import Span
     from backends.llamacpp.saved_slots import SavedSlots
     from models.gguf import ModelInfo
-
-log = logging.getLogger("llama.cpp")
-# ggml log levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
-_GGML_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
-_log_callback: Any = None
-
-
-def route_llama_logs() -> None:
-    """Send llama.cpp's C-level log lines and llama-cpp-python's own prints to Python logging (once per
-    process). Its prints are redirected through its module's ``print`` name only, so no other thread's output
-    is touched."""
-    global _log_callback
-    if _log_callback is not None:
-        return
-    import llama_cpp
-    import llama_cpp.llama
-
-    from backends.llamacpp.native import loading_adapter, unwinding_abort
-
-    def print_to_log(*values: object, **_ignored: object) -> None:
-        log.debug("%s", " ".join(str(value) for value in values))
-
-    llama_cpp.llama.print = print_to_log  # type: ignore[attr-defined]
-
-    previous = [logging.DEBUG]
-
-    def forward(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-        python_level = _GGML_LEVELS.get(level, previous[0])
-        previous[0] = python_level
-        if unwinding_abort():
-            # A Stop ended this evaluation on purpose; llama.cpp reports every abort as a failed decode.
-            python_level = min(python_level, logging.DEBUG)
-        elif loading_adapter():
-            python_level = min(python_level, logging.INFO)
-        message = text.decode("utf-8", errors="replace").rstrip()
-        if message:
-            log.log(python_level, "%s", message)
-
-    _log_callback = llama_cpp.llama_log_callback(forward)  # the reference keeps ctypes from freeing it
-    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
 
 
 class LlamaCppBackend(Backend):

@@ -19,6 +19,7 @@ from typing import Any
 from app.errors import AdapterError, ModelLoadError
 from backends.base import AdapterUse, LoadOptions
 from backends.llamacpp import buffers as llamacpp_buffers
+from backends.llamacpp.log_route import adapter_threads, route_llama_logs, unwinding_threads
 from backends.llamacpp.state_cells import for_streams
 from backends.llamacpp.stream_join import join_apart, span_apart
 
@@ -39,24 +40,6 @@ ABORTED = 2
 
 _backend_lock = threading.Lock()
 _backend_ready = False
-# Threads whose llama_decode is unwinding from an abort Hearth asked for: llama.cpp reports every abort as a
-# failure ("llama_decode: failed to decode, ret = 2", at ERROR), which for a Stop is no failure at all.
-_unwinding: set[int] = set()
-
-
-# Threads loading a LoRA adapter: llama.cpp warns for each adapted weight whose base is stored in a repacked
-# layout ("cannot use buft 'CPU_REPACK', fallback to CPU"), which is how adapters always work on such weights.
-_loading_adapter: set[int] = set()
-
-
-def loading_adapter() -> bool:
-    """Whether this thread is inside llama_adapter_lora_init (its warnings are expected and not the user's)."""
-    return threading.get_ident() in _loading_adapter
-
-
-def unwinding_abort() -> bool:
-    """Whether this thread is inside a llama_decode that Hearth asked to stop (its log lines are expected)."""
-    return threading.get_ident() in _unwinding
 
 
 def _init_backend() -> None:
@@ -351,11 +334,11 @@ class NativeModel:
 
         handle = self._adapters.pop(key, None)
         if handle is None:
-            _loading_adapter.add(threading.get_ident())
+            adapter_threads.add(threading.get_ident())
             try:
                 handle = llama_cpp.llama_adapter_lora_init(self.model, key[0].encode("utf-8"))
             finally:
-                _loading_adapter.discard(threading.get_ident())
+                adapter_threads.discard(threading.get_ident())
             if not handle:
                 raise AdapterError(
                     f"llama.cpp could not load the adapter {Path(key[0]).name}.",
@@ -386,14 +369,14 @@ class NativeModel:
         finally:
             llama_cpp.llama_set_abort_callback(self.ctx, self._no_callback, None)
             self._stop_when = None
-            _unwinding.discard(self._decoding_thread)
+            unwinding_threads.discard(self._decoding_thread)
 
     def _should_abort(self, _data: Any) -> bool:
         """llama.cpp's abort callback (called from inside llama_decode): True stops the evaluation."""
         stop_when = self._stop_when
         if stop_when is None or not stop_when():
             return False
-        _unwinding.add(self._decoding_thread)  # the failure llama.cpp is about to log is this requested stop
+        unwinding_threads.add(self._decoding_thread)  # the failure llama.cpp is about to log is this requested stop
         return True
 
     def close(self) -> None:
@@ -432,6 +415,7 @@ class Vocabulary:
         import llama_cpp
 
         _init_backend()
+        route_llama_logs()  # its loading report goes to logging, not the terminal of the process reading it
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
         self.model: Any = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), params)

@@ -88,10 +88,11 @@ def test_the_listener_counts_what_reaches_it(listener: Listener) -> None:
 
 
 def test_hostile_questions_and_answers_fetch_nothing_live_or_reopened(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], listener: Listener
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], listener: Listener
 ) -> None:
     payloads = hostile_markdown(listener.base)
-    app = start_app("--backend", "fake")
+    # Shared with the policy test further down, which runs after it (it ends by making the page break its policy).
+    app = shared_app("--backend", "fake")
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
     shown: dict[str, str] = {}
@@ -190,9 +191,9 @@ INJECT_REMOTE_LOADS = """base => {
 
 
 def test_every_response_carries_the_policy_and_the_page_works_under_it(
-    start_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], listener: Listener, tmp_path: Path
+    shared_app: Callable[..., RunningApp], open_page: Callable[[RunningApp], Any], listener: Listener, tmp_path: Path
 ) -> None:
-    app = start_app("--backend", "fake")
+    app = shared_app("--backend", "fake")
     owner = httpx.Client(cookies=app.cookies)
     page_html = owner.get(app.url)
     script = re.search(r'src="\./(assets/[^"]+\.js)"', page_html.text)

@@ -153,6 +153,9 @@ def test_train_attach_and_answer_from_the_tuning_tab(
     page.wait_for_function("fact => document.querySelector('#chat').innerText.includes(fact)", arg=FACT)
     assert "adapter zubrowka" in ask_and_wait(page, QUESTION)
     page.screenshot(path=str(artifacts_dir / "tuning-conversation-answer.png"), full_page=True)
+    # The terminal `hearth ui` runs in got none of llama.cpp's loading report while the run read the vocabulary.
+    printed = app.log.read_text()
+    assert "llama_model_loader" not in printed and "print_info" not in printed, printed[-2000:]
 
 
 BOT_BUBBLES = "document.querySelectorAll('#chat [data-testid=\"bot\"]')"

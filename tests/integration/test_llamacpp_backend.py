@@ -192,3 +192,22 @@ def test_close_is_idempotent_and_then_refuses_to_chat(model_info: ModelInfo) -> 
     backend.close()
     with pytest.raises(ModelNotReady):
         run(backend, GREEDY)
+
+
+def test_reading_a_vocabulary_alone_prints_nothing_to_the_terminal(model_info: ModelInfo) -> None:
+    """Tuning reads the model's vocabulary in the page's process, whose stderr is the terminal `hearth ui` runs in:
+    llama.cpp's loading report (a hundred lines) goes to logging instead."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path; from backends.llamacpp.native import Vocabulary; "
+        "vocabulary = Vocabulary(Path(sys.argv[1])); print(len(vocabulary.tokenize('Hello there', False))); "
+        "vocabulary.close()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(model_info.path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 0
+    assert "llama_model_loader" not in done.stderr and "print_info" not in done.stderr, done.stderr[:500]

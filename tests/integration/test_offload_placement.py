@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 LOAD = """
 import json, logging, sys
 from backends.base import LoadOptions
-from backends.llamacpp.backend import route_llama_logs
+from backends.llamacpp.log_route import route_llama_logs
 from backends.llamacpp.native import NativeModel
 from backends.local_socket import parse_local
 from backends.workers.rpc import attach_workers
