@@ -167,7 +167,7 @@ class ChatFormatter:
         takes the written form instead."""
         renderer = self._renderer
         if renderer is not None and template_family(self._template) == "native" and not self._reason:
-            turns = fold_system(messages) if self._fold_system else messages
+            turns = fold_system(messages) if self.folds_system else messages
             conversation = Conversation(tuple(turns), True, tuple(tools))
             if _content_chars(conversation) <= self._limits.max_input_chars:
                 try:

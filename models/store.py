@@ -195,14 +195,15 @@ class ModelStore:
             raise ModelNotKnown(
                 "The embedded model ships with Hearth and cannot be removed.", "Choose another default instead."
             )
-        # The parts go with it only when the file's own header says it is split: a file merely named like a first
-        # part must not take other files of that name pattern with it.
-        files = model_files(model.path) if self._parts(model.path) > 1 else [model.path]
+        # Only Hearth's own files are deleted. The parts go with the first only when its facts (read before they
+        # are forgotten below) say it is split: a file merely named like a first part must not take others along.
+        owned = self.owns(model.path)
+        files = (model_files(model.path) if self._parts(model.path) > 1 else [model.path]) if owned else []
         with self._database.transaction() as db:
             db.execute("DELETE FROM models WHERE sha256 = ?", (model.sha256,))
             db.execute("DELETE FROM model_facts WHERE sha256 = ?", (model.sha256,))
             db.execute("DELETE FROM preferences WHERE key = 'default' AND value = ?", (model.sha256,))
-        if self.owns(model.path):
+        if owned:
             for file in files:
                 file.unlink(missing_ok=True)
             folder = model.path.parent

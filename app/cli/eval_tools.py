@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +24,7 @@ from app.tools.relevance import fitting_tools
 from app.wording import shorten
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall
 from backends.tool_calls import CALL_GUIDANCE, calls_grammar, calls_in, generic_messages
+from rag.retrieval.embeddings import Embedder
 
 Form = Literal["native", "written", "guided"]
 DEFAULT_MAX_TOKENS = 160
@@ -69,16 +70,13 @@ def run_eval_tools(
         load_model(services)
         model_name = services.runtime.model.display_name if services.runtime.model else "?"
         params = dataclasses.replace(services.generation_params(), temperature=0.0, max_new_tokens=max_tokens, seed=0)
-        gate = f", only those that fit (at least {threshold:g})" if threshold is not None else ""
-        print(f"Asking {len(questions)} tool questions of {model_name}, tools {form}{gate}", file=sys.stderr)
-        embedder = services.documents.get().embedder if threshold is not None else None
+        only = f", only those that fit (at least {threshold:g})" if threshold is not None else ""
+        print(f"Asking {len(questions)} tool questions of {model_name}, tools {form}{only}", file=sys.stderr)
+        gate = _gate(services.documents.get().embedder, threshold) if threshold is not None else None
         with services.runtime.lease() as engine:
             try:
                 for number, question in enumerate(questions, start=1):
-                    offered: ToolQuestion = question
-                    if embedder is not None and threshold is not None:
-                        fits = fitting_tools(embedder, question.question, question.functions, threshold)
-                        offered = dataclasses.replace(question, functions=fits)
+                    offered = gate(question) if gate is not None else question
                     result = _ask(engine, offered, params, settings.generation.system_prompt, form)
                     if offered is not question:
                         names = tuple(f.name for f in offered.functions)
@@ -93,6 +91,16 @@ def run_eval_tools(
         services.close()
     _finish(results, model_name, form, part, output, threshold)
     return EXIT_OK
+
+
+def _gate(embedder: Embedder, threshold: float) -> Callable[[ToolQuestion], ToolQuestion]:
+    """The question with only the functions that fit it, as the page offers tools."""
+
+    def offered(question: ToolQuestion) -> ToolQuestion:
+        fits = fitting_tools(embedder, question.question, question.functions, threshold)
+        return dataclasses.replace(question, functions=fits)
+
+    return offered
 
 
 def offered_request(

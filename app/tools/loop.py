@@ -107,8 +107,8 @@ def answer_with_tools(
             history.append(ChatMessage("assistant", text, tuple(fresh)))
         for call in fresh:
             made += 1
-            result = yield from _run(call, box, ask, consent)
-            refused = refused or result == REFUSED
+            result, denied = yield from _run(call, box, ask, consent)
+            refused = refused or denied
             results.append(result)
             history.append(ChatMessage("tool", result, tool_call_id=call.id))
         if repeated is not None:
@@ -184,23 +184,24 @@ def _one_answer(
     return "".join(said), calls, finished
 
 
-def _run(call: ToolCall, box: ToolBox, ask: Ask, consent: ConsentBook) -> Generator[LoopEvent, None, str]:
+def _run(call: ToolCall, box: ToolBox, ask: Ask, consent: ConsentBook) -> Generator[LoopEvent, None, tuple[str, bool]]:
+    """The call asked about and run: its result for the model, and whether the user denied it."""
     tool = box.find(call.name)
     if tool is None:
         result, failed = box.run(call)  # says there is no such tool
         yield CallDone(call, False, result, failed)
-        return result
+        return result, False
     allowed = consent.is_allowed(tool.server, tool.tool)
     asked = CallAsked(call, tool.server, tool.tool, asking=not allowed)
     yield asked
     decision: Decision = "once" if allowed else ask(asked)
     if decision == "deny":
         yield CallDone(call, False, REFUSED, True)
-        return REFUSED
+        return REFUSED, True
     if decision == "always":
         consent.allow(tool.server, tool.tool)
     if not allowed:  # it runs now: the page stops asking about it
         yield CallAsked(call, tool.server, tool.tool, asking=False, decided=True)
     result, failed = box.run(call)
     yield CallDone(call, True, result, failed)
-    return result
+    return result, False

@@ -11,6 +11,7 @@ When the person asked for a call (the page's "call one first"), every tool is of
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,15 +30,33 @@ def tool_text(tool: ToolSpec) -> str:
     return f"{name}: {tool.description}" if tool.description.strip() else name
 
 
+# Each embedder's unit vectors of the tool texts it has embedded: the tools are the same turn after turn, so each
+# turn embeds only its request (and any tool not seen before). Bounded: a new server's tools replace the old.
+_KEPT: weakref.WeakKeyDictionary[Embedder, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+KEPT_TEXTS = 512
+
+
 def similarities(embedder: Embedder, request: str, tools: Sequence[ToolSpec]) -> list[float]:
     """The cosine similarity of ``request`` to each tool's :func:`tool_text`."""
     if not tools:
         return []
-    vectors = np.asarray(embedder.embed([request, *(tool_text(t) for t in tools)]), dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1)
+    kept = _KEPT.setdefault(embedder, {})
+    texts = [tool_text(t) for t in tools]
+    new = [text for text in dict.fromkeys(texts) if text not in kept]
+    if len(kept) + len(new) > KEPT_TEXTS:
+        kept.clear()
+        new = list(dict.fromkeys(texts))
+    vectors = _unit(embedder.embed([request, *new]))
+    kept.update(zip(new, vectors[1:], strict=True))
+    return [float(kept[text] @ vectors[0]) for text in texts]
+
+
+def _unit(vectors: object) -> np.ndarray:
+    rows = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1)
     norms[norms == 0] = 1.0
-    unit = vectors / norms[:, None]
-    return [float(v) for v in unit[1:] @ unit[0]]
+    unit: np.ndarray = rows / norms[:, None]
+    return unit
 
 
 def fitting(scores: Sequence[float], threshold: float = FIT_THRESHOLD) -> list[int]:

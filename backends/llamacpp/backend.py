@@ -185,8 +185,12 @@ class LlamaCppBackend(Backend):
         return self._engine, self._formatter
 
     def _tokenize_chat(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> list[int]:
-        engine, formatter = self._require()
-        prompt = formatter.render_chat(messages, tools)
+        _, formatter = self._require()
+        return self._tokens_of(formatter.render_chat(messages, tools))
+
+    def _tokens_of(self, prompt: str) -> list[int]:
+        """A rendered chat prompt as tokens: its special tokens read as such, BOS added unless it prints it."""
+        engine, _ = self._require()
         return engine.tokenize(prompt, add_special=self._wants_bos(prompt), parse_special=True)
 
     def _wants_bos(self, prompt: str) -> bool:
@@ -207,15 +211,15 @@ class LlamaCppBackend(Backend):
         started = time.perf_counter()
         engine, formatter = self._require()
         prompt = formatter.render_chat(messages, params.tools)
-        bos = self._wants_bos(prompt)
         if not (params.passages and engine.can_join):
-            tokens = engine.tokenize(prompt, add_special=bos, parse_special=True)
-            yield from without_thinking(self._answer(tokens, params, cancel, started), opens_thinking(prompt))
+            answer = self._answer(self._tokens_of(prompt), params, cancel, started)
+            yield from without_thinking(answer, opens_thinking(prompt))
             return
         # The prompt is read in pieces cut at its passages, so each passage is the same tokens wherever it stands
         # and its kept cache can be found (``backends.llamacpp.prompt_spans``).
         from backends.llamacpp.prompt_spans import segments, tokenized
 
+        bos = self._wants_bos(prompt)
         tokens, spans = tokenized(
             segments(prompt, params.passages), lambda text, first: engine.tokenize(text, first and bos, True)
         )

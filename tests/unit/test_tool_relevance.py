@@ -49,3 +49,27 @@ def test_a_turn_offers_the_fitting_tools_unless_a_call_is_asked_for_first(tmp_pa
     assert use("call").for_request("Hello!") == box  # the person asked for a call: every tool
     assert asked == ["Hello!", "What is 12 times 7?"]
     assert ToolUse(box, lambda _: "once", ConsentBook(tmp_path / "c.json")).for_request("Hello!") == box
+
+
+def test_each_tool_is_embedded_once_and_later_requests_only_embed_themselves() -> None:
+    import numpy as np
+
+    from app.tools.relevance import similarities
+
+    class Counting:
+        """Embeds a text as its letter counts (a stand-in for the model), and counts what it was asked."""
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            self.asked += texts
+            return np.array([[t.count(c) + 0.1 for c in "aeiost"] for t in texts], dtype=np.float32)
+
+    embedder = Counting()
+    calculator = ToolSpec("calculator", "Compute sums exactly.", "{}")
+    first = similarities(embedder, "What is 12 times 7?", [calculator, WEATHER])  # type: ignore[arg-type]
+    assert len(embedder.asked) == 3
+    again = similarities(embedder, "What is 12 times 7?", [WEATHER, calculator])  # type: ignore[arg-type]
+    assert embedder.asked[3:] == ["What is 12 times 7?"]  # the tools' vectors were kept
+    assert again == [first[1], first[0]] and all(-1.0 <= s <= 1.0 for s in first)
