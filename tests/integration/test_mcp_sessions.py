@@ -75,6 +75,10 @@ def test_a_session_unused_for_its_idle_time_is_ended(tmp_path: Path) -> None:
         pool.use(entry, 60, lambda client: client.list_tools())
         assert pool.running() == [entry]
         assert gone(pidfile)  # waits up to 5 s
+        # The session is marked ended once its client has closed, just after the server's process is gone.
+        deadline = time.monotonic() + 5
+        while pool.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert pool.running() == []
     finally:
         pool.close()
