@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.wording import format_eta
+from models.shared.wording import format_eta
 from rag.ingest_progress import IngestProgress, StepProgress
 
 

@@ -13,8 +13,8 @@ import os
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-from app.errors import HearthError
 from app.paths import PRIVATE_DIR_MODE, ensure_data_dir, resolve_data_paths
+from models.shared.errors import HearthError
 
 LIBRARIES = ("llama.cpp",)
 LOG_NAME = "llama.cpp.log"

@@ -8,13 +8,13 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import StorageError
+from models.shared.errors import StorageError
+from models.shared.private_files import PRIVATE_FILE_MODE, tighten
 
 log = logging.getLogger(__name__)
 
 # The data folder holds conversations, document copies and the API key: only its owner may read it.
 PRIVATE_DIR_MODE = 0o700
-PRIVATE_FILE_MODE = 0o600
 PRIVATE_UMASK = 0o077
 # What Hearth keeps in the data folder (besides the folders below): each database with SQLite's side files.
 _DATABASE_NAMES = ("conversations.db", "index.db", "models.db")
@@ -88,13 +88,14 @@ class DataPaths:
 
     @property
     def conversation_cache_dir(self) -> Path:
-        """Conversations' llama.cpp caches, one folder per model (``backends.llamacpp.saved_slots``; owner-only)."""
+        """Conversations' llama.cpp caches, one folder per model (``backends.llamacpp.caches.saved_slots``;
+        owner-only)."""
         return self.root / "cache" / "conversations"
 
     @property
     def passage_cache_dir(self) -> Path:
-        """Kept passages' llama.cpp caches, one folder per model and adapter (``backends.llamacpp.passage_shelf``;
-        owner-only)."""
+        """Kept passages' llama.cpp caches, one folder per model and adapter
+        (``backends.llamacpp.caches.passage_shelf``; owner-only)."""
         return self.root / "cache" / "passages"
 
     @property
@@ -245,36 +246,10 @@ def write_private_text(path: Path, text: str) -> None:
     temporary.replace(path)
 
 
-def create_private_file(path: Path) -> None:
-    """Create ``path`` empty and owner-only if it is missing, else take others' permissions off it. Called before
-    SQLite opens a database: SQLite gives the -wal, -shm and -journal files the database file's own mode."""
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    except FileExistsError:
-        _tighten(path)
-    except OSError as exc:  # the caller's own open reports the problem with its remedy
-        log.debug("could not create %s privately: %s", path, exc)
-    else:
-        os.close(descriptor)
-
-
 def _tighten_tree(top: Path) -> None:
-    _tighten(top)
+    tighten(top)
     if not top.is_dir() or top.is_symlink():
         return
     for folder, dirs, files in os.walk(top):  # symbolic links are not followed
         for name in [*dirs, *files]:
-            _tighten(Path(folder) / name)
-
-
-def _tighten(path: Path) -> None:
-    """Take the group's and others' permissions off ``path`` (never through a symbolic link); best effort."""
-    try:
-        info = path.lstat()
-        mode = stat.S_IMODE(info.st_mode)
-        if not stat.S_ISLNK(info.st_mode) and mode & 0o077:
-            path.chmod(mode & ~0o077)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        log.warning("could not make %s private: %s", path, exc.strerror or exc)
+            tighten(Path(folder) / name)

@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.errors import HearthError
 from backends.base import DEFAULT_PASSAGE_RECOMPUTE
+from models.shared.errors import HearthError
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are Hearth, a helpful assistant running entirely on this computer. Answer clearly and concisely."
@@ -169,6 +169,14 @@ class RagSettings(BaseModel):
         description="Give the best sentences of the first 8 passages found, in the room the first top_k passages "
         "would take, instead of those passages whole (rag/excerpts.py). Off: the default model did not answer better "
         "from them, and embedding every window of 8 passages takes about a second per question on a 2-core CPU.",
+    )
+    follow_up_search: Literal["question", "with-previous", "fused", "same-files"] = Field(
+        default="question",
+        description="What a follow-up in a conversation is searched with: its own words (question); the previous "
+        "question's words before them (with-previous); both rankings taken in turns (fused); or its own words with "
+        "the passages of the files the previous answer came from first (same-files). Its own words: on the "
+        "conversation set the others gave the passages holding the answer to fewer follow-ups "
+        "(bench/data/conversation-follow-up-search.json).",
     )
     keep_passages: bool = Field(
         default=True,

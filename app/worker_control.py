@@ -24,13 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.errors import HearthError
 from app.paths import write_private_text
 from app.peer_account import source_of
 from backends.local_socket import connect as connect_local
 from backends.local_socket import parse_local
 from backends.workers.pairing import WorkerState, parse_request
 from backends.workers.secure_link import Identity, LinkRefused, carry, connect, server_context
+from models.shared.errors import HearthError
 
 MAX_LINE_BYTES = 4096
 CONTROL_TIMEOUT_S = 5.0

@@ -27,11 +27,17 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from backends.hardware import HardwareInventory
 from backends.memory import MemoryEstimate
 
+# The chat message and the cancel token live in the lowest layer (the model files' jobs use them too); the engines'
+# API names them here as well.
+from models.shared.cancel import CancelToken as CancelToken
+from models.shared.chat import ChatMessage as ChatMessage
+from models.shared.chat import Role as Role
+from models.shared.chat import ToolCall as ToolCall
+
 if TYPE_CHECKING:
     from backends.plan import PlanContext, PlanOption
     from models.gguf import ModelInfo
 
-Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "cancelled"]
 
 
@@ -108,8 +114,8 @@ class LoadOptions:
     # llama.cpp: the output projection stays on this CPU while every layer is on workers (only the hidden state, not
     # the logits, then crosses the network per token)
     output_on_cpu: bool = False
-    # llama.cpp: where conversations' caches are saved between turns and starts (``backends.llamacpp.saved_slots``);
-    # None keeps them in memory only
+    # llama.cpp: where conversations' caches are saved between turns and starts
+    # (``backends.llamacpp.caches.saved_slots``); None keeps them in memory only
     saved_caches: SavedCaches | None = None
 
     @property
@@ -124,23 +130,6 @@ class LoadOptions:
 class LoadProgress:
     fraction: float
     message: str
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    role: Role
-    content: str
-    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn that called tools
-    tool_call_id: str | None = None  # a tool turn: the call whose result it is
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call the model made: the function's name and its arguments as JSON text (as OpenAI carries them)."""
-
-    id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True)
@@ -208,7 +197,7 @@ class GenerationParams:
     # instead of read when a later prompt holds them again (llama.cpp; other backends read them)
     passages: tuple[str, ...] = ()
     # of each joined passage, the share of its tokens (its first ones) read again after the text now before it, as
-    # CacheBlend recomputes a share: the rest comes from the kept cache (``backends.llamacpp.passage_join``)
+    # CacheBlend recomputes a share: the rest comes from the kept cache (``backends.llamacpp.caches.passage_join``)
     passage_recompute: float = DEFAULT_PASSAGE_RECOMPUTE
 
 
@@ -254,20 +243,6 @@ class Reading:
 
 
 ChatEvent = TextDelta | Usage | Finished | Reading
-
-
-class CancelToken:
-    """Set from any thread to stop a running generation at the next token."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def cancel(self) -> None:
-        self._event.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
 
 
 class LinkedCancel(CancelToken):

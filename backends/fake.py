@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from app.errors import ContextTooLong, ModelNotReady
 from backends.base import (
     Availability,
     Backend,
@@ -32,6 +31,7 @@ from backends.memory import MemoryEstimate
 from backends.placement import RANK_CPU, cpu_option
 from backends.plan import PlanContext, PlanOption
 from backends.stops import StopScanner
+from models.shared.errors import ContextTooLong, ModelNotReady
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory

@@ -15,10 +15,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from app.errors import InvalidChoice
 from backends.base import Grammar
 from backends.schema_bounds import overreach
 from backends.schema_refs import root_reference_as_union
+from models.shared.errors import InvalidChoice
 
 # Generous for real schemas (a pydantic model of a few dozen fields is a few KB); a bound for a hostile one.
 MAX_SCHEMA_CHARS = 64_000

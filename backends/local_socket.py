@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 SCHEME = "unix:"
 # sockaddr_un's sun_path holds 108 bytes on Linux (104 on macOS), the terminating zero included

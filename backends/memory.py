@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.gguf import ModelInfo
+from models.shared.wording import format_bytes as format_bytes  # sizes in words, for every layer
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -212,9 +213,3 @@ def largest_context(model: ModelInfo, fits: Callable[[int], bool], upper: int) -
         else:
             high = middle - 1
     return best
-
-
-def format_bytes(n_bytes: int) -> str:
-    if n_bytes >= GIB:
-        return f"{n_bytes / GIB:.1f} GiB"
-    return f"{n_bytes / MIB:.0f} MiB"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.errors import DoesNotFit
 from backends.base import Backend, LoadOptions
 from backends.hardware import HardwareInventory
 from backends.memory import KV_WIDTHS, MIB, MemoryEstimate, format_bytes, largest_context, usable_bytes
 from backends.plan import CPU, BackendPlan, Placement, PlanContext, PlanOption
 from models.gguf import ModelInfo
+from models.shared.errors import DoesNotFit
 
 GPU_HEADROOM_BYTES = 400 * MIB
 

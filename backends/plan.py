@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.errors import BackendUnavailable, DoesNotFit
 from backends.base import LoadOptions, WorkerLink
 from backends.hardware import HardwareInventory
 from backends.memory import KV_WIDTHS, MemoryEstimate, llama_gpu_layers
+from models.shared.errors import BackendUnavailable, DoesNotFit
 
 if TYPE_CHECKING:
     from backends.workers.cost import LinkFacts  # only named: the contract does not depend on the workers

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from app.errors import BackendUnavailable
 from backends.base import Backend
 from backends.hardware import HardwareInventory
 from backends.placement import (
@@ -34,6 +33,7 @@ from backends.placement import (
 from backends.plan import BackendPlan, NoBackend, PlanContext, PlanOption, Preferences
 from backends.plan_reasons import ROUTES, comes_after, missing_device_reason, not_chosen, rank_why
 from models.gguf import ModelInfo
+from models.shared.errors import BackendUnavailable
 
 
 def select_backend(

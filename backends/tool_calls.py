@@ -29,7 +29,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, overload
 
-from app.errors import InvalidChoice
 from backends.base import ChatEvent, ChatMessage, Finished, Grammar, Reading, TextDelta, ToolCall, ToolSpec, Usage
 from backends.call_forms import OPENING, may_open, new_call_id, read_call, read_whole
 from backends.grammar import (
@@ -42,6 +41,7 @@ from backends.grammar import (
 )
 from backends.schema_bounds import overreach
 from backends.schema_refs import own_definitions, root_reference_as_union
+from models.shared.errors import InvalidChoice
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # A line on when to call, after the system prompt (hearth eval tools --form guided measures it).

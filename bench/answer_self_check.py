@@ -1,4 +1,4 @@
-"""Can the model tell its wrong answers from documents? (issue 35, item 5: no confident wrong citation.)
+"""Can the model tell its wrong answers from documents? (No confident wrong citation.)
 
 For each answer of a ``hearth eval answers --output`` file, the conversation is rebuilt (Hearth's document rules,
 the question with its passages as ``rag_question`` lays them out, the answer as kept) and the model is asked one

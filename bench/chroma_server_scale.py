@@ -1,4 +1,4 @@
-"""Collections on a Chroma server against the data folder's, at 100,000 passages (issue 40, items 3 and 6).
+"""Collections on a Chroma server against the data folder's, at 100,000 passages.
 
     bench/corpus/debian_docs.sh /root/debian-corpus    # once
     .venv/bin/python bench/chroma_server_scale.py --docs /root/debian-corpus --passages 100000 \\

@@ -1,5 +1,5 @@
 """A follow-up after Hearth restarted, with the conversation's cache saved on disk, against reading the conversation
-again (issue 39, item 2), with raw llama-cpp-python reading the same prompt in the same run.
+again, with raw llama-cpp-python reading the same prompt in the same run.
 
 The conversation: a long first turn (a text of the held-out Apache License 2.0 and a question about it), its greedy
 answer, then a short follow-up. For each run, in an order that alternates between runs:

@@ -236,9 +236,9 @@ def greedy_text(runtime: object, params: object) -> str:
 
 def cut_mid_answer(settings: object, carrier: subprocess.Popen[str]) -> Cut:
     """Cuts the link (every packet dropped) after the answer's tenth piece; times the answer's end and asks again."""
-    from app.errors import EngineStopped
     from app.services.container import build_services
     from backends.base import GenerationParams, TextDelta
+    from models.shared.errors import EngineStopped
 
     result = Cut(TUN)
     services = build_services(settings)  # type: ignore[arg-type]

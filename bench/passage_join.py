@@ -1,10 +1,11 @@
-"""Passages read once (issue 39, item 1), measured at the engine before the scheduler uses it: the time to the first
+"""Passages read once, measured at the engine before the scheduler uses it: the time to the first
 word of an answer from documents when the passages' caches, kept from an earlier question, are joined into the
 sequence instead of read, against reading the whole prompt, with raw llama-cpp-python reading the same tokens in
 the same run; and whether the greedy answer stays the same.
 
 The prompt is Hearth's own for a question from documents (its system prompt and its passage layout,
-``rag.prompt``), rendered by the model's chat template and cut at the passages (``backends.llamacpp.prompt_spans``).
+``rag.prompt``), rendered by the model's chat template and cut at the passages
+(``backends.llamacpp.caches.prompt_spans``).
 Eight sections of a held-out text (the Apache License 2.0) are the passages. First they are read three to a prompt,
 as earlier questions would read them, and each one's cache is kept; then each of eight questions (written for
 this bench, about one section each) gets its own section and two others, none of them after the passages they were
@@ -20,10 +21,10 @@ For each question, alternating the order between runs:
   share) read, the rest of its kept cache joined, then the question read;
 - raw: llama-cpp-python's ``Llama`` reads the whole prompt's tokens and writes one.
 
-With ``--packed``, each share is also joined from caches kept at 8 bits (``backends.llamacpp.kept_state``, as the
+With ``--packed``, each share is also joined from caches kept at 8 bits (``backends.llamacpp.caches.kept_state``, as the
 passage store holds them by default), unpacked inside the timed part as the store does; its rows are named
 ``SHARE q8_0``. With ``--slots N`` (more than one), the context has a KV stream per slot and a kept cache is joined
-as bytes (``backends.llamacpp.stream_join``), as the engine does with its default four slots.
+as bytes (``backends.llamacpp.caches.stream_join``), as the engine does with its default four slots.
 
 This is the set the share is chosen on (tuning); answers are judged on the Debian sets (``hearth eval answers``).
 
@@ -151,7 +152,7 @@ def main() -> int:
         type=int,
         default=1,
         help="slots of the context (with more than one, each has a KV stream of its own and a kept cache is joined "
-        "as bytes: backends/llamacpp/stream_join.py); the bench reads and joins in the first",
+        "as bytes: backends/llamacpp/caches/stream_join.py); the bench reads and joins in the first",
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -160,11 +161,11 @@ def main() -> int:
     from app.bench.stats import report, summarise
     from backends.base import ChatMessage, LoadOptions
     from backends.chat_template import ChatFormatter
-    from backends.llamacpp.kept_state import pack, unpack
+    from backends.llamacpp.caches.kept_state import pack, unpack
+    from backends.llamacpp.caches.passage_join import recomputed
+    from backends.llamacpp.caches.prompt_spans import segments, tokenized
     from backends.llamacpp.log_route import route_llama_logs
     from backends.llamacpp.native import BATCH_TOKENS, NativeModel
-    from backends.llamacpp.passage_join import recomputed
-    from backends.llamacpp.prompt_spans import segments, tokenized
     from models.embedded import embedded_chat_model
     from models.gguf import read_model_info
     from rag.prompt import Source, rag_question, rag_system_prompt

@@ -1,5 +1,5 @@
 """Pick passages at random from a corpus, as Hearth chunks it, for people to write questions about in their own
-words (the "user's own words" set, issue 35). The draw is fixed by --seed, so the same corpus gives the same
+words (the "user's own words" set). The draw is fixed by --seed, so the same corpus gives the same
 passages; passages of fewer than --min-chars characters (a heading, a page footer) are drawn past, except CSV rows.
 
 Usage: .venv/bin/python bench/pick_passages.py CORPUS_DIR --per-file 12 --out bench/data/user-words-passages.jsonl

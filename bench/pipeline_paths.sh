@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The split's speed through the private-socket path (issue 34) against the loopback-TCP path it replaced, measured
+# The split's speed through the private-socket path against the loopback-TCP path it replaced, measured
 # alternately on this machine: `hearth bench pipeline` of this checkout and of commit 522e351 (the last with the
 # TCP relay), ROUNDS rounds each, three times, then a summary of Hearth's split against one process in each run.
 # Both use the patched llama.cpp (the patch only adds "unix:" endpoints; TCP works as before).

@@ -1,4 +1,4 @@
-"""The shared prefix read once (issue 39, item 3): a new conversation's first question from documents, while another
+"""The shared prefix read once: a new conversation's first question from documents, while another
 conversation's slot holds the same system prompt, with the scheduler copying that slot's cache of it and with the
 copy turned off (the prompt read whole, as before), against raw llama-cpp-python reading the same prompt in the
 same run.

@@ -1,4 +1,4 @@
-"""What choosing a saved conversation cache costs each request when the cap is full (issue 39, item 2; the review
+"""What choosing a saved conversation cache costs each request when the cap is full (the review
 of 6c47b19 asked whether comparing the prompt with every saved cache in Python is a hot path).
 
 Every request's start asks ``saved_slot_policy.to_restore`` which saved cache holds most of its prompt. The worst
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends.llamacpp.saved_slot_policy import Saved, to_restore  # noqa: E402
+from backends.llamacpp.caches.saved_slot_policy import Saved, to_restore  # noqa: E402
 
 
 def caches(count: int, tokens: int, shared: int, seed: int) -> list[Saved]:

@@ -1,4 +1,4 @@
-"""Does the answer after a tool's result come out right? (issue 36: the page's and the terminal's tool loop.)
+"""Does the answer after a tool's result come out right? (The page's and the terminal's tool loop.)
 
 ``hearth eval tools`` measures the first step, the call; this measures the whole answer a user sees: each question
 of ``bench/data/tool-answers.jsonl`` (arithmetic in a user's own words, with the number a right answer holds) goes

@@ -1,4 +1,4 @@
-"""What sharing one KV cache between the slots costs (issue 39): llama.cpp's unified cache, which lets slots share
+"""What sharing one KV cache between the slots costs: llama.cpp's unified cache, which lets slots share
 and hand over cells (passages joined, a system prompt read once), against a stream of cells per slot, on the same
 model in the same run.
 

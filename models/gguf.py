@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelFileError
 from models.gguf_reader import (
     GGUFHeader,
     SkippedArray,
@@ -20,6 +19,7 @@ from models.gguf_reader import (
     read_strings,
 )
 from models.gguf_split import MAX_PARTS, split_name, without_split
+from models.shared.errors import ModelFileError
 
 _BLOCK = re.compile(r"blk\.(\d+)\.")
 

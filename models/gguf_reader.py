@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelFileError
+from models.shared.errors import ModelFileError
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

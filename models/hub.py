@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from backends.memory import format_bytes
 from models.catalog import CatalogError
 from models.gguf_split import split_name
+from models.shared.wording import format_bytes
 
 PREFIX = "hf:"
 # The hub's own rule for an owner or repository name: letters, digits, '-', '_', '.', not starting with '-' or '.'.

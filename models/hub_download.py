@@ -18,8 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from backends.base import CancelToken
-from backends.memory import format_bytes
 from models.hub import (
     HubAccessRefused,
     HubFacts,
@@ -31,6 +29,8 @@ from models.hub import (
     gguf_files,
 )
 from models.install import MARGIN_BYTES, InstallCancelled, InstallProgress, NotEnoughDisk, nearest_existing
+from models.shared.cancel import CancelToken
+from models.shared.wording import format_bytes
 
 CHUNK_BYTES = 1 << 20
 PROGRESS_EVERY_S = 0.25

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import IO, Literal
 from urllib.parse import urlsplit
 
-from backends.base import CancelToken
-from backends.memory import format_bytes
 from models.catalog import CatalogError, PackagedModel, PackagesDamaged, partial_beside
 from models.embedded import packaged_file
+from models.shared.cancel import CancelToken
+from models.shared.wording import format_bytes
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 BLOCK_BYTES = 8 << 20

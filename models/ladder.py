@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 DECODE_TOKENS = 64
 PREFILL_TOKENS = 128

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import HearthError
-from backends.base import CancelToken
 from models.gguf import ModelInfo
+from models.shared.cancel import CancelToken
+from models.shared.errors import HearthError
 
 # The types offered, with llama.cpp's file-type constant names and approximate bits per weight (for progress).
 TYPES: dict[str, tuple[str, float]] = {
@@ -98,7 +98,7 @@ def expected_size_bytes(model: ModelInfo, qtype: str) -> int | None:
 
 def size_note(model: ModelInfo, qtype: str) -> str:
     """One sentence on what size to expect, said plainly when the copy will not be smaller. Pure."""
-    from backends.memory import format_bytes
+    from models.shared.wording import format_bytes
 
     expected = expected_size_bytes(model, qtype)
     now = format_bytes(model.file_size_bytes)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from app.database import Database
-from app.errors import HearthError, ModelFileError, StorageError, shown
 from models.facts import FACTS_VERSION, Refusal, decode_facts, encode_facts
 from models.gguf import ModelInfo, model_files, read_model_info, sha256_of
 from models.gguf_reader import ModelFileUnreadable
 from models.gguf_split import without_split
+from models.shared.database import Database
+from models.shared.errors import HearthError, ModelFileError, StorageError, shown
 
 Source = Literal["embedded", "imported", "installed", "quantized", "converted"]
 SCHEMA_VERSION = 1

@@ -6,7 +6,9 @@ A question set is JSON Lines, one question per line::
     {"question": "When was Debian 11 released?", "expected": [["2021-08-14", "August 14, 2021"]]}
 
 ``expected`` is a list; each item is a string, or a list of alternatives of which any one will do. Other keys
-(``id``, ``source``, …) are kept for the reader and ignored here.
+(``id``, ``source``, …) are kept for the reader and ignored here, but for ``conversation``: the questions that name
+the same conversation are asked in one conversation, in the order of their lines (a follow-up's answer is scored
+like any other, and reported apart from first questions).
 
 The rule, exactly: an answer is right when every item of ``expected`` appears in it. Before comparing, the answer
 and the expected strings are NFKC-normalised, case-folded and their runs of whitespace collapsed to one space;
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 from rag.evaluation import question_file_lines
 from rag.prompt import CITATION_MARKER, Source, marker_numbers
 
@@ -43,6 +46,8 @@ class AnswerQuestion:
     question: str
     expected: tuple[tuple[str, ...], ...]  # every item must appear; any one alternative of an item will do
     line: int
+    conversation: str | None = None  # questions naming the same conversation are asked in one, in line order
+    turn: int = 1  # its place in its conversation: 1 for a first question
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class AnswerResult:
         if self.written is None:
             return self.score.cited_holds_answer
         texts = [s.text for s in self.sources]
-        return score_answer(self.question, self.written, texts).cited_holds_answer
+        return score_answer(self.question, self.written, texts, [s.number for s in self.sources]).cited_holds_answer
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,15 @@ class AnswerReport:
     def mean_seconds(self) -> float:
         return sum(r.seconds for r in self.results) / len(self.results) if self.results else 0.0
 
+    @property
+    def median_completion_tokens(self) -> float:
+        """How long the answers ran, in tokens: a conversation's later answers shrinking shows here first."""
+        return float(statistics.median(r.completion_tokens for r in self.results)) if self.results else 0.0
+
+    def turns(self, later: bool) -> AnswerReport:
+        """The first questions of their conversations (and questions asked alone), or the follow-ups."""
+        return AnswerReport(tuple(r for r in self.results if (r.question.turn > 1) == later))
+
 
 def _share(results: Sequence[AnswerResult], test: Callable[[AnswerResult], bool]) -> float:
     return sum(1 for r in results if test(r)) / len(results) if results else 0.0
@@ -136,7 +150,20 @@ def read_answer_questions(path: Path) -> list[AnswerQuestion]:
     questions = [parse_line(line, number, path.name) for number, line in enumerate(lines, start=1) if line.strip()]
     if not questions:
         raise AnswerSetError(f"{path.name} has no questions.", f"Add one JSON object per line, like {EXAMPLE_LINE}")
-    return questions
+    return numbered_turns(questions)
+
+
+def numbered_turns(questions: Sequence[AnswerQuestion]) -> list[AnswerQuestion]:
+    """``questions`` with each one's place in its conversation: the n-th to name a conversation is its turn n."""
+    seen: dict[str, int] = {}
+    numbered: list[AnswerQuestion] = []
+    for question in questions:
+        if question.conversation is None:
+            numbered.append(replace(question, turn=1))
+            continue
+        seen[question.conversation] = seen.get(question.conversation, 0) + 1
+        numbered.append(replace(question, turn=seen[question.conversation]))
+    return numbered
 
 
 def parse_line(line: str, number: int, file_name: str) -> AnswerQuestion:
@@ -158,7 +185,13 @@ def parse_line(line: str, number: int, file_name: str) -> AnswerQuestion:
             f'{where} has no "expected" list.',
             'Add the strings a right answer must contain, like "expected": ["Dapper Drake"].',
         )
-    return AnswerQuestion(question.strip(), _expected(item["expected"], where), number)
+    conversation = item.get("conversation")
+    if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
+        raise AnswerSetError(
+            f'{where} has a "conversation" that is not a name.',
+            'Name the conversation the question belongs to, like "conversation": "csv-1", or leave it out.',
+        )
+    return AnswerQuestion(question.strip(), _expected(item["expected"], where), number, conversation)
 
 
 def _expected(value: object, where: str) -> tuple[tuple[str, ...], ...]:
@@ -213,17 +246,19 @@ def cited_numbers(answer: str) -> list[int]:
     return [n for group in CITATION_MARKER.findall(answer) for n in marker_numbers(group)]
 
 
-def score_answer(question: AnswerQuestion, answer: str, passage_texts: Sequence[str]) -> AnswerScore:
+def score_answer(
+    question: AnswerQuestion, answer: str, passage_texts: Sequence[str], passage_numbers: Sequence[int] = ()
+) -> AnswerScore:
+    """``passage_numbers``: the number each passage is cited by (1, 2, 3… when not given; a follow-up's passages
+    are numbered on from the conversation's earlier ones)."""
     numbers = cited_numbers(answer)
-    given = range(1, len(passage_texts) + 1)
+    given = dict(zip(passage_numbers or range(1, len(passage_texts) + 1), passage_texts, strict=True))
     return AnswerScore(
         correct=holds_expected(answer, question.expected),
         cited=any(n in given for n in numbers) and any(c.isalnum() for c in without_markers(answer)),
         stray_citations=sum(1 for n in numbers if n not in given),
         answer_in_passages=holds_expected("\n".join(passage_texts), question.expected),
-        cited_holds_answer=any(
-            holds_expected(passage_texts[n - 1], question.expected) for n in set(numbers) if n in given
-        ),
+        cited_holds_answer=any(holds_expected(given[n], question.expected) for n in set(numbers) if n in given),
     )
 
 
@@ -232,6 +267,8 @@ def result_record(result: AnswerResult) -> dict[str, object]:
     return {
         "line": result.question.line,
         "question": result.question.question,
+        "conversation": result.question.conversation,
+        "turn": result.question.turn,
         "expected": [list(item) for item in result.question.expected],
         "answer": result.answer,
         "correct": result.score.correct,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.errors import HearthError, StorageError
+from models.shared.errors import HearthError, StorageError
 from rag import chroma_http
 from rag.chroma_http import bounded_get
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 FORMAT_HINT = (
     'Each line must be one JSON object: {"question": "...", "gold_file": "name.pdf"}, optionally with '

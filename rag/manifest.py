@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from app.database import Database
-from app.errors import HearthError
+from models.shared.database import Database
+from models.shared.errors import HearthError
 from rag.reading.sections import PASSAGE_FORMAT
 from rag.writelock import WriteLock
 

@@ -1,4 +1,4 @@
-"""Rules for a question set written in a user's own words (issue 35): a question shares no run of four words with
+"""Rules for a question set written in a user's own words: a question shares no run of four words with
 the passage it was written from, and every expected string is copied from that passage. Pure."""
 
 from __future__ import annotations

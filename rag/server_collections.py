@@ -1,4 +1,4 @@
-"""Collections in two places (issue 40): the data folder's, and a Chroma server's, seen as one manifest and one
+"""Collections in two places: the data folder's, and a Chroma server's, seen as one manifest and one
 vector store, so that ingestion, search and every front end work on either without knowing which.
 
 With a server configured, new collections are made on it; those already in the data folder stay there and keep

@@ -1,4 +1,4 @@
-"""What Hearth knows of its collections on a Chroma server, kept on the server itself (issue 40, item 2), so every
+"""What Hearth knows of its collections on a Chroma server, kept on the server itself, so every
 Hearth pointed at the server sees the same collections and files: one added by one Hearth is known to the others,
 and never added twice.
 

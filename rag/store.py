@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from app.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
-from app.errors import StorageError
+from models.shared.database import DamagedStore, damaged, disk_full, first_complaint, is_damage, is_disk_full
+from models.shared.errors import StorageError
 from rag.chroma_server import ChromaServer, ServerCollectionGone, answered, server_client
 from rag.chunking import Chunk
 

@@ -1,4 +1,4 @@
-"""An answer none of whose own terms the passages hold is not presented as coming from them (issue 35, item 5).
+"""An answer none of whose own terms the passages hold is not presented as coming from them.
 
 The rule is lexical and narrow: a citing answer's distinctive terms are its words and symbols that are not in the
 question and not common English (``rag.citations.COMMON``); when it has two or more and no passage given holds any

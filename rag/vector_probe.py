@@ -13,7 +13,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from app.database import DamagedStore, first_problem
+from models.shared.database import DamagedStore, first_problem
 from rag.store import CHROMA_DB, VectorStore
 
 

@@ -75,8 +75,8 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def embedded_model() -> Path:
-    from app.errors import ModelFileError
     from models.embedded import embedded_chat_model
+    from models.shared.errors import ModelFileError
 
     try:
         path = embedded_chat_model()

@@ -32,8 +32,8 @@ from app.api.responses import (
     usage_chunk_json,
 )
 from app.api.sse import DONE, sse_event
-from app.errors import HearthError
 from backends.base import Finished, TextDelta, ToolCall, Usage
+from models.shared.errors import HearthError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,10 +18,10 @@ from app.api.ids import (
     unknown_model,
 )
 from app.api.responses import ModelEntry
-from app.errors import AdapterError, HearthError
 from app.services.container import Services
 from app.services.library.documents import DocumentServices
 from backends.base import AdapterUse
+from models.shared.errors import AdapterError, HearthError
 from rag.manifest import CollectionError, normalize_name
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from app.errors import Busy, HearthError
 from backends.base import CancelToken
+from models.shared.errors import Busy, HearthError
 
 # Texts embedded per call: about a second of work for 256-token texts on two cores, far less for short ones.
 SLICE_TEXTS = 32

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import (
+from models.shared.errors import (
     BackendUnavailable,
     Busy,
     ContextTooLong,

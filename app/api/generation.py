@@ -13,7 +13,6 @@ from app.api.directory import ModelDirectory
 from app.api.ids import collection_id
 from app.api.prompting import fit_answer, split_question
 from app.api.responses import Extension
-from app.errors import EmptyMessage
 from app.services.answering.documents_prompt import paired_turns
 from app.services.answering.documents_turn import (
     DocumentsQuestion,
@@ -34,6 +33,7 @@ from backends.base import (
     ToolCall,
 )
 from backends.tool_calls import CallArguments, CallBegun, calls_in, tools_instructions
+from models.shared.errors import EmptyMessage
 
 
 @dataclass(frozen=True)

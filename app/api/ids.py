@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.api.errors import RequestInvalid, UnknownModel
-from app.errors import shown as shown_value
+from models.shared.errors import shown as shown_value
 
 ALIAS = "hearth"
 ADAPTER_SEPARATOR = "+"

@@ -13,7 +13,7 @@ import stat
 import threading
 from pathlib import Path
 
-from app.errors import HearthError, StorageError
+from models.shared.errors import HearthError, StorageError
 
 KEY_PREFIX = "hearth-"
 KEY_RANDOM_BYTES = 32  # 256 bits from the operating system's CSPRNG

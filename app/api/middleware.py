@@ -15,7 +15,7 @@ from app.api.errors import BodyTooLarge, PageLocked, reply_for
 from app.api.locked_page import locked_page_html
 from app.api.page_gate import ENTRY_PATH, PageGate, offered_token, wants_page
 from app.api.policy import AccessPolicy, check_host, check_key, check_origin, is_cross_origin_allowed, needs_key
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 # Far above any prompt a context window holds (a 32k-token prompt is ~130 kB); sized for batches of embeddings.
 # The page's own requests (a question, a click) are far smaller; its uploads have their own limit.

@@ -20,10 +20,10 @@ import json
 from collections.abc import Sequence
 
 from app.api.schemas import ChatRequest, CompletionRequest, Message, NamedTool
-from app.errors import ContextTooLong, EmptyMessage
 from backends.base import ChatMessage, GenerationParams, Grammar, ToolCall, ToolSpec
 from backends.grammar import json_object_grammar, json_schema_grammar
 from backends.tool_calls import calls_grammar
+from models.shared.errors import ContextTooLong, EmptyMessage
 
 # Some engines reject an exact 0 (nucleus of nothing); this close to 0 means "only the likeliest token" anyway.
 MIN_TOP_P = 0.001

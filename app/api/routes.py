@@ -23,9 +23,9 @@ from app.api.ids import COLLECTION_PREFIX, requested_collection
 from app.api.prompting import chat_messages, completion_prompt, requested_params
 from app.api.responses import embeddings_json, models_json
 from app.api.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, parse_request
-from app.errors import HearthError
 from app.services.container import Services
 from backends.base import CancelToken
+from models.shared.errors import HearthError
 
 ResultT = TypeVar("ResultT")
 # How often a long request looks whether its client is still there.

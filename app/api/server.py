@@ -29,8 +29,8 @@ from app.api.page_gate import PageGate, new_page_secret
 from app.api.page_headers import SecurityHeaders
 from app.api.policy import WILDCARD_HOSTS, AccessPolicy, access_policy
 from app.api.routes import build_router
-from app.errors import HearthError
 from app.services.container import Services
+from models.shared.errors import HearthError
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.chat import QUESTIONS, SYSTEM, progress
-from app.errors import HearthError
 from backends.base import CancelToken, ChatMessage, GenerationParams, Usage
+from models.shared.errors import HearthError
 
 DEFAULT_MAX_TOKENS = 96
 

@@ -30,9 +30,9 @@ from app.bench.documents_figures import (
     sample_line,
     summarise,
 )
-from app.errors import HearthError
 from app.services.answering.turn_settings import TurnSettings
 from backends.base import DEFAULT_PASSAGE_RECOMPUTE, TextDelta, Usage
+from models.shared.errors import HearthError
 
 DEFAULT_MAX_TOKENS = 128
 CONVERSATIONS_DISK_MB = 2048  # the caches a restart finds, in the benchmark's own folder (the settings' defaults)

@@ -51,7 +51,8 @@ RATIOS = (
 
 def summarise(samples: Sequence[DocumentsSample]) -> dict[str, Any]:
     """Each figure's spread over the questions, and each question's Hearth/raw ratios' spread; the time to first
-    token again over the questions whose passages had all been read before (issue 39's goal), where any were."""
+    token again over the questions whose passages had all been read before (what keeping them is for), where any
+    were."""
     if not samples:
         raise ValueError("no questions were answered")
     figures = {field: spread([float(getattr(s, field)) for s in samples]).as_dict() for field, _ in FIELDS}

@@ -17,9 +17,9 @@ from typing import Any
 
 from app.bench.chat import QUESTIONS, SYSTEM, progress
 from app.bench.stats import Spread, format_spread, noise_warning, spread
-from app.errors import HearthError
 from app.services.answering.turn_settings import TurnSettings
 from backends.base import CancelToken, ChatMessage, GenerationParams, TextDelta, Usage
+from models.shared.errors import HearthError
 
 DEFAULT_MAX_TOKENS = 128
 

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.errors import HearthError
 from app.reading_pace import ReadingPace
 from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services, enforce_offline, model_choice
@@ -23,6 +22,7 @@ from app.terminal_text import for_terminal, for_terminal_lines
 from backends.base import Finished, Reading, TextDelta, Usage
 from backends.hardware import HardwareInventory, describe, probe
 from backends.memory import format_bytes
+from models.shared.errors import HearthError
 from rag.prompt import Source
 
 if TYPE_CHECKING:
@@ -159,6 +159,10 @@ def run_open(settings: Settings, print_address: bool) -> int:
 
 
 def exit_on_terminate(signum: int, _frame: object) -> None:
+    """SIGTERM ends the process as Ctrl+C does, once: a second one (the window closing asks twice, through its
+    stop and through the parent-death signal) would interrupt the shutdown it started, leaving the server record
+    and the engine behind."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 

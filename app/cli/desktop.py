@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.errors import HearthError
 from app.settings import Settings
 from app.terminal_text import for_terminal
+from models.shared.errors import HearthError
 
 EXIT_OK = 0
 ICON = Path(__file__).resolve().parents[1] / "desktop" / "hearth.png"

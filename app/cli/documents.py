@@ -6,14 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from app.errors import HearthError
 from app.ingest_text import progress_words
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.container import enforce_offline
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import Settings
 from app.terminal_text import for_terminal, for_terminal_lines
-from app.wording import format_eta, plural, shorten
+from models.shared.errors import HearthError
+from models.shared.wording import format_eta, plural, shorten
 from rag.ingest import FileOutcome, IngestProgress
 
 EXIT_OK = 0
@@ -185,11 +185,7 @@ def run_collections(
                 )
             return EXIT_OK
         if delete:
-            from app.services.training.tuning import forget_scope
-            from models.adapters import collection_scope
-
-            deleted = documents.delete_collection(name)
-            forget_scope(resolve_data_paths(settings.home), collection_scope(deleted.name))
+            documents.delete_collection(name)
             print(f"Deleted collection {for_terminal(repr(name))}. The original files were not touched.")
             return EXIT_OK
         if remove_file is not None:

@@ -17,14 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.answering.chat import ChatService, TurnSaved, TurnStarted
 from app.services.answering.turn_settings import TurnSettings
 from app.settings import Settings
 from app.terminal_text import for_terminal
-from app.wording import shorten
 from backends.base import Finished, TextDelta, Usage
+from models.shared.errors import HearthError
+from models.shared.wording import shorten
 from rag.answer_eval import (
     AnswerQuestion,
     AnswerReport,
@@ -60,7 +60,7 @@ def run_eval_answers(
     read_first: Path | None = None,
 ) -> int:
     """``keep_passages``: answer keeping each passage's cache as it is read and joining it when a
-    later question retrieves the passage (issue 39), to measure what that does to the answers; ``recompute``: the
+    later question retrieves the passage, to measure what that does to the answers; ``recompute``: the
     share of each joined passage read again (the engine's default when None); ``read_first``: a question set asked
     before (its ``part`` and ``limit`` too, one token each, not scored), so that the passages it retrieves have
     been read."""
@@ -98,8 +98,11 @@ def run_eval_answers(
                 )
                 turn = TurnSettings(params, settings.generation.system_prompt, collection, keep_passages=keep_passages)
                 _read_first(chat, first, turn)
+                conversations: dict[str, str] = {}  # the set's name for a conversation: the store's id for it
                 for number, question in enumerate(questions, start=1):
-                    result = _ask(chat, question, turn)
+                    result, asked_in = _ask(chat, question, turn, conversations.get(question.conversation or ""))
+                    if question.conversation is not None:
+                        conversations[question.conversation] = asked_in
                     results.append(result)
                     print(_progress_line(number, len(questions), result), flush=True)
             except KeyboardInterrupt:
@@ -199,14 +202,17 @@ def _read_first(chat: ChatService, questions: Sequence[AnswerQuestion], turn: Tu
         print(f"  read {number}/{len(questions)}", file=sys.stderr, flush=True)
 
 
-def _ask(chat: ChatService, question: AnswerQuestion, turn: TurnSettings) -> AnswerResult:
+def _ask(
+    chat: ChatService, question: AnswerQuestion, turn: TurnSettings, conversation_id: str | None = None
+) -> tuple[AnswerResult, str]:
+    """The answer to ``question`` (in the conversation ``conversation_id``, or a new one) and its conversation."""
     started = time.perf_counter()
     head: TurnStarted | None = None
     parts: list[str] = []
     usage: Usage | None = None
     reason = "stop"
     saved: str | None = None
-    for event in chat.send(None, question.question, turn):
+    for event in chat.send(conversation_id, question.question, turn):
         if isinstance(event, TurnStarted):
             head = event
         elif isinstance(event, TextDelta):
@@ -218,22 +224,23 @@ def _ask(chat: ChatService, question: AnswerQuestion, turn: TurnSettings) -> Ans
         elif isinstance(event, TurnSaved):
             saved = event.message.content  # what the user is left with: citations checked against the passages
     seconds = time.perf_counter() - started
-    passages = [s.text for s in head.sources] if head else []
+    sources = head.sources if head else ()
     written = "".join(parts)
     answer = saved if saved is not None else written
-    return AnswerResult(
+    result = AnswerResult(
         question=question,
         answer=answer,
-        score=score_answer(question, answer, passages),
-        passages=len(passages),
+        score=score_answer(question, answer, [s.text for s in sources], [s.number for s in sources]),
+        passages=len(sources),
         prompt_tokens=usage.prompt_tokens if usage else (head.prompt_tokens if head else 0),
         completion_tokens=usage.completion_tokens if usage else 0,
         seconds=seconds,
         finish_reason=reason,
-        sources=head.sources if head else (),
+        sources=sources,
         written=written if answer != written else None,
         joined_tokens=usage.joined_tokens if usage else 0,
     )
+    return result, head.conversation_id if head else (conversation_id or "")
 
 
 def _progress_line(number: int, total: int, result: AnswerResult) -> str:
@@ -255,9 +262,40 @@ def _finish(report: AnswerReport, collection: str, output: Path | None) -> None:
             "citation_share": report.citation_share,
             "answerable_share": report.answerable_share,
             "cited_right_share": report.cited_right_share,
+            **_turn_figures(report),
             "results": [result_record(r) for r in report.results],
         }
         write_report(output, document)
+
+
+def _turn_figures(report: AnswerReport) -> dict[str, object]:
+    """First questions and follow-ups apart, where the set has conversations."""
+    later = report.turns(later=True)
+    if not later.results:
+        return {}
+    figures: dict[str, object] = {}
+    for name, part in (("first_turns", report.turns(later=False)), ("later_turns", later)):
+        figures[name] = {
+            "questions": len(part.results),
+            "correct": part.correct,
+            "accuracy": part.accuracy,
+            "answerable": part.answerable,
+            "median_completion_tokens": part.median_completion_tokens,
+        }
+    return figures
+
+
+def _turn_lines(report: AnswerReport) -> list[str]:
+    later = report.turns(later=True)
+    if not later.results:
+        return []
+    first = report.turns(later=False)
+    return [
+        f"first questions {first.correct}/{len(first.results)} right, median {first.median_completion_tokens:.0f} "
+        f"tokens an answer   follow-ups {later.correct}/{len(later.results)} right, median "
+        f"{later.median_completion_tokens:.0f} tokens (their passages held the answer for "
+        f"{later.answerable}/{len(later.results)})"
+    ]
 
 
 def summary_lines(report: AnswerReport, collection: str) -> list[str]:
@@ -273,6 +311,7 @@ def summary_lines(report: AnswerReport, collection: str) -> list[str]:
         f"{report.mean_seconds:.1f} s per question",
         f"as the model wrote them, before the citation check: a cited passage held it for "
         f"{report.written_cited_right}/{n}",
+        *_turn_lines(report),
     ]
 
 

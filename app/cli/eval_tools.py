@@ -1,4 +1,4 @@
-"""`hearth eval tools`: how well a model calls functions (issue 36, item 8), through the path the API takes for
+"""`hearth eval tools`: how well a model calls functions, through the path the API takes for
 ``tool_choice: "auto"``: the functions offered with the request, rendered by the model's template where it knows
 tools (``--form native``) or written into the system message (``--form written``), or native with a line on when to
 call (``--form guided``); each call held to its schema by
@@ -21,9 +21,9 @@ from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.tools.call_eval import RIGHT, Outcome, ToolQuestion, read_tool_questions, report, score_calls
 from app.tools.relevance import fitting_tools
-from app.wording import shorten
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta, ToolCall
 from backends.tool_calls import CALL_GUIDANCE, calls_grammar, calls_in, generic_messages
+from models.shared.wording import shorten
 from rag.retrieval.embeddings import Embedder
 
 Form = Literal["native", "written", "guided"]

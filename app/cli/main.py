@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.errors import HearthError, InvalidChoice
 from app.library_log import keep_library_logs_off_the_terminal
 from app.paths import keep_new_files_private
 from app.terminal_text import TerminalLogFormatter, for_terminal
+from models.shared.errors import HearthError, InvalidChoice
 
 if TYPE_CHECKING:
     from app.settings import Settings

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.errors import InvalidChoice
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from app.tools.mcp_link import ToolServerError, list_tools
 from app.tools.servers import ServerBook, ServerEntry, http_entry, imported_entries, read_token_file, stdio_entry
+from models.shared.errors import InvalidChoice
 
 EXIT_OK = 0
 

@@ -17,7 +17,7 @@ from app.services.upkeep.repair import (
 )
 from app.settings import Settings
 from app.terminal_text import for_terminal
-from app.wording import plural
+from models.shared.wording import plural
 
 EXIT_OK = 0
 EXIT_NOT_ALL_SAVED = 1

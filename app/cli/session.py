@@ -1,4 +1,4 @@
-"""``hearth chat`` with no question: a conversation in the terminal (issue 37, item 8). Each line typed is a
+"""``hearth chat`` with no question: a conversation in the terminal. Each line typed is a
 question in one conversation, answered with the earlier turns as the page answers them, and saved like the page's
 (it is listed there). Ctrl+C stops the answer being written (what was written is kept); Ctrl+C at the prompt, or
 Ctrl+D, leaves. The line editor (arrows, history of this session) is Python's readline where it exists."""
@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from types import FrameType
 
 from app.cli.commands import load_model, print_answer
-from app.errors import HearthError
 from app.services.answering.turn_settings import TurnSettings
 from app.services.container import build_services
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from backends.base import CancelToken
+from models.shared.errors import HearthError
 
 EXIT_OK = 0
 PROMPT = "you> "

@@ -18,8 +18,8 @@ from app.tools.loop import CallAsked, CallDone, Decision, LoopNote, answer_with_
 from app.tools.relevance import fitting_tools
 from app.tools.servers import ServerBook
 from app.tools.toolbox import tools_box
-from app.wording import shorten
 from backends.base import CancelToken, ChatMessage, TextDelta, Usage
+from models.shared.wording import shorten
 
 EXIT_OK = 0
 SHOWN_RESULT_CHARS = 300

@@ -8,13 +8,13 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from app.errors import HearthError
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.training import tuning
 from app.settings import Settings
 from app.terminal_text import for_terminal
 from backends.memory import format_bytes
 from models.adapters import MODEL_SCOPE, collection_scope, conversation_scope, describe_scope
+from models.shared.errors import HearthError
 from models.tuning.options import Preset, TuneOptions, preset
 from models.tuning.runs import RunError, RunFolder, RunResult, RunStats, RunView
 

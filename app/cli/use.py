@@ -9,11 +9,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.serving.instance import read_record
 from app.settings import Settings
 from app.terminal_text import for_terminal
+from models.shared.errors import HearthError
 
 # A switch waits for the answers being written, then loads; a big model on a slow disk takes minutes.
 SWITCH_TIMEOUT_S = 900

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.errors import HearthError
 from app.terminal_text import for_terminal
-from app.wording import plural
 from backends.local_socket import LocalSocket
 from backends.workers.rpc import Endpoint
+from models.shared.errors import HearthError
+from models.shared.wording import plural
 
 if TYPE_CHECKING:
     from app.worker_control import ControlServer

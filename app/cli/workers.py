@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from app.errors import HearthError
 from app.paths import ensure_data_dir, resolve_data_paths
 from app.services.workers import WorkerBook
 from app.settings import Settings
 from app.terminal_text import for_terminal
-from app.wording import format_bits_per_s, format_read_speed
 from backends.memory import format_bytes
+from models.shared.errors import HearthError
+from models.shared.wording import format_bits_per_s, format_read_speed
 
 EXIT_OK = 0
 

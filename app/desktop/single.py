@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.errors import HearthError
 from app.paths import write_private_text
 from backends.local_socket import MAX_PATH_BYTES, peer_credentials, private_folder, remove_folder
+from models.shared.errors import HearthError
 
 SHOW = b"show\n"
 SHOWN = b"shown\n"

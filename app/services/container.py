@@ -81,7 +81,7 @@ class Services:
     def delete_conversation(self, conversation_id: str) -> None:
         """The conversation, the adapter attached for it, and the model caches saved from its answers."""
         from app.services.training.tuning import forget_scope
-        from backends.llamacpp.saved_slots import forget_owner
+        from backends.llamacpp.caches.saved_slots import forget_owner
         from models.adapters import conversation_scope
 
         self.store.delete(conversation_id)

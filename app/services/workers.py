@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.errors import HearthError
 from app.paths import write_private_text
 from backends.base import WorkerLink
 from backends.workers.cost import LinkFacts
 from backends.workers.pairing import WorkerFacts, facts_from, pair_request, worker_proved
 from backends.workers.rpc import parse_endpoint
+from models.shared.errors import HearthError
 
 
 def local_versions() -> tuple[str, str]:

@@ -1,1 +1,1 @@
-"""Tools the assistant may call for the page and the terminal: MCP servers the user adds (issue 36)."""
+"""Tools the assistant may call for the page and the terminal: MCP servers the user adds."""

@@ -1,4 +1,4 @@
-"""Scoring a model's tool calls on a question set (``hearth eval tools``, issue 36 item 8), in the style of the
+"""Scoring a model's tool calls on a question set (``hearth eval tools``), in the style of the
 Berkeley function-calling benchmark's simple and irrelevance parts: each question offers one or a few functions
 and either needs one call with the right arguments or needs none.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from app.errors import HearthError
 from backends.base import ToolCall, ToolSpec
+from models.shared.errors import HearthError
 
 Outcome = Literal["right call", "wrong call", "missed", "right abstention", "needless call", "invalid call"]
 RIGHT: tuple[Outcome, ...] = ("right call", "right abstention")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.errors import StorageError
 from app.paths import write_private_text
+from models.shared.errors import StorageError
 
 
 class ConsentBook:

@@ -1,4 +1,4 @@
-"""A collection as a built-in tool (issue 36, item 4): ``search_documents`` lets the model search the user's
+"""A collection as a built-in tool: ``search_documents`` lets the model search the user's
 documents again, with words of its own choosing, and cite what it found as numbered sources, as answers from
 documents do. The numbers run on across the calls of one answer, and a passage found twice keeps its number, so
 every [n] in the answer points at one passage the user can check. Runs only Hearth's own retriever: no network."""

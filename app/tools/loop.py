@@ -1,4 +1,4 @@
-"""The tool loop for the page and the terminal (issue 36, items 5 and 6): the model answers with the tools
+"""The tool loop for the page and the terminal: the model answers with the tools
 offered; each call it makes is shown and asked about (unless always allowed), run, and its result given back,
 and the model goes on, until it answers without a call.
 

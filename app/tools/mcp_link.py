@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-from app.errors import HearthError
 from app.tools.http_cap import capped_transport
 from app.tools.server_pool import SessionEnded, SessionFailed, UseCancelled, UseTimedOut, shared_pool
 from app.tools.servers import ServerEntry
 from app.tools.stdio_pipe import MAX_MESSAGE_BYTES, ServerMisbehaved, stdio_pipe
 from backends.base import CancelToken
+from models.shared.errors import HearthError
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)

@@ -1,4 +1,4 @@
-"""MCP servers kept running between uses (issue 36, item 3): a server is started at its first use (listing its
+"""MCP servers kept running between uses: a server is started at its first use (listing its
 tools, or a call), and the same session serves every use after it, so a server that keeps state between calls (an
 open browser page, a memory) keeps it, and a call does not pay for the server's start. A session that fails —
 the server crashed, hung past the time limit, or broke the protocol — is ended (its whole process group with it),

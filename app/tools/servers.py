@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from app.errors import HearthError, InvalidChoice, StorageError
 from app.paths import write_private_text
+from models.shared.errors import HearthError, InvalidChoice, StorageError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 MAX_SERVERS = 64

@@ -14,13 +14,13 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from app.errors import InvalidChoice
 from app.tools.calculator import SPEC as CALCULATOR
 from app.tools.calculator import CalculationError, calculate
 from app.tools.mcp_link import ToolCallCancelled, ToolServerError, call_tool, keep_running_only, list_tools
 from app.tools.servers import ServerEntry
 from backends.base import CancelToken, ToolCall, ToolSpec
 from backends.tool_calls import calls_grammar
+from models.shared.errors import InvalidChoice
 
 BUILT_IN = "built-in"
 MAX_RESULT_BYTES = 32 * 1024

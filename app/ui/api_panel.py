@@ -9,10 +9,10 @@ import gradio as gr
 
 from app.api.keys import ApiKeyStore
 from app.api.server import shown_host
-from app.errors import HearthError
 from app.services.container import Services
 from app.settings import ServerSettings
 from app.ui.errors import as_gradio_error
+from models.shared.errors import HearthError
 
 KEY_PLACEHOLDER = "PASTE-THE-KEY"  # shown until the user asks for the real key
 

@@ -9,7 +9,6 @@ from typing import Any
 import gradio as gr
 
 from app.api.server import RunningServer, start_server
-from app.errors import HearthError
 from app.services.container import Services
 from app.ui.chat_page import REMEMBERED_DEFAULT, ChatPage
 from app.ui.chat_tab import build_chat_tab, build_sidebar, control_outputs, wire_chat
@@ -26,6 +25,7 @@ from app.ui.theme import THEME_CSS, hearth_theme
 from app.ui.tools_tab import ToolsPanel, build_tools_tab, wire_tools_tab
 from app.ui.tuning_layout import TUNING_CSS, build_tuning_tab
 from app.ui.tuning_tab import TuningPanel, wire_tuning_tab
+from models.shared.errors import HearthError
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Where a tool call waits for the user on the page (issue 36, item 5): the answer's thread asks and waits; the
+"""Where a tool call waits for the user on the page: the answer's thread asks and waits; the
 buttons under the chat (Allow once, Always allow this tool, Deny) answer from the page's own handlers. One call
 waits at a time per browser tab; Stop, or the tab going away, refuses it. Nothing a tool returns reaches here: only
 the page's buttons decide."""

@@ -19,7 +19,6 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import ConversationNotFound, EngineStopped, HearthError
 from app.services.answering.chat import TurnEvent
 from app.services.answering.tool_turn import ToolUse
 from app.services.answering.turn_settings import TurnSettings
@@ -57,6 +56,7 @@ from app.ui.status_line import page_status
 from app.ui.streaming import BatchedStream
 from app.ui.tab_answers import TabAnswers
 from backends.base import CancelToken, GenerationParams, ToolSpec
+from models.shared.errors import ConversationNotFound, EngineStopped, HearthError
 
 # How often the page is redrawn while an answer streams; the model itself never waits for the page.
 UPDATE_INTERVAL_S = 0.05

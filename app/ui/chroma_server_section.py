@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from app.errors import HearthError
 from app.services.library.chroma_choice import ServerChoice, ServerChoiceFile, choose, current_choice, unencrypted
 from app.ui.errors import as_gradio_error
 from app.ui.page_request import from_this_computer
+from models.shared.errors import HearthError
 
 ONLY_HERE = (
     "The Chroma server can be changed only from a page opened on this computer: connecting reads a token file of "

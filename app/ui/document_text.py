@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app.ingest_text import progress_words
-from app.wording import format_eta, plural
+from models.shared.wording import format_eta, plural
 from rag.ingest import FileOutcome, IngestProgress
 from rag.manifest import FileRecord
 

@@ -11,12 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from app.database import disk_full, is_disk_full
-from app.errors import HearthError
 from app.services.container import Services
 from app.services.library.documents import DocumentServices
 from app.services.library.uploads import add_uploads
-from app.services.training.tuning import forget_scope
 from app.ui import cancel_button
 from app.ui.chroma_server_section import ServerSection, ServerUi, build_server_section, wire_server_section
 from app.ui.document_text import (
@@ -32,7 +29,8 @@ from app.ui.errors import as_gradio_error
 from app.ui.page_uploads import PageUploads
 from app.ui.render import upload_limit_note
 from backends.base import CancelSlot, CancelToken
-from models.adapters import collection_scope
+from models.shared.database import disk_full, is_disk_full
+from models.shared.errors import HearthError
 from rag.ingest import FileOutcome, IngestProgress
 
 # How often the progress line is redrawn during an ingestion.
@@ -116,7 +114,6 @@ class DocumentsPanel:
             info = self.docs().delete_collection(collection)
         except HearthError as exc:
             raise as_gradio_error(exc) from exc
-        forget_scope(self.services.paths, collection_scope(info.name))
         gr.Info(
             f"Deleted collection {info.name!r}. Files on your disk that were added by path were not touched.",
             duration=6,

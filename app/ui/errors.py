@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 
 def as_gradio_error(exc: HearthError) -> gr.Error:

@@ -1,4 +1,4 @@
-"""What the Chat tab says while the embedded model answers (issue 37, item 1): that it is the small built-in model
+"""What the Chat tab says while the embedded model answers: that it is the small built-in model
 and what that means, the recommended model with its size and a button to install it (or to use it, when it is
 installed already), and how to add a model without a network. Pure: no Gradio here."""
 

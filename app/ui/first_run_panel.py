@@ -10,7 +10,6 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError, LoadCancelled, ModelFileError
 from app.services.catalog.installs import InstallJobs
 from app.services.catalog.models import open_model_store
 from app.services.container import Services
@@ -20,6 +19,7 @@ from app.ui.models_tab import install_line
 from app.ui.safe_markdown import literal
 from models.catalog import CATALOG, RUNTIME_OVERHEAD
 from models.hub_catalog import HUB_CATALOG, best_fitting
+from models.shared.errors import HearthError, LoadCancelled, ModelFileError
 
 POLL_S = 1.0
 

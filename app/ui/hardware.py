@@ -10,7 +10,6 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError
 from app.services.container import Services
 from app.ui.api_panel import api_section
 from app.ui.bench_section import BenchPanel, BenchUi, build_bench_section, wire_bench_section
@@ -27,6 +26,7 @@ from app.ui.models_tab import keep_ticking
 from app.ui.status_line import page_status
 from app.ui.workers import WorkersPanel, WorkersUi, build_workers_section, wire_workers_section
 from backends.hardware import with_current_memory
+from models.shared.errors import HearthError
 
 
 class HardwarePanel:

@@ -12,13 +12,13 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError
 from app.services.catalog.hub_installs import search_hub, unfinished_downloads
 from app.services.catalog.installs import InstallJobs
 from app.services.container import Services
 from app.ui import cancel_button
 from app.ui import hub_view as view
 from models.hub_catalog import HUB_CATALOG
+from models.shared.errors import HearthError
 from models.store import ModelStore
 
 SEARCH_LIMIT = 10

@@ -15,7 +15,6 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError, LoadCancelled
 from app.services.catalog.installs import InstallJobs, InstallState
 from app.services.catalog.models import (
     HELDOUT_TEXT,
@@ -44,6 +43,7 @@ from models.catalog import CATALOG
 from models.gguf import read_model_info
 from models.ladder import DEFAULT_RUNS, Rung, chart, noise_warning
 from models.quantize import QuantizeWarning
+from models.shared.errors import HearthError, LoadCancelled
 from models.store import ModelStore
 
 log = logging.getLogger(__name__)

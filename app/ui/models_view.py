@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.errors import HearthError
 from app.services.catalog.models import ModelRow
 from backends.memory import format_bytes
 from backends.tool_calls import template_family
@@ -15,6 +14,7 @@ from models.catalog import PackagedModel, packaged, rough_fit
 from models.gguf import ModelInfo
 from models.ladder import LADDER_FOLDER, Rung, copy_label, spread_of
 from models.quantize import size_note
+from models.shared.errors import HearthError
 
 # "Fits here" comes early, so it is on screen without scrolling at common widths; the full SHA-256 is in
 # `hearth models list --json` (the id is its first 12 digits).

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
-from app.errors import NotAnUpload
+from models.shared.errors import NotAnUpload
 
 
 class PageUploads:

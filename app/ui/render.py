@@ -18,8 +18,8 @@ from app.services.serving.model_handles import RuntimeStatus
 from app.tools.loop import CallAsked, CallDone, LoopNote
 from app.ui.safe_markdown import literal, safe_markdown
 from app.ui.streamed_markdown import StreamedMarkdown
-from app.wording import shorten
 from backends.base import Finished, Reading, TextDelta
+from models.shared.wording import shorten
 from rag.attachments import AttachProgress
 from rag.prompt import Source
 
@@ -29,17 +29,27 @@ CALL_ARGUMENTS_CHARS = 300
 CALL_RESULT_CHARS = 1_200
 
 
-def sources_markdown(sources: Sequence[Source]) -> str:
-    """The passages an answer was given, numbered as it cites them: file, page or section, and the text."""
+def sources_markdown(sources: Sequence[Source], earlier: int = 0) -> str:
+    """The passages an answer was given, numbered as it cites them: file, page or section, and the text.
+
+    ``earlier``: how many passages the conversation's earlier answers numbered. Numbers run on across a conversation
+    (so that "[2]" means one passage throughout, for the model as for the reader): a follow-up's first new source may
+    be [8]. The list then says so, and marks each passage an earlier answer was given, so that [8] does not read as
+    the eighth source of this answer."""
     if not sources:
         return ""
     # The label stays on one line: a blank line would end the HTML block and let the rest be read as Markdown.
     items = [
-        f"<details><summary>[{s.number}] {html.escape(' '.join(s.label.split()))}</summary>\n\n"
+        f"<details><summary>[{s.number}] {html.escape(' '.join(s.label.split()))}"
+        f"{' · given with an earlier answer' if s.number <= earlier else ''}</summary>\n\n"
         f"{literal(shorten(s.text, PASSAGE_CHARS))}\n\n</details>"
         for s in sources
     ]
-    return "**Sources**\n\n" + "\n\n".join(items)
+    heading = "**Sources**"
+    if earlier:
+        span = "[1]" if earlier == 1 else f"[1] to [{earlier}]"
+        heading += f" · *numbered across this conversation: {span} came with earlier answers*"
+    return heading + "\n\n" + "\n\n".join(items)
 
 
 def tool_calls_markdown(records: Sequence[ToolRecord], now: CallAsked | None = None) -> str:
@@ -159,9 +169,15 @@ def user_text(text: str) -> str:
 
 
 def assistant_text(
-    content: str, stats: AnswerStats | None, sources: Sequence[Source] = (), calls: Sequence[ToolRecord] = ()
+    content: str,
+    stats: AnswerStats | None,
+    sources: Sequence[Source] = (),
+    calls: Sequence[ToolRecord] = (),
+    earlier: int = 0,
 ) -> str:
-    return answer_markdown(safe_markdown(content), stats, sources_markdown(sources), tool_calls_markdown(calls))
+    """``earlier``: the passages the conversation numbered before this answer (:func:`sources_markdown`)."""
+    sources_block = sources_markdown(sources, earlier)
+    return answer_markdown(safe_markdown(content), stats, sources_block, tool_calls_markdown(calls))
 
 
 def answer_markdown(body: str, stats: AnswerStats | None, sources_block: str, calls_block: str = "") -> str:
@@ -180,12 +196,16 @@ def answer_markdown(body: str, stats: AnswerStats | None, sources_block: str, ca
 def chat_history(conversation: Conversation | None) -> list[dict[str, str]]:
     if conversation is None:
         return []
-    return [
-        {"role": "user", "content": user_text(m.content)}
-        if m.role == "user"
-        else {"role": "assistant", "content": for_chatbot(assistant_text(m.content, m.stats, m.sources, m.tool_calls))}
-        for m in conversation.messages
-    ]
+    shown: list[dict[str, str]] = []
+    numbered = 0  # the highest source number of the answers so far
+    for m in conversation.messages:
+        if m.role == "user":
+            shown.append({"role": "user", "content": user_text(m.content)})
+            continue
+        text = assistant_text(m.content, m.stats, m.sources, m.tool_calls, numbered)
+        shown.append({"role": "assistant", "content": for_chatbot(text)})
+        numbered = max([numbered, *(s.number for s in m.sources)])  # a follow-up may reuse only earlier ones
+    return shown
 
 
 def conversation_choices(summaries: Sequence[ConversationSummary]) -> list[tuple[str, str]]:
@@ -229,6 +249,7 @@ class AnswerView:
     finished: str | None = None
     saved_stats: AnswerStats | None = None
     sources: tuple[Source, ...] = ()
+    earlier_sources: int = 0  # the passages the conversation numbered before this answer
     notices: list[str] = field(default_factory=list)
     interrupted: str | None = None  # why the answer ended early, shown under it
     attaching: str | None = None  # how far attaching the message's files has got, until the answer starts
@@ -256,6 +277,7 @@ class AnswerView:
             self.conversation_id = event.conversation_id
             self.dropped = event.dropped_messages
             self.sources = event.sources
+            self.earlier_sources = event.earlier_sources
             if event.dropped_messages:
                 self.notices.append(
                     f"{event.dropped_messages} earlier messages were left out so the conversation fits the "
@@ -307,5 +329,5 @@ class AnswerView:
 
     def _sources(self) -> str:
         if self._sources_block[0] is not self.sources:
-            self._sources_block = (self.sources, sources_markdown(self.sources))
+            self._sources_block = (self.sources, sources_markdown(self.sources, self.earlier_sources))
         return self._sources_block[1]

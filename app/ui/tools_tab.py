@@ -17,12 +17,12 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError
 from app.tools.consent import ConsentBook
 from app.tools.mcp_link import ToolServerError, keep_running_only, list_tools
 from app.tools.servers import ServerBook
 from app.ui.page_request import from_this_computer
 from app.ui.tools_view import ServerRow, allowed_choices, allowed_pair, entry_from_form, servers_html
+from models.shared.errors import HearthError
 
 ONLY_HERE = (
     "Servers can be added only from a page opened on this computer: a server runs a command as you. Add it there, "

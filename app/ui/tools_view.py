@@ -10,9 +10,9 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from app.errors import InvalidChoice
 from app.tools.mcp_link import ToolInfo
 from app.tools.servers import ServerEntry, http_entry, stdio_entry
+from models.shared.errors import InvalidChoice
 
 SHOWN_TOOLS = 12
 NONE_ADDED = (

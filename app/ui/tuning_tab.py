@@ -19,7 +19,6 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError, TrainingDataError
 from app.services.answering.compare import compare_answers
 from app.services.container import Services
 from app.services.training import tuning
@@ -36,6 +35,7 @@ from app.ui.tuning_layout import (
 )
 from backends import registry
 from models.adapters import MODEL_SCOPE
+from models.shared.errors import HearthError, TrainingDataError
 from models.tuning.options import PRESETS, TuneOptions
 from models.tuning.prepare import shape_of
 from models.tuning.runs import RunFolder
@@ -66,6 +66,17 @@ class TuningPanel:
         self.services = services
         self.uploads = uploads
         self._probe_stop = threading.Event()
+        # The last time shown for a run, by model, data and settings: a run started with the same ones keeps it, and
+        # its progress sets it beside what its steps measure.
+        self._estimated: tuple[tuple[str, str, TuneOptions], float] | None = None
+
+    def _remember(self, base: tuning.BaseModel, label: str, options: TuneOptions, seconds: float) -> None:
+        self._estimated = ((base.sha256, label, options), seconds)
+
+    def _estimate_for(self, base: tuning.BaseModel, label: str, options: TuneOptions) -> float | None:
+        if self._estimated is None or self._estimated[0] != (base.sha256, label, options):
+            return None
+        return self._estimated[1]
 
     @property
     def paths(self) -> Any:
@@ -171,6 +182,8 @@ class TuningPanel:
             parameters = shape_of(base.path).parameters
             threads = self._threads()
             estimate = estimate_run(self.paths, base.sha256, parameters, checked.stats, options, threads)
+            if estimate is not None:
+                self._remember(base, label, options, estimate.total_s)
             yield shown + "\n\n" + view.estimate_summary(estimate), ""
         except HearthError as exc:
             yield _problem(exc), ""
@@ -186,13 +199,14 @@ class TuningPanel:
             options = view.options_from_fields(preset_name, *fields)
             base = self._base()
             yield "**Measured time**: reading the examples…"
-            data, _ = self._data(source, data_file, chosen, collection)
+            data, label = self._data(source, data_file, chosen, collection)
             checked = tuning.check_data(base, data, options, tuning.gpu_room(self.services.inventory, options))
             if checked.does_not_fit:
                 yield _problem(checked.does_not_fit)
                 return
             for step in tuning.probe_run(self.paths, base, data, options, self._threads(), self._probe_stop.is_set):
                 if isinstance(step, tuning.Probe):
+                    self._remember(base, label, options, step.load_s + step.training_s)
                     yield view.time_summary(step.load_s, step.step_s, step.tokens_per_s, step.total_steps)
                 else:
                     yield f"**Measured time**: timing a few real steps… ({step})"
@@ -216,7 +230,9 @@ class TuningPanel:
             options = view.options_from_fields(preset_name, *fields)
             base = self._base()
             data, label = self._data(source, data_file, chosen, collection)
-            run = tuning.start_run(self.paths, base, data, (name or "").strip(), options, self._threads(), label)
+            estimated = self._estimate_for(base, label, options)
+            name = (name or "").strip()
+            run = tuning.start_run(self.paths, base, data, name, options, self._threads(), label, estimated)
         except HearthError as exc:
             return (_problem(exc), gr.update(), *([gr.update()] * 5))
         finally:
@@ -238,10 +254,10 @@ class TuningPanel:
         run = self._run(run_id)
         if run is None:
             return NO_RUN, None, gr.update(visible=False), gr.update(visible=False), gr.update(active=False)
-        state = run.view()
+        state, job = run.view(), run.job()
         live = state.state in ("running", "starting")
         return (
-            view.progress_line(run.id, run.job().adapter_name, state),
+            view.progress_line(run.id, job.adapter_name, state, job.estimated_s),
             _chart_frame(view.chart_rows(state)),
             gr.update(visible=live),
             gr.update(visible=state.resumable),

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.errors import TuningError
 from backends.memory import format_bytes
 from models.adapters import (
     MODEL_SCOPE,
@@ -18,6 +17,7 @@ from models.adapters import (
     conversation_scope,
     describe_scope,
 )
+from models.shared.errors import TuningError
 from models.tuning.estimate import TimeEstimate
 from models.tuning.options import PRESETS, TuneOptions, preset
 from models.tuning.runs import RunError, RunResult, RunStats, RunView
@@ -152,8 +152,9 @@ def estimate_summary(estimate: TimeEstimate | None, on_gpu: bool = False) -> str
     )
 
 
-def progress_line(run_id: str, adapter: str, view: RunView) -> str:
-    """One line on a run: its state, step, pace and time left, or how it ended."""
+def progress_line(run_id: str, adapter: str, view: RunView, estimated_s: float | None = None) -> str:
+    """One line on a run: its state, step, pace and time left, or how it ended. ``estimated_s``: the run's time as
+    the check estimated it before the run, set beside what its steps so far measure."""
     state = STATE_WORDS[view.state]
     head = f"**{state}** · adapter **{adapter}** · run {run_id}"
     if view.state == "failed":
@@ -173,6 +174,8 @@ def progress_line(run_id: str, adapter: str, view: RunView) -> str:
     if view.state == "running" and eta is not None:
         parts.append(f"about {duration(eta)} left")
     line = " · ".join(parts)
+    if view.state == "running" and estimated_s and (step_s := view.step_s) is not None:
+        line += "\n\n" + estimate_checked(estimated_s, step_s, view.total_steps)
     if view.state in ("running", "starting") and view.phase:
         line += f"\n\n{view.phase}…"
     if view.state in ("interrupted", "cancelled"):
@@ -181,6 +184,16 @@ def progress_line(run_id: str, adapter: str, view: RunView) -> str:
         else:
             line += "\n\nIt stopped before its first checkpoint: start it again."
     return line
+
+
+def estimate_checked(estimated_s: float, step_s: float, steps: int) -> str:
+    """The check's estimate beside the time the measured steps give the training, and why they may differ."""
+    measured = step_s * steps
+    said = f"The check estimated about {duration(estimated_s)} for the run; its steps so far take about "
+    said += f"{step_s:.1f} s each, {duration(measured)} for the training."
+    if measured > 1.25 * estimated_s:
+        said += " Slower than estimated: other work on this computer shares its cores."
+    return said
 
 
 def chart_rows(view: RunView) -> list[dict[str, Any]]:

@@ -11,9 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from app.errors import HearthError
 from app.services.workers import WorkerBook
 from app.ui.workers_view import pair_note, workers_html
+from models.shared.errors import HearthError
 
 
 @dataclass

@@ -6,8 +6,8 @@ import html
 from collections.abc import Sequence
 
 from app.services.workers import WorkerStatus
-from app.wording import format_bits_per_s, format_read_speed
 from backends.memory import format_bytes
+from models.shared.wording import format_bits_per_s, format_read_speed
 
 NONE_PAIRED = (
     "<p class='workers-none'>No worker is paired. A worker lends this chat another computer's memory and cores: "

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from app.errors import EngineStopped, HearthError, ModelLoadError, WorkersStopped
 from backends.base import CancelToken, ChatEvent, ChatMessage, Finished, GenerationParams, LoadOptions, LoadProgress
 from backends.child_env import child_environment
 from backends.engine.protocol import (
@@ -43,6 +42,7 @@ from backends.engine.protocol import (
 )
 from backends.workers.link import HELD_UP_LOG, stopped_workers
 from models.gguf import ModelInfo
+from models.shared.errors import EngineStopped, HearthError, ModelLoadError, WorkersStopped
 
 _WORKERS_PAGE_REMEDY = "Start Hearth's worker on that computer again, or remove it under Workers (Hardware tab)."
 

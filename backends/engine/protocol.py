@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import app.errors
-from app.errors import GenerationError, HearthError
+import models.shared.errors
 from backends.base import ChatEvent, ChatMessage, GenerationParams, LoadOptions, LoadProgress
 from models.gguf import ModelInfo
+from models.shared.errors import GenerationError, HearthError
 
 # --- from the web process -------------------------------------------------------------------------------------
 
@@ -90,7 +90,7 @@ class ErrorInfo:
         return cls(type(exc).__name__, exc.message, exc.remedy, exc.page_remedy)
 
     def to_exception(self) -> HearthError:
-        found = app.errors.error_class(self.kind) or GenerationError
+        found = models.shared.errors.error_class(self.kind) or GenerationError
         error = found(self.message, self.remedy)
         if self.page_remedy is not None:
             error.page_remedy = self.page_remedy

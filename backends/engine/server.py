@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from app.errors import AdapterError, GenerationError, HearthError, InvalidChoice
 from backends.base import Backend, CancelToken, ChatEvent, GenerationParams
 from backends.engine.protocol import (
     CancelRequest,
@@ -34,6 +33,7 @@ from backends.engine.protocol import (
     Start,
     ThreadsRequest,
 )
+from models.shared.errors import AdapterError, GenerationError, HearthError, InvalidChoice
 
 log = logging.getLogger("hearth.engine")
 

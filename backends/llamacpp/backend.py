@@ -15,7 +15,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from app.errors import ContextTooLong, EmptyMessage, HearthError, ModelLoadError, ModelNotReady
 from backends.base import (
     Availability,
     Backend,
@@ -42,14 +41,15 @@ from backends.plan import PlanContext, PlanOption
 from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
 from backends.thinking import opens_thinking, without_thinking
 from backends.turn_markers import Defuser, marker_texts
+from models.shared.errors import ContextTooLong, EmptyMessage, HearthError, ModelLoadError, ModelNotReady
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory
     from backends.llamacpp.batch import BatchScheduler
+    from backends.llamacpp.caches.passage_store import PassageStore
+    from backends.llamacpp.caches.prompt_spans import Span
+    from backends.llamacpp.caches.saved_slots import SavedSlots
     from backends.llamacpp.native import NativeModel
-    from backends.llamacpp.passage_store import PassageStore
-    from backends.llamacpp.prompt_spans import Span
-    from backends.llamacpp.saved_slots import SavedSlots
     from models.gguf import ModelInfo
 
 
@@ -216,8 +216,8 @@ class LlamaCppBackend(Backend):
             yield from without_thinking(answer, opens_thinking(prompt))
             return
         # The prompt is read in pieces cut at its passages, so each passage is the same tokens wherever it stands
-        # and its kept cache can be found (``backends.llamacpp.prompt_spans``).
-        from backends.llamacpp.prompt_spans import segments, tokenized
+        # and its kept cache can be found (``backends.llamacpp.caches.prompt_spans``).
+        from backends.llamacpp.caches.prompt_spans import segments, tokenized
 
         bos = self._wants_bos(prompt)
         tokens, spans = tokenized(
@@ -295,21 +295,21 @@ def _saved_slots(model: ModelInfo, options: LoadOptions) -> SavedSlots | None:
     key = _cache_key(model, options) if caches is not None and caches.cap_bytes > 0 else None
     if caches is None or key is None:
         return None
-    from backends.llamacpp.saved_slots import SavedSlots
+    from backends.llamacpp.caches.saved_slots import SavedSlots
 
     return SavedSlots(Path(caches.folder), key, caches.cap_bytes, model.path)
 
 
 def _passages(model: ModelInfo, options: LoadOptions) -> PassageStore:
     """The kept passage caches: in memory, packed unless the caches say f16, and on disk when that is on."""
-    from backends.llamacpp.passage_store import PassageStore
+    from backends.llamacpp.caches.passage_store import PassageStore
 
     caches = options.saved_caches
     packed = caches is None or caches.passages_type == "q8_0"
     key = _cache_key(model, options) if caches is not None and caches.passages_cap_bytes > 0 else None
     if caches is None or key is None or not caches.passages_folder:
         return PassageStore(packed=packed)
-    from backends.llamacpp.passage_shelf import PassageShelf
+    from backends.llamacpp.caches.passage_shelf import PassageShelf
 
     shelf = PassageShelf(Path(caches.passages_folder), key, caches.passages_cap_bytes, model.path)
     return PassageStore(shelf=shelf, packed=packed)

@@ -28,7 +28,6 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from app.errors import GenerationError, HearthError, ModelNotReady
 from backends.base import (
     AdapterUse,
     CancelToken,
@@ -48,16 +47,17 @@ from backends.llamacpp.batch_policy import (
     prefix_donor,
 )
 from backends.llamacpp.batch_state import Answer, Outcome, Request, Slot, lone_prompt_piece, open_answer, usage_of
+from backends.llamacpp.caches.passage_join import PassageJoiner
+from backends.llamacpp.caches.passage_store import PassageStore
+from backends.llamacpp.caches.slot_keeper import SlotKeeper
 from backends.llamacpp.native import ABORTED
-from backends.llamacpp.passage_join import PassageJoiner
-from backends.llamacpp.passage_store import PassageStore
 from backends.llamacpp.prompt_lookup import DraftPolicy
-from backends.llamacpp.slot_keeper import SlotKeeper
+from models.shared.errors import GenerationError, HearthError, ModelNotReady
 
 if TYPE_CHECKING:
+    from backends.llamacpp.caches.prompt_spans import Span
+    from backends.llamacpp.caches.saved_slots import SavedSlots
     from backends.llamacpp.native import NativeModel, TokenBatch
-    from backends.llamacpp.prompt_spans import Span
-    from backends.llamacpp.saved_slots import SavedSlots
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from app.errors import HearthError
 from backends.base import AdapterUse, CancelToken, ChatEvent, GenerationParams, Usage
+from backends.llamacpp.caches.prompt_spans import Span
 from backends.llamacpp.prompt_lookup import PromptLookup
-from backends.llamacpp.prompt_spans import Span
 from backends.llamacpp.sampling import PENALTY_LAST_N, SamplerChain, sampler_steps
 from backends.stops import StopScanner
+from models.shared.errors import HearthError
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import AdapterError, ModelLoadError
 from backends.base import AdapterUse, LoadOptions
 from backends.llamacpp import buffers as llamacpp_buffers
+from backends.llamacpp.caches.state_cells import for_streams
+from backends.llamacpp.caches.stream_join import join_apart, span_apart
 from backends.llamacpp.log_route import adapter_threads, route_llama_logs, unwinding_threads
-from backends.llamacpp.state_cells import for_streams
-from backends.llamacpp.stream_join import join_apart, span_apart
+from models.shared.errors import AdapterError, ModelLoadError
 
 # What every context of Hearth's is created with, and what benchmarks give raw llama-cpp-python to match it.
 FLASH_ATTENTION = True

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from app.errors import BackendUnavailable, DoesNotFit
 from backends.base import Backend
 from backends.hardware import GpuDevice
 from backends.memory import (
@@ -37,6 +36,7 @@ from backends.placement import (
 from backends.plan import BackendPlan, Placement, PlanContext, PlanOption, Preferences, cuda_device, in_layer_order
 from backends.plan_reasons import LLAMACPP_CPU, NVIDIA
 from backends.workers.plan import pipeline_plan
+from models.shared.errors import BackendUnavailable, DoesNotFit
 
 
 def propose(ctx: PlanContext, cls: type[Backend]) -> list[PlanOption]:

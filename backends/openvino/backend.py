@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from app.errors import ContextTooLong, GenerationError, ModelLoadError, ModelNotReady
 from backends.base import (
     Availability,
     Backend,
@@ -45,6 +44,7 @@ from backends.stops import StopScanner
 from backends.thinking import opens_thinking, without_thinking
 from backends.turn_markers import Defuser, marker_texts
 from models.gguf import special_token_texts
+from models.shared.errors import ContextTooLong, GenerationError, ModelLoadError, ModelNotReady
 
 if TYPE_CHECKING:
     from backends.hardware import HardwareInventory

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 # ggml_backend_dev_type
 DEVICE_CPU, DEVICE_GPU = 0, 1

@@ -26,11 +26,11 @@ import socket
 import threading
 import time
 
-from app.errors import HearthError
 from backends.base import WorkerLink
 from backends.local_socket import SOCKET_NAME, LocalSocket, listen, peer_process, private_folder, remove_folder
 from backends.workers.rpc import BadEndpoint, WorkerUnreachable, parse_endpoint
 from backends.workers.secure_link import LINK_TIMEOUT_S, LinkRefused, carry, connect
+from models.shared.errors import HearthError
 
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_TIMEOUT_S = 5.0

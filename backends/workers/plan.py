@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.errors import BackendUnavailable
-from app.wording import plural
 from backends.hardware import GpuDevice, HardwareInventory
 from backends.memory import (
     KV_WIDTHS,
@@ -35,6 +33,8 @@ from backends.placement import GPU_HEADROOM_BYTES
 from backends.plan import CPU, BackendPlan, Placement, Preferences, cuda_device, in_layer_order, worker_device
 from backends.workers.cost import FLOAT_BYTES, LinkFacts, network_ms_per_token, output_here, slower_than_alone
 from models.gguf import ModelInfo
+from models.shared.errors import BackendUnavailable
+from models.shared.wording import plural
 
 UNMEASURED = 0  # a worker's free memory, until pairing measures it
 

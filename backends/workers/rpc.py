@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from app.errors import HearthError
 from backends.local_socket import LocalSocket
 from backends.workers.device import DEVICE_CPU, ServableDevice, pick_device
+from models.shared.errors import HearthError
 
 DEFAULT_PORT = 50052
 _WRITE_IT = "Write the worker's address as HOST:PORT, for example 127.0.0.1:50052."

@@ -18,7 +18,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 LINK_TIMEOUT_S = 5.0
 CERT_FILE = "certificate.pem"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from app.errors import TrainingDataError
-from backends.base import ChatMessage
+from models.shared.chat import ChatMessage
+from models.shared.errors import TrainingDataError
 
 # One example larger than this is almost certainly a whole document on one line (or not training data at all);
 # it would be cut to the run's max length anyway, so it is refused with a way to split it.

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.errors import TrainingDataError
-from backends.base import ChatMessage
+from models.shared.chat import ChatMessage
+from models.shared.errors import TrainingDataError
 from models.tuning.dataset import ChatExample, Example, TextExample
 
 IGNORE = -100  # the label value the loss skips (PyTorch's cross-entropy default)

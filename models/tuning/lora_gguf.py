@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.errors import AdapterError, ModelFileError
 from models.gguf_reader import read_header
+from models.shared.errors import AdapterError, ModelFileError
 
 if TYPE_CHECKING:
     import numpy as np

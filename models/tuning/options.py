@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from app.errors import TuningError
+from models.shared.errors import TuningError
 
 Preset = Literal["quick", "standard"]
 Device = Literal["auto", "cpu", "gpu"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from app.errors import DoesNotFit
-from backends.memory import format_bytes
+from models.shared.errors import DoesNotFit
+from models.shared.wording import format_bytes
 from models.tuning.options import TuneOptions
 from models.tuning.plan import ModelShape, TrainingPlan, layer_parameters, plan_gpu_training, plan_training
 

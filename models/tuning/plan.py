@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.errors import DoesNotFit
-from backends.memory import format_bytes
+from models.shared.errors import DoesNotFit
+from models.shared.wording import format_bytes
 from models.tuning.lora_gguf import GGUF_TARGETS
 from models.tuning.options import TuneOptions
 

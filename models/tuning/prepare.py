@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import TuningError
+from models.shared.errors import TuningError
 from models.tuning.dataset import Example, Split, read_examples, split_examples
 from models.tuning.encode import EncodedSet, encode_all
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES

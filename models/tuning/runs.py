@@ -34,6 +34,7 @@ class Job:
     threads: int
     adapters_dir: str  # where the finished adapter is added
     probe_steps: int = 0  # when set, a probe: this many steps to time the run, no checkpoints, no adapter
+    estimated_s: float | None = None  # the whole run's time as the check estimated it, when one was shown first
     created_at: float = field(default_factory=time.time)
 
     def to_json(self) -> str:
@@ -159,16 +160,25 @@ class RunView:
         return self.steps[-1].step if self.steps else 0
 
     @property
-    def eta_s(self) -> float | None:
-        """Seconds left at the pace of the steps taken in this sitting (a resumed run restarts the clock)."""
+    def step_s(self) -> float | None:
+        """Seconds a step takes at the pace of the steps taken in this sitting (a resumed run restarts the clock);
+        None until two steps are taken."""
         sitting = self.steps[self.sitting_from :]
-        if len(sitting) < 2 or not self.total_steps:
+        if len(sitting) < 2:
             return None
         first, last = sitting[0], sitting[-1]
         taken = last.step - first.step
         if taken <= 0 or last.elapsed_s <= first.elapsed_s:
             return None
-        return (self.total_steps - last.step) * (last.elapsed_s - first.elapsed_s) / taken
+        return (last.elapsed_s - first.elapsed_s) / taken
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the pace of this sitting's steps."""
+        pace = self.step_s
+        if pace is None or not self.total_steps:
+            return None
+        return (self.total_steps - self.step) * pace
 
     @property
     def resumable(self) -> bool:

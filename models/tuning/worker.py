@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.errors import HearthError, TrainingDataError, TuningError
+from models.shared.errors import HearthError, TrainingDataError, TuningError
 from models.tuning.encode import IGNORE, EncodedSet
 from models.tuning.pace import TrainingPace
 from models.tuning.prepare import available_memory, prepare_data, shape_of

@@ -22,9 +22,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from app.errors import HearthError
 from backends.base import CancelToken
 from backends.child_env import child_environment
+from models.shared.errors import HearthError
 from rag.reading.limits import ReadLimits, too_much_memory, too_slow
 from rag.reading.reader_protocol import ReadProgress, ReadReply, ReadRequest, Start
 from rag.reading.sections import Section, Skipped

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 CONVERTED = "model.xml"
 MODULE_TRANSFORMER = "sentence_transformers.models.Transformer"

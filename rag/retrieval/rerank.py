@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.errors import HearthError
+from models.shared.errors import HearthError
 from rag.retrieval.retriever import Passage
 
 

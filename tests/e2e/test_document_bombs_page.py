@@ -33,7 +33,7 @@ def test_a_bomb_is_refused_with_its_reason_and_cancel_reaches_inside_a_file(
     app = start_app()
     page = open_page(app)
     open_documents(page)
-    create_collection(page, "Bombs")
+    create_collection(page, "Bombs", app)
 
     report = upload(page, [bomb, note], expect="Added 1 file")
     assert "Skipped expanding.docx: its part word/document.xml expands" in report, report

@@ -30,10 +30,24 @@ def open_documents(page: Any) -> None:
     page.wait_for_selector("#new-name textarea, #new-name input", timeout=15_000)
 
 
-def create_collection(page: Any, name: str) -> None:
-    page.locator("#new-name textarea, #new-name input").first.fill(name)
+def create_collection(page: Any, name: str, app: RunningApp | None = None) -> None:
+    """Create ``name`` and wait for its summary. The first creation in a new app can wait for the document
+    services the app is still building beside its model load (Chroma, the reader processes), which on a loaded
+    machine takes a while: a generous wait, and if it still never shows, what the page and the app said."""
+    box = page.locator("#new-name textarea, #new-name input").first
+    box.fill(name)
+    expect(box).to_have_value(name)
     page.click("#create-collection")
-    page.wait_for_selector(f"#collection-summary:has-text({name!r})", timeout=30_000)
+    try:
+        page.wait_for_selector(f"#collection-summary:has-text({name!r})", timeout=90_000)
+    except PlaywrightTimeout:
+        shown = page.locator("#collection-summary").all_inner_texts()
+        toasts = page.locator(".toast-body").all_inner_texts()
+        log = app.log.read_text(errors="replace")[-4000:] if app and app.log.exists() else "(no log)"
+        raise AssertionError(
+            f"collection {name!r} never shown; the summary shows {shown!r}, messages {toasts!r}; the app's log "
+            f"ends:\n{log}"
+        ) from None
 
 
 def upload(page: Any, files: list[Path], expect: str) -> str:
@@ -149,6 +163,13 @@ def test_upload_ask_and_see_a_cited_source(
     page.locator("#conversation-list label", has_text="Skerry").click()
     page.locator("#chat [data-testid='bot']").last.filter(has_text="lighthouse-history.md").wait_for(timeout=15_000)
     assert page.input_value("#chat-collection input") == COLLECTION
+
+    # A follow-up's sources are numbered on from the first answer's: the list says so, not "[4]" out of nowhere.
+    send(page, "How long should sourdough rise before baking?")
+    follow = page.locator("#chat [data-testid='bot']").last
+    follow.filter(has_text="tokens/s").wait_for(timeout=120_000)
+    assert "numbered across this conversation: [1] to [" in follow.inner_text(), follow.inner_text()
+    follow.screenshot(path=str(artifacts_dir / "follow-up-sources.png"))
     assert app.remote_requests == [], f"the page reached beyond this machine: {app.remote_requests}"
 
 

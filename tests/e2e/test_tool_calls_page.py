@@ -41,10 +41,30 @@ def answered(page: Any, button: str = "") -> str:
     while "tokens/s" not in answer.inner_text():
         assert time.monotonic() < deadline, answer.inner_text()
         if button and page.locator("#call-approval").is_visible():
-            page.click(button)
-            expect(page.locator("#call-approval")).to_be_hidden()
+            decided(page, button)
         time.sleep(0.2)
     return answer_text(page)
+
+
+def decided(page: Any, button: str) -> None:
+    """Answer the call waiting with ``button``, and wait until the page took the answer: the question is gone, or
+    another call is asked about already (the next one can follow within the time a look takes)."""
+    approval, question = page.locator("#call-approval"), page.locator("#call-question")
+    asked = shown_now(question)
+    if not asked:  # the call was answered, or the answer ended, between the caller's look and this one
+        return
+    page.click(button)
+    deadline = time.monotonic() + 30
+    while approval.is_visible() and shown_now(question) == asked:
+        assert time.monotonic() < deadline, f"the page still asks {asked!r} after {button} was pressed"
+        time.sleep(0.1)
+
+
+def shown_now(locator: Any) -> str:
+    """What ``locator`` shows at this moment, or "" when it is not on the page: unlike ``inner_text`` this never
+    waits, because the page removes the call's question as soon as the approval is hidden, which can fall between
+    a look at the approval and a read of the question."""
+    return " ".join(locator.all_inner_texts())
 
 
 def kept_calls(app: RunningApp) -> list[list[dict[str, Any]]]:
@@ -87,8 +107,7 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
     # Nothing has run yet: no call is kept (an assistant row may already be saved, empty, as seen once in the
     # suite; what matters is that no call is recorded before it is allowed).
     assert all(calls == [] for calls in kept_calls(app)[before:]), kept_calls(app)
-    page.click("#allow-once")
-    expect(page.locator("#call-approval")).to_be_hidden()
+    decided(page, "#allow-once")
     text = answered(page, "#allow-once")
     assert "Tool call: calculator (built-in) · " in text, text
     (first,) = kept_calls(app)[before:]
@@ -104,8 +123,7 @@ def test_calls_are_asked_about_allowed_denied_and_kept(
 
     send(page, QUESTION)
     expect(question).to_contain_text("Run calculator", timeout=120_000)
-    page.click("#deny-call")
-    expect(page.locator("#call-approval")).to_be_hidden()
+    decided(page, "#deny-call")
     text = answered(page, "#deny-call")
     assert "Tool call: calculator (built-in) · refused" in text, text
     assert kept_calls(app)[before + 1][0]["allowed"] is False

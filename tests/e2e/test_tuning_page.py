@@ -87,6 +87,9 @@ def test_train_attach_and_answer_from_the_tuning_tab(
     assert "rank 16, alpha 32" in page.locator("#adapters-table").inner_text()  # the settings as typed
     page.locator("#tune-run input").first.wait_for()
     assert "finished" in page.locator("#tune-run input").first.input_value()  # the picker says how the run ended
+    # The time measured before the run went with it, for its progress to check against its own steps.
+    (job,) = [json.loads(p.read_text()) for p in (app.home / "tuning").glob("*-zubrowka/job.json")]
+    assert job["estimated_s"] > 0, job
     page.screenshot(path=str(artifacts_dir / "tuning-tab.png"), full_page=True)
 
     # A reload finds the run again, with its chart.

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ContextTooLong, ModelNotReady
 from backends.base import (
     Backend,
     CancelToken,
@@ -23,6 +22,7 @@ from backends.base import (
 from backends.llamacpp.backend import LlamaCppBackend
 from backends.openvino.backend import OpenVinoBackend
 from models.gguf import ModelInfo
+from models.shared.errors import ContextTooLong, ModelNotReady
 from tests.helpers import require
 
 pytestmark = pytest.mark.integration

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.database import DamagedStore
 from app.paths import DataPaths, ensure_data_dir, resolve_data_paths
 from app.services.catalog.models import default_model_path, open_model_store
 from app.services.library.attachment_store import AttachmentStore
 from app.services.library.conversations import ConversationStore
 from app.services.library.documents import DocumentServices, build_documents
 from app.settings import load_settings
+from models.shared.database import DamagedStore
 from rag.attachments import AttachedPassage, ReadAttachment
 from rag.chunking import Chunk
 from rag.retrieval.embeddings import Embedder

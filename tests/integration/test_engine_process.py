@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import EngineStopped
 from app.services.answering.chat import TurnEvent, TurnSaved, TurnStarted
 from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, TextDelta
+from models.shared.errors import EngineStopped
 
 pytestmark = pytest.mark.integration
 

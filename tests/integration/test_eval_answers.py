@@ -16,8 +16,8 @@ from tests.integration.test_cli import hearth
 pytestmark = pytest.mark.integration
 
 QUESTIONS = [
-    {"question": "Who was the last keeper of Skerry lighthouse?", "expected": ["Morag Innes"]},
-    {"question": "In which year did the last keeper leave Skerry?", "expected": ["1998"]},
+    {"question": "Who was the last keeper of Skerry lighthouse?", "expected": ["Morag Innes"], "conversation": "k"},
+    {"question": "In which year did she leave?", "expected": ["1998"], "conversation": "k"},  # a follow-up
     {"question": "What colour is the Skerry ferry?", "expected": [["red", "crimson"]], "source": "ferry.md"},
     {"question": "This one is beyond --limit.", "expected": ["never asked"]},
 ]
@@ -66,12 +66,18 @@ def test_eval_answers_reports_accuracy_and_citations(isolated_home: Path, tmp_pa
         assert 0 < row["completion_tokens"] <= 48
         assert row["answer_in_passages"], row  # two small files: the passages given always hold the answer
         # Anyone can re-check a figure: the sources each answer was given, numbered as it cites them, and its time.
-        assert [s["number"] for s in row["sources"]] == list(range(1, row["passages"] + 1)), row
+        if row["turn"] == 1:
+            assert [s["number"] for s in row["sources"]] == list(range(1, row["passages"] + 1)), row
         assert all(s["file"] and s["label"].startswith(s["file"]) for s in row["sources"]), row
         assert all(s["text"].strip() for s in row["sources"]), row  # the passage as the model was given it
         assert row["seconds"] > 0 and isinstance(row["cited_holds_answer"], bool)
     assert report["cited_right_share"] == pytest.approx(sum(r["cited_holds_answer"] for r in rows) / 3)
     assert "a cited passage held it for" in result.stdout
+    # The follow-up was asked in the first question's conversation: its prompt holds the first turn and its answer.
+    assert [(row["conversation"], row["turn"]) for row in rows] == [("k", 1), ("k", 2), (None, 1)]
+    assert rows[1]["prompt_tokens"] > rows[0]["prompt_tokens"] + rows[0]["completion_tokens"]
+    assert report["later_turns"]["questions"] == 1 and report["first_turns"]["questions"] == 2
+    assert re.search(r"first questions \d/2 right, median \d+ tokens an answer\s+follow-ups \d/1 right", result.stdout)
     # Each question went through a throwaway conversation store, never the user's.
     conversations = isolated_home / "conversations.db"
     if conversations.exists():

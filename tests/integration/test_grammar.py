@@ -13,7 +13,6 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
-from app.errors import InvalidChoice
 from backends.base import (
     CancelToken,
     ChatEvent,
@@ -28,6 +27,7 @@ from backends.engine.client import EngineProcess
 from backends.grammar import json_object_grammar, json_schema_grammar
 from backends.llamacpp.backend import LlamaCppBackend
 from models.gguf import read_model_info
+from models.shared.errors import InvalidChoice
 from tests.helpers import write_tiny_gguf
 
 pytestmark = pytest.mark.integration

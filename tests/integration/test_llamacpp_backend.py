@@ -5,11 +5,11 @@ import threading
 
 import pytest
 
-from app.errors import ContextTooLong, ModelNotReady
 from backends.base import CancelToken, ChatMessage, Finished, GenerationParams, LoadOptions, TextDelta, Usage
 from backends.llamacpp.backend import LlamaCppBackend
 from backends.llamacpp.buffers import open_llama
 from models.gguf import ModelInfo
+from models.shared.errors import ContextTooLong, ModelNotReady
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.errors import ContextTooLong, GenerationError
 from backends.base import (
     CancelToken,
     ChatEvent,
@@ -38,6 +37,7 @@ from backends.llamacpp.buffers import open_llama
 from backends.llamacpp.native import BATCH_TOKENS
 from backends.memory import MIB, estimate_llamacpp
 from models.gguf import ModelInfo
+from models.shared.errors import ContextTooLong, GenerationError
 
 pytestmark = pytest.mark.integration
 

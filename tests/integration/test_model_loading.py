@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import DoesNotFit, HearthError, ModelFileError
 from app.services.container import build_services
 from app.settings import load_settings
+from models.shared.errors import DoesNotFit, HearthError, ModelFileError
 from tests.helpers import make_inventory
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,8 @@ from backends.base import (
     Usage,
 )
 from backends.llamacpp.backend import LlamaCppBackend
-from backends.llamacpp.passage_store import KeptPassage
-from backends.llamacpp.saved_slots import SUFFIX
+from backends.llamacpp.caches.passage_store import KeptPassage
+from backends.llamacpp.caches.saved_slots import SUFFIX
 from models.gguf import ModelInfo
 from rag.prompt import Source, rag_question, rag_system_prompt
 from tests.integration.conftest import as_other

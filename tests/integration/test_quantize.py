@@ -110,7 +110,7 @@ def test_the_ladder_on_the_embedded_model(isolated_home: Path, embedded_model: P
             "ladder",
             "smollm2",
             "--types",
-            "Q8_0,Q4_0",
+            "Q4_0",  # one rung made, beside the original: the ladder's steps are the same for every rung
             "--runs",
             "1",
             "--json",
@@ -124,13 +124,14 @@ def test_the_ladder_on_the_embedded_model(isolated_home: Path, embedded_model: P
     assert result.returncode == 0, result.stderr
     assert "perplexity" in result.stdout
     rungs = {r["qtype"]: r for r in json.loads(out.read_text())["rungs"]}
-    assert set(rungs) == {"Q4_1 (original)", "Q8_0", "Q4_0"}
+    assert set(rungs) == {"Q4_1 (original)", "Q4_0"}
     for rung in rungs.values():
         assert 1 < rung["perplexity"] < 1000 and rung["scored_tokens"] >= 500
         assert rung["decode_tokens_per_s"] > 0 and rung["prefill_tokens_per_s"] > 0 and rung["load_s"] > 0
         assert rung["resident_bytes"] > 0
-    assert rungs["Q4_0"]["file_bytes"] < rungs["Q8_0"]["file_bytes"]
-    assert rungs["Q4_0"]["perplexity"] > rungs["Q8_0"]["perplexity"]  # fewer bits cost quality
+    original = rungs["Q4_1 (original)"]
+    assert rungs["Q4_0"]["file_bytes"] < original["file_bytes"]
+    assert rungs["Q4_0"]["perplexity"] > original["perplexity"]  # fewer bits cost quality
     png = out.with_suffix(".png").read_bytes()
     assert png.startswith(b"\x89PNG")
 

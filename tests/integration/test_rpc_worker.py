@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,38 +92,92 @@ class Worker:
     process: subprocess.Popen[str]
 
 
+def paired_workers(home: Path, started: list[Worker]) -> list[Worker]:
+    """Two workers on loopback, started together, paired with the Hearth of ``home``: the first through
+    `hearth workers add` as a user pairs one (its report checked), the second through the same book in this process.
+    ``started`` holds each as soon as it runs, for the caller to stop whatever happens."""
+    from app.services.workers import WorkerBook
+
+    ports = [free_port(), free_port()]
+    for port in ports:
+        started.append(Worker(f"127.0.0.1:{port}", "", _start_worker(home, port)))
+    codes = [_pairing_code(worker.process, worker.address) for worker in started]
+    first, second = started
+    added = _hearth(home, "workers", "add", first.address, "--code", codes[0], timeout=60)
+    assert added.returncode == 0, added.stderr
+    assert f"Paired with the worker at {first.address}" in added.stdout
+    assert "1 threads (reads " in added.stdout and " GB/s)" in added.stdout  # measured at the worker's start
+    book = WorkerBook(home / "workers.json")
+    book.add(second.address, codes[1])
+    rpc = {w.address: w.facts.rpc for w in book.paired()}
+    return [Worker(w.address, rpc[w.address], w.process) for w in started]
+
+
+def stop_workers(started: list[Worker]) -> None:
+    """Each worker asked to end at once, then waited for (killed if SIGTERM has not ended it in 15 s: once seen after
+    SIGSTOP)."""
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.terminate()
+    for worker in started:
+        stop_process(worker.process)
+
+
 @pytest.fixture
 def workers(isolated_home: Path) -> Iterator[list[Worker]]:
-    """Two workers on loopback, paired with the isolated Hearth through `hearth workers add`."""
+    """Two workers paired with the isolated Hearth, for a test that stops, hangs or replaces one of them."""
     started: list[Worker] = []
     try:
-        for _ in range(2):
-            port = free_port()
-            process = _start_worker(isolated_home, port)
-            address = f"127.0.0.1:{port}"
-            code = _pairing_code(process, address)
-            added = _hearth(isolated_home, "workers", "add", address, "--code", code, timeout=60)
-            assert added.returncode == 0, added.stderr
-            assert f"Paired with the worker at {address}" in added.stdout
-            assert "1 threads (reads " in added.stdout and " GB/s)" in added.stdout  # measured at the worker's start
-            started.append(Worker(address, "", process))
-        from app.services.workers import WorkerBook
-
-        rpc = {w.address: w.facts.rpc for w in WorkerBook(isolated_home / "workers.json").paired()}
-        yield [Worker(w.address, rpc[w.address], w.process) for w in started]
+        yield paired_workers(isolated_home, started)
     finally:
-        for worker in started:
-            stop_process(worker.process)  # killed if SIGTERM has not ended it in 15 s (once seen after SIGSTOP)
+        stop_workers(started)
+
+
+@dataclass
+class Pair:
+    home: Path
+    workers: list[Worker]
+    alone: str  # `hearth chat`'s answer on this machine alone, the text a split must give
+
+
+@pytest.fixture(scope="module")
+def shared_pair(tmp_path_factory: pytest.TempPathFactory, embedded_model: Path) -> Iterator[Pair]:
+    """Two paired workers for the tests that leave them running as they found them (a test that edits the book puts
+    it back), with the single-process answer they are compared against."""
+    home = tmp_path_factory.mktemp("shared-pair") / "hearth-home"
+    started: list[Worker] = []
+    try:
+        with pytest.MonkeyPatch.context() as patch:  # as isolated_home does: no HEARTH_ setting from outside
+            for key in [k for k in os.environ if k.startswith("HEARTH_")]:
+                patch.delenv(key)
+            patch.setenv("HEARTH_HOME", str(home))
+            paired = paired_workers(home, started)
+            alone = _chat(home, embedded_model)
+        assert alone.returncode == 0 and len(alone.stdout.strip()) > 10, alone.stderr[-2000:]
+        yield Pair(home, paired, alone.stdout)
+    finally:
+        stop_workers(started)
+
+
+@contextmanager
+def book_kept(home: Path) -> Iterator[Path]:
+    """The workers' book, put back as it was after the test edited it."""
+    book = home / "workers.json"
+    kept = book.read_bytes()
+    try:
+        yield book
+    finally:
+        book.write_bytes(kept)
 
 
 def test_two_workers_hold_the_layers_and_the_text_is_the_single_process_text(
-    workers: list[Worker], embedded_model: Path, isolated_home: Path
+    shared_pair: Pair, embedded_model: Path
 ) -> None:
     alone = _generate(embedded_model)
-    split = _generate(embedded_model, *(w.rpc for w in workers))
+    split = _generate(embedded_model, *(w.rpc for w in shared_pair.workers))
     assert split == alone
     assert len(alone) > len("TEXT:") + 10
-    cache = isolated_home / "cache" / "worker-tensors"
+    cache = shared_pair.home / "cache" / "worker-tensors"
     assert any(cache.iterdir())  # the workers kept what they were sent, for the next load
 
 
@@ -187,20 +242,19 @@ def test_a_wrong_code_or_a_port_that_is_not_a_worker_is_refused_with_what_to_do(
         process.wait(timeout=15)
 
 
-def test_the_worker_port_speaks_only_tls_and_serves_rpc_only_to_a_paired_main(
-    workers: list[Worker], isolated_home: Path
-) -> None:
+def test_the_worker_port_speaks_only_tls_and_serves_rpc_only_to_a_paired_main(shared_pair: Pair) -> None:
     from app.services.workers import WorkerBook
     from backends.base import WorkerLink
     from backends.workers.link import open_rpc
     from backends.workers.secure_link import LinkRefused
 
-    host, port = workers[0].address.rsplit(":", 1)
+    host, port = shared_pair.workers[0].address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as plain:
         plain.sendall(b'{"op": "ping"}\n')
         assert plain.recv(4096) == b""  # no answer in the clear: the handshake failed and the worker hung up
-    paired = WorkerBook(isolated_home / "workers.json").paired()[0]
-    assert paired.address == workers[0].address and parse_local(paired.facts.rpc) is not None  # a private socket
+    paired = WorkerBook(shared_pair.home / "workers.json").paired()[0]
+    assert paired.address == shared_pair.workers[0].address
+    assert parse_local(paired.facts.rpc) is not None  # a private socket
     with pytest.raises(LinkRefused) as refused:
         open_rpc(WorkerLink(paired.address, paired.fingerprint, "not-the-token"))
     assert "is not paired with this worker" in refused.value.message
@@ -279,15 +333,15 @@ def _chat(home: Path, model: Path, *flags: str) -> subprocess.CompletedProcess[s
 
 
 def test_hearth_answers_through_its_engine_with_the_layers_on_the_workers(
-    workers: list[Worker], embedded_model: Path, isolated_home: Path
+    shared_pair: Pair, embedded_model: Path
 ) -> None:
-    alone = _chat(isolated_home, embedded_model)
-    split = _chat(isolated_home, embedded_model, "--backend", "pipeline")  # every paired worker
-    assert alone.returncode == 0 and split.returncode == 0, split.stderr[-2000:]
-    assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10
-    one = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
-    assert one.returncode == 0 and one.stdout == alone.stdout, one.stderr[-2000:]
-    plan = _hearth(isolated_home, "doctor", "--model", str(embedded_model), "--backend", "pipeline", timeout=120)
+    home, workers = shared_pair.home, shared_pair.workers
+    split = _chat(home, embedded_model, "--backend", "pipeline")  # every paired worker
+    assert split.returncode == 0, split.stderr[-2000:]
+    assert split.stdout == shared_pair.alone
+    one = _chat(home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
+    assert one.returncode == 0 and one.stdout == shared_pair.alone, one.stderr[-2000:]
+    plan = _hearth(home, "doctor", "--model", str(embedded_model), "--backend", "pipeline", timeout=120)
     assert plan.returncode == 0, plan.stderr
     said = "layers in proportion to each worker's measured memory read speed"
     assert said in plan.stdout and f"{workers[0].address} " in plan.stdout.split(said)[1]
@@ -314,11 +368,11 @@ def test_a_worker_killed_or_hung_mid_answer_ends_the_answer_naming_it_and_the_ne
     workers: list[Worker], embedded_model: Path, isolated_home: Path, how: signal.Signals
 ) -> None:
     # hung: stopped, its connections stay open and nothing comes back; the link's heartbeat cuts it
-    from app.errors import EngineStopped
     from app.services.answering.chat import TurnSaved, TurnStarted
     from app.services.container import build_services
     from app.settings import load_settings
     from backends.base import GenerationParams, TextDelta
+    from models.shared.errors import EngineStopped
 
     services = build_services(
         load_settings(model={"context_length": 1024}, backend={"name": "pipeline", "threads": 1})  # all paired
@@ -392,22 +446,22 @@ def test_two_mains_pair_with_one_worker_and_the_second_is_told_while_the_first_u
 
 
 def test_a_worker_with_little_memory_holds_what_fits_and_this_cpu_the_rest_with_the_same_text(
-    workers: list[Worker], embedded_model: Path, isolated_home: Path
+    shared_pair: Pair, embedded_model: Path
 ) -> None:
     import json
 
-    book = isolated_home / "workers.json"
-    paired = json.loads(book.read_text())
-    small = next(entry for entry in paired if entry["address"] == workers[1].address)
-    small["facts"]["free_bytes"] = 842 << 20  # as a worker with little free memory would have reported it
-    book.write_text(json.dumps(paired))
-    doctor = _hearth(isolated_home, "doctor", "--backend", "pipeline", "--worker", workers[1].address, timeout=120)
-    assert "llama.cpp split across 1 worker and this CPU" in doctor.stdout, doctor.stdout + doctor.stderr
-    assert "on this CPU (the workers cannot hold them)" in doctor.stdout
-    alone = _chat(isolated_home, embedded_model)
-    split = _chat(isolated_home, embedded_model, "--backend", "pipeline", "--worker", workers[1].address)
+    home, small_one = shared_pair.home, shared_pair.workers[1].address
+    with book_kept(home) as book:
+        paired = json.loads(book.read_text())
+        small = next(entry for entry in paired if entry["address"] == small_one)
+        small["facts"]["free_bytes"] = 842 << 20  # as a worker with little free memory would have reported it
+        book.write_text(json.dumps(paired))
+        doctor = _hearth(home, "doctor", "--backend", "pipeline", "--worker", small_one, timeout=120)
+        assert "llama.cpp split across 1 worker and this CPU" in doctor.stdout, doctor.stdout + doctor.stderr
+        assert "on this CPU (the workers cannot hold them)" in doctor.stdout
+        split = _chat(home, embedded_model, "--backend", "pipeline", "--worker", small_one)
     assert split.returncode == 0, split.stderr[-2000:]
-    assert split.stdout == alone.stdout and len(alone.stdout.strip()) > 10
+    assert split.stdout == shared_pair.alone
 
 
 def test_a_worker_that_accepts_and_never_answers_is_named_within_the_timeout_not_waited_on(
@@ -423,14 +477,16 @@ def test_a_worker_that_accepts_and_never_answers_is_named_within_the_timeout_not
         os.kill(hung, signal.SIGCONT)
 
 
-def test_the_list_reads_each_workers_free_memory_now_and_measures_bandwidth_only_when_asked(
-    workers: list[Worker], isolated_home: Path
-) -> None:
+def test_the_list_reads_each_workers_free_memory_now_and_measures_bandwidth_only_when_asked(shared_pair: Pair) -> None:
+    with book_kept(shared_pair.home) as book:
+        _list_reads_and_measures(book, shared_pair.home, shared_pair.workers)
+
+
+def _list_reads_and_measures(book: Path, isolated_home: Path, workers: list[Worker]) -> None:
     import json
 
     from backends.workers.link import open_rpc
 
-    book = isolated_home / "workers.json"
     stale, slow = 1 << 20, 1000.0  # what a worker with 1 MiB free reported at pairing, and a 8 kbit/s link
     entries = json.loads(book.read_text())
     for entry in entries:

@@ -13,7 +13,7 @@ import pytest
 
 from backends.base import CancelToken, ChatMessage, GenerationParams, LoadOptions, SavedCaches, TextDelta, Usage
 from backends.llamacpp.backend import LlamaCppBackend
-from backends.llamacpp.saved_slots import SUFFIX, forget_owner, owner_tag
+from backends.llamacpp.caches.saved_slots import SUFFIX, forget_owner, owner_tag
 from models.gguf import ModelInfo
 from tests.integration.conftest import as_other
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from backends.base import LoadOptions
-from backends.llamacpp.kept_state import MARK, pack, unpack
+from backends.llamacpp.caches.kept_state import MARK, pack, unpack
 from backends.llamacpp.native import NativeModel, TokenBatch
 from models.gguf import ModelInfo
 

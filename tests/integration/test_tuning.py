@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import AdapterError, TuningError
 from app.paths import resolve_data_paths
 from app.services.answering.turn_settings import TurnSettings
 from app.services.serving.runtime import start_engine
@@ -23,6 +22,7 @@ from backends.base import AdapterUse, CancelToken, ChatMessage, GenerationParams
 from backends.llamacpp.backend import LlamaCppBackend
 from models.adapters import AdapterRecord
 from models.gguf import read_model_info, sha256_of
+from models.shared.errors import AdapterError, TuningError
 from models.tuning.lora_gguf import check_adapter
 from models.tuning.options import TuneOptions
 from models.tuning.runs import RunFolder, RunView
@@ -146,9 +146,9 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint_while_chat_keeps_answ
     isolated_home: Path, tmp_path: Path, embedded_model: Path, loaded: LlamaCppBackend
 ) -> None:
     paths = resolve_data_paths(isolated_home)
-    options = TuneOptions(rank=8, alpha=16, learning_rate=2e-3, max_steps=16, batch_size=1, save_every=5)
+    options = TuneOptions(rank=8, alpha=16, learning_rate=2e-3, max_steps=9, batch_size=1, save_every=3)
     run = tuning.start_run(paths, base_of(embedded_model), fact_data(tmp_path), "resumed", options, threads=1)
-    wait_until(run, lambda view: view.checkpoint_step >= 5)
+    wait_until(run, lambda view: view.checkpoint_step >= 3)
     pid = run.trainer_pid()
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
@@ -164,10 +164,10 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint_while_chat_keeps_answ
     assert view.state == "finished", view.error
     restarts = [e for e in run.events() if e["kind"] == "started"]
     assert restarts[-1]["resume_from"] == f"checkpoint-{saved}"
-    assert view.step == 16
+    assert view.step == 9
     steps_after_resume = [p.step for p in view.steps[view.sitting_from :]]
     assert steps_after_resume[0] == saved + 1
-    assert tuning.adapter_store(paths).get("resumed").steps == 16
+    assert tuning.adapter_store(paths).get("resumed").steps == 9
 
 
 def test_sigterm_to_hearth_tune_ends_its_trainer_too(isolated_home: Path, tmp_path: Path, embedded_model: Path) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import AdapterError
 from models.adapters import (
     ADAPTER_FILE,
     MODEL_SCOPE,
@@ -22,6 +21,7 @@ from models.adapters import (
     describe_scope,
     scopes_for,
 )
+from models.shared.errors import AdapterError
 
 
 def record(name: str, created_at: float = 100.0) -> AdapterRecord:

@@ -154,6 +154,8 @@ def test_reads_strings_alternatives_and_skips_blank_lines(tmp_path: Path) -> Non
         ('{"question": "Q?", "expected": ["a", 3]}', "non-empty string", "alternatives"),
         ('{"question": "Q?", "expected": [["a", " "]]}', "non-empty string", "alternatives"),
         ('{"question": "Q?", "expected": [[]]}', "non-empty string", "alternatives"),
+        ('{"question": "Q?", "expected": ["a"], "conversation": 3}', "not a name", '"conversation": "csv-1"'),
+        ('{"question": "Q?", "expected": ["a"], "conversation": " "}', "not a name", "or leave it out"),
     ],
 )
 def test_a_bad_line_is_named_with_its_number_and_a_remedy(tmp_path: Path, line: str, message: str, remedy: str) -> None:
@@ -185,3 +187,55 @@ def test_the_shipped_question_set_is_valid_and_large_enough() -> None:
     questions = read_answer_questions(ROOT / "bench" / "data" / "debian-docs-answers.jsonl")
     assert len(questions) >= 60
     assert len({q.question for q in questions}) == len(questions)
+
+
+def test_questions_naming_a_conversation_are_its_turns_in_line_order(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        *(
+            json.dumps({"question": q, "expected": ["x"], **({"conversation": c} if c else {})})
+            for q, c in (("A1?", "a"), ("Alone?", None), ("B1?", "b"), ("A2?", "a"), ("A3?", "a"), ("B2?", "b"))
+        ),
+    )
+    asked = [(q.question, q.conversation, q.turn) for q in read_answer_questions(path)]
+    assert asked == [
+        ("A1?", "a", 1),
+        ("Alone?", None, 1),
+        ("B1?", "b", 1),
+        ("A2?", "a", 2),
+        ("A3?", "a", 3),
+        ("B2?", "b", 2),
+    ]
+
+
+def test_a_follow_ups_citations_are_checked_against_its_own_numbers() -> None:
+    """A follow-up's passages are numbered on from the conversation's earlier ones: [4] names its first passage."""
+    question = AnswerQuestion("And with tabs?", (("delimiter",),), 2, "csv", 2)
+    passages = ["Pass delimiter='\\t' to the reader", "Sniffer deduces the format"]
+    right = score_answer(question, "Pass delimiter [4].", passages, [4, 5])
+    assert (right.cited, right.cited_holds_answer, right.stray_citations) == (True, True, 0)
+    stray = score_answer(question, "Pass delimiter [1].", passages, [4, 5])  # [1] belongs to an earlier answer
+    assert (stray.cited, stray.stray_citations) == (False, 1)
+
+
+def test_the_report_parts_first_questions_from_follow_ups() -> None:
+    def result(turn: int, answer: str, tokens: int) -> AnswerResult:
+        question = AnswerQuestion("q", (("x",),), turn, "c", turn)
+        return AnswerResult(question, answer, score_answer(question, answer, ["x"]), 1, 100, tokens, 1.0, "stop")
+
+    report = AnswerReport((result(1, "x [1]", 40), result(2, "no", 8), result(3, "x", 12), result(2, "x", 30)))
+    first, later = report.turns(later=False), report.turns(later=True)
+    assert (len(first.results), first.correct, first.median_completion_tokens) == (1, 1, 40.0)
+    assert (len(later.results), later.correct, later.median_completion_tokens) == (3, 2, 12.0)
+
+
+def test_the_conversation_set_is_whole_conversations_split_in_two_halves() -> None:
+    path = ROOT / "bench" / "data" / "conversation-answers.jsonl"
+    questions = read_answer_questions(path)
+    conversations = {q.conversation for q in questions}
+    assert None not in conversations and len(conversations) >= 8
+    assert all(max(q.turn for q in questions if q.conversation == c) >= 3 for c in conversations)
+    split = json.loads((ROOT / "bench" / "data" / "conversation-answers.split.json").read_text())
+    halves = [{questions[n - 1].conversation for n in split[part]} for part in ("tuning", "held-out")]
+    assert not halves[0] & halves[1]  # no conversation is in both halves
+    assert sorted(split["tuning"] + split["held-out"]) == list(range(1, len(questions) + 1))

@@ -13,7 +13,7 @@ from app.api.errors import (
     UnknownModel,
     reply_for,
 )
-from app.errors import (
+from models.shared.errors import (
     Busy,
     ContextTooLong,
     DoesNotFit,

@@ -157,8 +157,8 @@ def test_the_key_must_be_sent_and_right() -> None:
 def test_allowed_origins_are_empty_by_default_set_as_json_and_never_a_wildcard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from app.errors import HearthError
     from app.settings import load_settings
+    from models.shared.errors import HearthError
 
     assert load_settings().server.allowed_origins == []
     monkeypatch.setenv("HEARTH_SERVER__ALLOWED_ORIGINS", '["http://localhost:3000"]')

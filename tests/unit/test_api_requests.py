@@ -12,8 +12,8 @@ from app.api.errors import RequestInvalid, UnknownModel
 from app.api.ids import chat_model_ids, requested_collection, unknown_model
 from app.api.prompting import chat_messages, completion_prompt, fit_answer, requested_params, split_question
 from app.api.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, parse_request
-from app.errors import ContextTooLong, EmptyMessage
 from backends.base import ChatMessage, GenerationParams
+from models.shared.errors import ContextTooLong, EmptyMessage
 
 USER = {"role": "user", "content": "hi"}
 
@@ -272,8 +272,8 @@ def test_response_format_asks_for_a_grammar_of_json_or_of_the_schema() -> None:
 
 def test_a_response_format_hearth_cannot_follow_is_refused_with_the_reason() -> None:
     from app.api.prompting import output_grammar
-    from app.errors import InvalidChoice
     from backends.grammar import MAX_SCHEMA_CHARS
+    from models.shared.errors import InvalidChoice
 
     error = refused({"model": "hearth", "messages": [USER], "response_format": {"type": "json_schema"}})
     assert error.param == "response_format" and "needs the json_schema field" in error.message

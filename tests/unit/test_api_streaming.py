@@ -14,9 +14,9 @@ from app.api.answers import AnswerJob, Checked, Started, Step
 from app.api.delivery import _events, _whole
 from app.api.responses import AnswerMeta, Extension
 from app.api.sse import DONE, sse_event
-from app.errors import EngineStopped
 from app.services.answering.documents_turn import FinalAnswer
 from backends.base import CancelToken, Finished, TextDelta, Usage
+from models.shared.errors import EngineStopped
 from rag.citations import Moved
 from rag.prompt import Source
 

@@ -15,7 +15,7 @@ from app.bench.documents_figures import (
     report_lines,
     summarise,
 )
-from app.errors import HearthError
+from models.shared.errors import HearthError
 
 SAMPLE = DocumentsSample(
     question="q",

@@ -13,8 +13,8 @@ import pytest
 from app.bench import pipeline
 from app.bench.meters import tcp_bytes
 from app.bench.pipeline import RAW, SINGLE, SPLIT, Answer, Report, Round, summarise
-from app.errors import Busy
 from backends.base import GenerationParams, TextDelta
+from models.shared.errors import Busy
 
 SS = (
     "0      0      127.0.0.1:50052 127.0.0.1:39680\n"

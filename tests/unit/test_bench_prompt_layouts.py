@@ -45,3 +45,12 @@ def test_the_layouts_differ_where_they_say() -> None:
     # With nothing found, every layout says so as the product does.
     for layout in module.LAYOUTS.values():
         assert layout("Q?", []) == rag_question("Q?", [])
+
+
+def test_the_oracle_gives_only_the_passages_holding_the_expected_answer() -> None:
+    module = layouts()
+    module._expected["Which two?"] = [["two"]]
+    narrowed = module.LAYOUTS["oracle"]("Which two?", SOURCES)
+    assert "[2] Beta says two." in narrowed and "Alpha" not in narrowed
+    module._expected["Which three?"] = [["three"]]  # held by none: every passage, as found
+    assert module.LAYOUTS["oracle"]("Which three?", SOURCES) == rag_question("Which three?", SOURCES)

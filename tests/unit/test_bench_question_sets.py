@@ -70,7 +70,7 @@ def test_a_part_is_read_from_the_split_file(tmp_path: Path) -> None:
     import pytest
 
     from app.cli.eval import split_part
-    from app.errors import HearthError
+    from models.shared.errors import HearthError
 
     questions_path = BENCH / "data" / "debian-docs-answers.jsonl"
     questions = read_answer_questions(questions_path)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import HearthError
 from app.tools.call_eval import read_tool_questions, report, score_calls
 from backends.base import ToolCall
+from models.shared.errors import HearthError
 
 WEATHER = {
     "name": "get_weather",

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ContextTooLong, EmptyMessage, ModelFileError
 from app.services.answering.chat import TurnSaved, TurnStarted
 from app.services.answering.turn_settings import TurnSettings
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.base import CancelToken, Finished, GenerationParams, TextDelta
 from backends.fake import FakeBackend
+from models.shared.errors import ContextTooLong, EmptyMessage, ModelFileError
 from tests.helpers import local_engines, make_inventory, write_tiny_gguf
 
 PARAMS = GenerationParams(temperature=0.0, max_new_tokens=16)

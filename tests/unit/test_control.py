@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import HearthError
 from app.services.catalog.models import open_model_store
 from app.services.container import Services, build_services
 from app.settings import load_settings
 from backends.fake import FakeBackend
+from models.shared.errors import HearthError
 from tests.helpers import local_engines, make_inventory, write_tiny_gguf
 
 

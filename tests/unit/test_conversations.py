@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from app.database import DamagedStore
-from app.errors import ConversationNotFound, StorageError
 from app.services.library.conversations import AnswerStats, ConversationStore, ToolRecord, make_title
+from models.shared.database import DamagedStore
+from models.shared.errors import ConversationNotFound, StorageError
 from rag.prompt import Source
 
 

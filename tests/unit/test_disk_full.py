@@ -1,4 +1,4 @@
-"""Which errors are a full disk (app.database.is_disk_full), and what the user is told."""
+"""Which errors are a full disk (models.shared.database.is_disk_full), and what the user is told."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import errno
 import sqlite3
 from pathlib import Path
 
-from app.database import SQLITE_FULL, disk_full, is_disk_full
+from models.shared.database import SQLITE_FULL, disk_full, is_disk_full
 
 
 def sqlite_error(code: int) -> sqlite3.OperationalError:

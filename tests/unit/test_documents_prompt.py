@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from app.errors import ContextTooLong
 from app.services.answering.documents_prompt import (
     REFIT_SHARE,
     DocumentsTurn,
@@ -18,6 +17,7 @@ from app.services.answering.documents_prompt import (
     turn_messages,
 )
 from backends.base import ChatMessage
+from models.shared.errors import ContextTooLong
 from rag.prompt import Source
 
 

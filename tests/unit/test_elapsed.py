@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.errors import HearthError
 from app.ui.elapsed import Tick, with_elapsed
+from models.shared.errors import HearthError
 
 
 def test_a_silent_step_keeps_ticking_until_the_next_one() -> None:

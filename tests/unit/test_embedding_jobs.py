@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from app.api.embedding_jobs import EmbeddingCancelled, EmbeddingJobs
-from app.errors import Busy
 from backends.base import CancelToken
+from models.shared.errors import Busy
 
 
 def counting_embedder(calls: list[int], after: CancelToken | None = None, cancel_at: int = -1):  # type: ignore[no-untyped-def]

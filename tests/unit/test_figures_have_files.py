@@ -1,5 +1,5 @@
 """Every file under bench/data/ that the README, the pages in docs/ and the CHANGELOG name as the source of a
-figure exists (issue 37, item 9). A name may hold shell braces and globs, as the texts write them
+figure exists. A name may hold shell braces and globs, as the texts write them
 (``bench/data/tool-answers.{tuning,held-out}.*.json``): each alternative must match at least one file."""
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ModelFileError
 from models import gguf_reader
 from models.gguf import read_model_info
 from models.gguf_reader import (
@@ -16,6 +15,7 @@ from models.gguf_reader import (
     SkippedString,
     read_header,
 )
+from models.shared.errors import ModelFileError
 from tests.gguf_files import (
     EmptyStrings,
     bytes_entry,

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ModelFileError
 from models.gguf import read_model_info
 from models.gguf_reader import read_header
+from models.shared.errors import ModelFileError
 from tests.helpers import write_tiny_gguf
 
 

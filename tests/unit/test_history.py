@@ -2,9 +2,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from app.errors import ContextTooLong
 from app.services.answering.history import answer_reserve, fit_history
 from backends.base import ChatMessage
+from models.shared.errors import ContextTooLong
 
 
 def words(messages: Sequence[ChatMessage]) -> int:

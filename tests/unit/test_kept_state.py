@@ -1,4 +1,4 @@
-"""Kept passage caches at 8 bits (``backends.llamacpp.kept_state``), on states laid out as llama.cpp writes a
+"""Kept passage caches at 8 bits (``backends.llamacpp.caches.kept_state``), on states laid out as llama.cpp writes a
 sequence's: f16 rows come back within half a step of their block's scale, everything else byte for byte; a state laid
 out otherwise is kept as it was; a damaged packed form is refused, never handed to llama.cpp."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.llamacpp.kept_state import MARK, pack, unpack
-from backends.llamacpp.passage_shelf import PassageShelf
-from backends.llamacpp.passage_store import KeptPassage, PassageStore
+from backends.llamacpp.caches.kept_state import MARK, pack, unpack
+from backends.llamacpp.caches.passage_shelf import PassageShelf
+from backends.llamacpp.caches.passage_store import KeptPassage, PassageStore
 
 F16, Q8_0 = 1, 8
 

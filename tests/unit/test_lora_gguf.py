@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.errors import AdapterError
+from models.shared.errors import AdapterError
 from models.tuning.lora_gguf import BASE_SHA_KEY, check_adapter, gguf_tensor_name, llama_rows, write_adapter
 
 RANK = 2

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import InvalidChoice, StorageError
 from app.tools.servers import ServerBook, http_entry, imported_entries, stdio_entry
+from models.shared.errors import InvalidChoice, StorageError
 
 CLAUDE_DESKTOP = {
     "mcpServers": {

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ModelFileError
 from backends import registry
 from backends.plan import Preferences
 from models.fit import fit_verdict
 from models.gguf import read_model_info
 from models.quantize import QuantizeError, check_request, output_name
+from models.shared.errors import ModelFileError
 from models.store import ModelNotKnown, ModelStore
 from tests.helpers import make_inventory, write_tiny_gguf
 from tests.unit.test_selection_fixtures import LLAMA_7B, SMALL

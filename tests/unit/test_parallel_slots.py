@@ -7,7 +7,6 @@ import pytest
 
 from app.cli.main import settings_overrides
 from app.cli.parser import build_parser
-from app.errors import HearthError
 from app.services.container import preferences
 from app.settings import load_settings
 from backends.base import GenerationParams
@@ -25,6 +24,7 @@ from backends.llamacpp.batch_policy import (
 from backends.llamacpp.sampling import SamplerStep, sampler_steps
 from backends.memory import GIB, HEADROOM_BYTES, estimate_llamacpp, estimate_offload, layers_that_fit
 from backends.placement import GPU_HEADROOM_BYTES, slot_counts
+from models.shared.errors import HearthError
 from tests.helpers import make_inventory
 from tests.unit.test_selection_fixtures import CORE_ULTRA, LLAMA_7B, SMALL, plan_for, said
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.llamacpp.passage_join import recomputed
+from backends.llamacpp.caches.passage_join import recomputed
 
 
 @pytest.mark.parametrize(

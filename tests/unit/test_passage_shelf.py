@@ -1,4 +1,4 @@
-"""Kept passage caches on disk without a model (``backends.llamacpp.passage_shelf``) with made-up states: kept and
+"""Kept passage caches on disk without a model (``llamacpp.caches.passage_shelf``) with made-up states: kept and
 found again after a restart, checked whole before anything is handed on, one folder per model and adapter, the least
 recently used going first under the cap, owner-only; and the memory store in front of it (``passage_store``)."""
 
@@ -9,9 +9,9 @@ import stat
 from pathlib import Path
 
 from backends.base import AdapterUse
-from backends.llamacpp.passage_shelf import PassageShelf
-from backends.llamacpp.passage_store import KeptPassage, PassageStore
-from backends.llamacpp.saved_slots import SOURCE, SUFFIX
+from backends.llamacpp.caches.passage_shelf import PassageShelf
+from backends.llamacpp.caches.passage_store import KeptPassage, PassageStore
+from backends.llamacpp.caches.saved_slots import SOURCE, SUFFIX
 
 PASSAGE = tuple(range(500, 540))
 STATE = bytes(range(256)) * 40  # 10 KB of "keys and values"

@@ -4,7 +4,7 @@ the cap."""
 from __future__ import annotations
 
 from backends.base import AdapterUse
-from backends.llamacpp.passage_store import KeptPassage, PassageStore
+from backends.llamacpp.caches.passage_store import KeptPassage, PassageStore
 
 
 def kept(size: int, at: int = 0) -> KeptPassage:

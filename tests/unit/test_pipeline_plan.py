@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import BackendUnavailable
 from backends import registry
 from backends.plan import BackendPlan, Preferences
 from backends.selection import select_backend
 from backends.workers.plan import layer_ranges
 from models.gguf import ModelInfo, read_model_info
+from models.shared.errors import BackendUnavailable
 from tests.helpers import make_inventory, write_tiny_gguf
 
 

@@ -1,9 +1,9 @@
-"""Cutting a prompt at the texts whose cache may be kept (``backends.llamacpp.prompt_spans``), with a tokenizer
+"""Cutting a prompt at the texts whose cache may be kept (``backends.llamacpp.caches.prompt_spans``), with a tokenizer
 of one token per word (and a BOS at the start)."""
 
 from __future__ import annotations
 
-from backends.llamacpp.prompt_spans import Segment, Span, segments, tokenized
+from backends.llamacpp.caches.prompt_spans import Segment, Span, segments, tokenized
 
 PROMPT = "<s>user\nPassages:\n\n[1] The tower is tall.\n\n[2] The mountain is high.\n\nQuestion: how tall?"
 TOWER, MOUNTAIN = "The tower is tall.", "The mountain is high."

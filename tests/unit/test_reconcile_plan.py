@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.database import first_complaint
+from models.shared.database import first_complaint
 from rag.reconcile import plan_reconciliation
 from rag.store import is_rust_panic
 

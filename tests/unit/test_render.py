@@ -302,3 +302,35 @@ def test_a_long_prompt_says_what_the_model_reads_until_its_first_word() -> None:
     assert view.apply(TextDelta("It"))[-1]["content"].startswith("\nIt\n\n**Sources**")
     short = AnswerView([])
     assert short.apply(TurnStarted("c2", 0, 120))[-1]["content"] == "\n…"  # a short prompt: no words for the wait
+
+
+def test_a_follow_ups_sources_say_their_numbers_run_on_across_the_conversation() -> None:
+    first = (Source(1, "/d/a.md", None, None, "a"), Source(2, "/d/b.md", None, None, "b"))
+    again = (Source(2, "/d/b.md", None, None, "b"), Source(3, "/d/c.md", None, None, "c"))
+    messages = (
+        StoredMessage(1, "user", "q1", None),
+        StoredMessage(2, "assistant", "It is a [1].", STATS, first),
+        StoredMessage(3, "user", "q2", None),
+        StoredMessage(4, "assistant", "It is c [3].", STATS, again),
+    )
+    only_reused = (Source(2, "/d/b.md", None, None, "b"),)
+    messages += (
+        StoredMessage(5, "user", "q3", None),
+        StoredMessage(6, "assistant", "b [2].", STATS, only_reused),
+        StoredMessage(7, "user", "q4", None),
+        StoredMessage(8, "assistant", "d [4].", STATS, (Source(4, "/d/d.md", None, None, "d"),)),
+    )
+    _, one, _, two, _, _, _, four = chat_history(Conversation("c1", "t", "", 0.0, 0.0, messages))
+    assert "[1] to [3] came with earlier answers" in four["content"]  # not lowered by an answer that reused [2]
+    assert "numbered across" not in one["content"] and "earlier answer" not in one["content"]
+    assert "**Sources** · *numbered across this conversation: [1] to [2] came with earlier answers*" in two["content"]
+    assert "<summary>[2] b.md · given with an earlier answer</summary>" in two["content"]
+    assert "<summary>[3] c.md</summary>" in two["content"]
+    view = AnswerView([])
+    shown = view.apply(TurnStarted("c1", 0, 50, again, earlier_sources=2))
+    view.apply(TextDelta("It is c [3]."))
+    shown = view.apply(Finished("stop"))
+    assert "[1] to [2] came with earlier answers" in shown[-1]["content"]
+    assert sources_markdown(first[:1], earlier=1).startswith(
+        "**Sources** · *numbered across this conversation: [1] came"
+    )

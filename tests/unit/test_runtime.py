@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import Busy, EngineStopped, GenerationError, LoadCancelled, ModelLoadError, ModelNotReady
 from app.services.serving.model_handles import ModelChoice
 from app.services.serving.runtime import ModelRuntime, fits_alongside
 from app.services.serving.supervision import RestartPolicy
@@ -20,6 +19,7 @@ from backends.engine.local import LocalEngine
 from backends.fake import FakeBackend
 from backends.plan import Preferences
 from models.gguf import ModelInfo
+from models.shared.errors import Busy, EngineStopped, GenerationError, LoadCancelled, ModelLoadError, ModelNotReady
 from tests.helpers import make_inventory, write_tiny_gguf
 
 ExitHook = Callable[[EngineExit], None]

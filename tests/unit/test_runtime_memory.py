@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import DoesNotFit
 from app.services.serving.model_handles import ModelChoice
 from app.services.serving.runtime import ModelRuntime
 from backends import registry
 from backends.hardware import HardwareInventory
 from backends.plan import Preferences
+from models.shared.errors import DoesNotFit
 from tests.helpers import make_inventory, write_tiny_gguf
 
 

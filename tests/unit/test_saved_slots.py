@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from backends.base import AdapterUse
-from backends.llamacpp.saved_slot_policy import (
+from backends.llamacpp.caches.saved_slot_policy import (
     MIN_RESTORE_GAIN,
     MIN_SAVED_TOKENS,
     Saved,
@@ -18,7 +18,15 @@ from backends.llamacpp.saved_slot_policy import (
     to_restore,
     worth_saving,
 )
-from backends.llamacpp.saved_slots import SUFFIX, SavedSlots, decode, encode, forget_owner, owner_tag, read_tokens
+from backends.llamacpp.caches.saved_slots import (
+    SUFFIX,
+    SavedSlots,
+    decode,
+    encode,
+    forget_owner,
+    owner_tag,
+    read_tokens,
+)
 
 LONG = tuple(range(1000, 1300))  # a conversation of 300 tokens
 

@@ -2,11 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import BackendUnavailable, DoesNotFit
 from backends import registry
 from backends.plan import CPU, NoBackend, Preferences
 from backends.selection import select_backend
 from models.gguf import ModelInfo, read_model_info
+from models.shared.errors import BackendUnavailable, DoesNotFit
 from tests.helpers import make_inventory, write_tiny_gguf
 
 

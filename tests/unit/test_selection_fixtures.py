@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import BackendUnavailable, DoesNotFit
 from backends import registry
 from backends.hardware import HardwareInventory
 from backends.plan import CPU, BackendPlan, Preferences
 from backends.selection import select_backend
 from models.gguf import ModelInfo
+from models.shared.errors import BackendUnavailable, DoesNotFit
 from tests.helpers import make_inventory, synthetic_model
 
 GIB = 1 << 30

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import HearthError
 from app.paths import resolve_data_paths
 from app.settings import DEFAULT_SYSTEM_PROMPT, load_settings
+from models.shared.errors import HearthError
 
 
 def test_defaults_are_private_and_sensible(monkeypatch: pytest.MonkeyPatch) -> None:

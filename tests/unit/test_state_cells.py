@@ -1,4 +1,4 @@
-"""A sequence's state laid out cell by cell (``backends.llamacpp.state_cells``), on states laid out as llama.cpp
+"""A sequence's state laid out cell by cell (``backends.llamacpp.caches.state_cells``), on states laid out as llama.cpp
 writes them: a span cut out keeps its cells' positions and rows; two states joined give one cell list in order; a
 state is rewritten for a context with another count of streams; anything laid out otherwise is refused."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from backends.llamacpp.state_cells import for_streams, joined, layout, sliced
+from backends.llamacpp.caches.state_cells import for_streams, joined, layout, sliced
 from tests.unit.test_kept_state import state
 
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from app.errors import InvalidChoice
 from backends.base import ChatMessage, ToolCall, ToolSpec
 from backends.tool_calls import (
     CallArguments,
@@ -18,6 +17,7 @@ from backends.tool_calls import (
     split_calls,
     template_family,
 )
+from models.shared.errors import InvalidChoice
 
 WEATHER = ToolSpec(
     "get_weather",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import InvalidChoice
 from app.tools.mcp_link import ToolInfo
 from app.tools.servers import http_entry, stdio_entry
 from app.ui.page_request import from_this_computer
 from app.ui.tools_view import ServerRow, allowed_choices, allowed_pair, entry_from_form, servers_html
+from models.shared.errors import InvalidChoice
 
 
 def test_a_servers_words_are_escaped_and_its_token_is_not_shown() -> None:

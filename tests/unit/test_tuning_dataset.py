@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import TrainingDataError
 from backends.base import ChatMessage
+from models.shared.errors import TrainingDataError
 from models.tuning.dataset import (
     MAX_EXAMPLE_BYTES,
     MAX_HELD_OUT,

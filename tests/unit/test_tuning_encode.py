@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from app.errors import TrainingDataError
 from backends.base import ChatMessage, Role
+from models.shared.errors import TrainingDataError
 from models.tuning.dataset import ChatExample, Example, TextExample
 from models.tuning.encode import IGNORE, Encoded, EncodedSet, encode_all, encode_chat, encode_text
 

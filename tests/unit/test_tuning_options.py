@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.errors import TuningError
+from models.shared.errors import TuningError
 from models.tuning.options import ALL_TARGETS, ATTENTION, PRESETS, TuneOptions, check_options, preset, total_steps
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.errors import DoesNotFit
+from models.shared.errors import DoesNotFit
 from models.tuning.placement import SMALLEST_WINDOW, GpuRoom, choose_placement
 from models.tuning.plan import layer_parameters, plan_gpu_training
 from tests.unit.test_tuning_plan import OPTIONS, SMOL

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.errors import DoesNotFit
+from models.shared.errors import DoesNotFit
 from models.tuning.options import TuneOptions
 from models.tuning.plan import ModelShape, check_fits, plan_training
 

@@ -85,3 +85,26 @@ def test_every_layer_an_adapter_can_change_has_words_and_the_settings_name_the_u
     attention_only = TuneOptions(targets=ATTENTION).describe()
     assert "attention layers" in attention_only and "q_proj" not in attention_only
     assert "every layer" in TuneOptions().describe()
+
+
+def test_a_running_runs_line_sets_the_checks_estimate_beside_what_its_steps_measure() -> None:
+    from app.ui.tuning_view import progress_line
+    from models.tuning.options import TuneOptions
+    from models.tuning.runs import Job, RunView, StepPoint
+
+    steps = (StepPoint(1, 2.0, 100.0, 10.0), StepPoint(3, 1.8, 100.0, 22.0))  # 6 s a step after the first
+    running = RunView("running", total_steps=100, steps=steps)
+    assert running.step_s == 6.0
+    line = progress_line("r1", "house", running, estimated_s=240.0)
+    assert (
+        "The check estimated about 4 min for the run; its steps so far take about 6.0 s each, 10 min for the " in line
+    )
+    assert "Slower than estimated: other work on this computer shares its cores." in line
+    on_time = progress_line("r1", "house", running, estimated_s=620.0)
+    assert "10 min for the training." in on_time and "Slower" not in on_time
+    assert "The check estimated" not in progress_line("r1", "house", running)  # started without a check
+    one_step = RunView("running", total_steps=100, steps=steps[:1])
+    assert one_step.step_s is None and "The check estimated" not in progress_line("r1", "h", one_step, 240.0)
+    kept = Job("house", "/m.gguf", "0" * 64, "m", "d", TuneOptions(), 2, "/a", estimated_s=240.0)
+    assert Job.from_json(kept.to_json()).estimated_s == 240.0
+    assert Job.from_json(kept.to_json().replace('"estimated_s": 240.0', '"probe_steps": 0')).estimated_s is None

@@ -46,7 +46,7 @@ def test_the_room_is_the_disk_cap_or_else_memory_s_at_the_kept_width(tmp_path: P
 
 def test_the_terminal_refuses_reading_ahead_where_nothing_would_be_kept(tmp_path: Path) -> None:
     from app.cli.documents import _check_read_ahead
-    from app.errors import HearthError
+    from models.shared.errors import HearthError
 
     _check_read_ahead(load_settings(home=tmp_path, backend={"slots": 4}))
     with pytest.raises(HearthError) as off:

@@ -39,7 +39,7 @@ def test_text_from_a_worker_is_escaped_and_none_paired_says_how_to_pair() -> Non
 
 
 def test_link_speeds_read_as_networks_are_rated() -> None:
-    from app.wording import format_bits_per_s
+    from models.shared.wording import format_bits_per_s
 
     assert format_bits_per_s(125e6) == "1.0 Gbit/s"
     assert format_bits_per_s(1.5e9) == "12 Gbit/s"

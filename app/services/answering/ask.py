@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from app.errors import EmptyMessage
 from app.services.answering.documents_turn import DocumentsQuestion, FinalAnswer, documents_turn, streamed_answer
 from app.services.answering.sources import FoundSources
 from app.services.library.documents import DocumentServices
 from app.services.serving.runtime import ModelRuntime
 from backends.base import CancelToken, ChatEvent, GenerationParams
+from models.shared.errors import EmptyMessage
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.errors import EmptyMessage, HearthError
 from app.services.answering.attachment_plan import AttachmentUse
 from app.services.answering.documents_prompt import DocumentsTurn
 from app.services.answering.documents_turn import (
@@ -45,6 +44,7 @@ from backends.base import (
     TextDelta,
     Usage,
 )
+from models.shared.errors import EmptyMessage, HearthError
 from rag.attachments import AttachProgress, ReadAttachment
 from rag.prompt import Source, shown_text
 
@@ -65,6 +65,9 @@ class TurnStarted:
     retrieve_ms: float = 0.0  # embedding the question plus searching, when answering from a collection
     embed_ms: float = 0.0  # the embedding part of retrieve_ms
     attachments: tuple[AttachmentUse, ...] = ()  # how each file attached to the conversation was used
+    # How many passages the conversation's earlier answers numbered: this answer's new ones are numbered after them,
+    # and one an earlier answer was given keeps its number (at most this).
+    earlier_sources: int = 0
 
     @property
     def reading(self) -> str:
@@ -111,8 +114,17 @@ class _Prompt:
     tokens: int
     documents: TurnPrompt | None = None  # the turn from documents, when the answer comes from documents
     # The passages of the earlier turns the prompt repeats, in their order: cut where the turn that read them cut
-    # them, so the conversation's cached tokens still match (``backends.llamacpp.prompt_spans``)
+    # them, so the conversation's cached tokens still match (``backends.llamacpp.caches.prompt_spans``)
     passages_before: tuple[str, ...] = ()
+    earlier_sources: int = 0  # the highest source number the earlier turns used
+
+    def started(self, conversation_id: str) -> TurnStarted:
+        """The event that opens the answer to this prompt."""
+        turn, head = self.documents, (conversation_id, self.dropped, self.tokens)
+        if turn is None:
+            return TurnStarted(*head)
+        found = turn.found
+        return TurnStarted(*head, turn.sources, found.total_ms, found.embed_ms, found.uses, self.earlier_sources)
 
 
 class ChatService:
@@ -243,7 +255,8 @@ class ChatService:
             turns = stored_turns(earlier)
             turn = documents_turn(self._documents_now(), engine, asked, params, turns, keep_from)
             before = tuple(shown_text(source) for kept in turns[keep_from:] for source in kept.sources)
-            return _Prompt(list(turn.messages), turn.dropped_messages, turn.prompt_tokens, turn, before)
+            numbered = max((source.number for kept in turns for source in kept.sources), default=0)
+            return _Prompt(list(turn.messages), turn.dropped_messages, turn.prompt_tokens, turn, before, numbered)
         history = [*_as_messages(system_prompt, earlier), ChatMessage("user", question)]
         budget = prompt_budget(engine.context_length, params.max_new_tokens)
         fitted = fit_history(history, budget, engine.count_chat_tokens)
@@ -294,7 +307,6 @@ class ChatService:
         sources = turn.sources if turn else ()
         params = _answer_params(settings, conversation_id, sources, prompt.passages_before, self._keep_share)
         retrieve_ms = turn.found.total_ms if turn else 0.0
-        embed_ms = turn.found.embed_ms if turn else 0.0
         uses = turn.found.uses if turn else ()
         final: FinalAnswer | None = None
         parts: list[str] = []
@@ -311,7 +323,7 @@ class ChatService:
         with self._idle:
             self._answers += 1
         try:
-            yield TurnStarted(conversation_id, prompt.dropped, prompt.tokens, sources, retrieve_ms, embed_ms, uses)
+            yield prompt.started(conversation_id)
             for event in events:
                 log.take(event)
                 if isinstance(event, TextDelta | CallDone):

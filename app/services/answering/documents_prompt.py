@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.errors import ContextTooLong
 from backends.base import ChatMessage
+from models.shared.errors import ContextTooLong
 from rag.prompt import Source, rag_question
 
 TokenCounter = Callable[[Sequence[ChatMessage]], int]

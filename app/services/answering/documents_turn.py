@@ -31,6 +31,7 @@ from rag.attachments import ReadAttachment
 from rag.citations import Moved, check_citations
 from rag.naming import Named
 from rag.prompt import Source, continue_numbering, rag_question, rag_system_prompt
+from rag.prompt_echo import NOT_ANSWERED, taken_off
 from rag.support import Unsupported, not_found_answer, unsupported
 
 
@@ -68,13 +69,15 @@ class FinalAnswer:
     named: Named | None = None  # the name a follow-up gave an answer that only pointed at a passage
     moved: tuple[Moved, ...] = ()  # citations moved to the passage that holds their claim
     unsupported: Unsupported | None = None  # no passage holds any of its terms: said so, its citations taken off
+    echo: str = ""  # what was said of the prompt the model wrote back (rag.prompt_echo), when it did
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What was changed, in words, for a front end that already showed the answer as written."""
+        echo = (self.echo,) if self.echo else ()
         named = (self.named.words,) if self.named is not None else ()
         found = (self.unsupported.words,) if self.unsupported is not None else ()
-        return (*named, *(m.words for m in self.moved), *found)
+        return (*echo, *named, *(m.words for m in self.moved), *found)
 
 
 class _Finder:
@@ -86,7 +89,8 @@ class _Finder:
         self.system_prompt = rag_system_prompt(asked.system_prompt)
         self._documents, self._engine, self._asked, self._params = documents, engine, asked, params
 
-    def __call__(self, question: str) -> FoundSources:
+    def __call__(self, question: str, previous: str | None = None, files: Sequence[str] = ()) -> FoundSources:
+        """The passages for ``question``; ``previous``: the question the conversation asked before it."""
         asked = self._asked
         return find_sources(
             self._documents,
@@ -97,6 +101,8 @@ class _Finder:
             self._params,
             asked.top_k,
             asked.attached,
+            previous,
+            files,
         )
 
 
@@ -129,8 +135,9 @@ def refound_turns(
     finder = _Finder(documents, engine, asked, params)
     turns: list[DocumentsTurn] = []
     shown: list[Source] = []
-    for question, answer in pairs:
-        numbered = continue_numbering(finder(question).sources, shown)
+    for index, (question, answer) in enumerate(pairs):
+        files = [s.path for s in turns[-1].sources] if turns else []
+        numbered = continue_numbering(finder(question, pairs[index - 1][0] if index else None, files).sources, shown)
         shown.extend(numbered)
         turns.append(DocumentsTurn(question, numbered, answer))
     return turns
@@ -147,7 +154,8 @@ def loose_turn(
     """The prompt for a client history that is not question, answer, question, …: its messages as they are, the
     passages only in the last question, the oldest messages left out to fit."""
     finder = _Finder(documents, engine, asked, params)
-    found = finder(asked.question)
+    asked_before = [m.content for m in before if m.role == "user"]
+    found = finder(asked.question, asked_before[-1] if asked_before else None)
     question = ChatMessage("user", rag_question(asked.question, found.sources))
     history = [ChatMessage("system", finder.system_prompt), *before, question, *after]
     budget = prompt_budget(engine.context_length, params.max_new_tokens)
@@ -164,7 +172,10 @@ def _assembled(
     keep_from: int | None,
     after: Sequence[ChatMessage],
 ) -> TurnPrompt:
-    found = finder(asked.question)
+    before = earlier[-1] if earlier else None
+    found = finder(
+        asked.question, before.question if before else None, [s.path for s in before.sources] if before else ()
+    )
     shown = [s for turn in earlier for s in turn.sources]
     found = dataclasses.replace(found, sources=continue_numbering(found.sources, shown))
     turns = [*earlier, DocumentsTurn(asked.question, found.sources)]
@@ -191,10 +202,13 @@ def final_answer(
     passage holds any of its terms. Without passages: as written."""
     if not prompt.sources:
         return FinalAnswer(written)
+    text, echo = taken_off(written, prompt.question)
+    if echo == NOT_ANSWERED:
+        return FinalAnswer(text, echo=echo)
     named = None
     if complete:
-        named = name_pointed_answer(engine, prompt.messages, written, prompt.question, prompt.sources, params, cancel)
-    return _checked(prompt, named.text if named is not None else written, named)
+        named = name_pointed_answer(engine, prompt.messages, text, prompt.question, prompt.sources, params, cancel)
+    return dataclasses.replace(_checked(prompt, named.text if named is not None else text, named), echo=echo)
 
 
 def streamed_answer(
@@ -215,7 +229,12 @@ def streamed_answer(
 
 def checked_only(prompt: TurnPrompt, written: str) -> FinalAnswer:
     """The answer with its citations checked and no follow-up asked (an answer cut short, or the model gone)."""
-    return _checked(prompt, written, None) if prompt.sources else FinalAnswer(written)
+    if not prompt.sources:
+        return FinalAnswer(written)
+    text, echo = taken_off(written, prompt.question)
+    if echo == NOT_ANSWERED:
+        return FinalAnswer(text, echo=echo)
+    return dataclasses.replace(_checked(prompt, text, None), echo=echo)
 
 
 def _checked(prompt: TurnPrompt, text: str, named: Named | None) -> FinalAnswer:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.errors import ContextTooLong
 from backends.base import ChatMessage
+from models.shared.errors import ContextTooLong
 
 TokenCounter = Callable[[Sequence[ChatMessage]], int]
 

@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from app.errors import ContextTooLong
 from app.services.library.conversations import ToolRecord
 from app.services.serving.model_handles import Lease
 from app.tools.consent import ConsentBook
@@ -17,6 +16,7 @@ from app.tools.loop import DEFAULT_MAX_CALLS, Ask, CallAsked, CallDone, FirstAns
 from app.tools.toolbox import ToolBox
 from backends.base import CancelToken, ChatEvent, ChatMessage, GenerationParams, ToolSpec
 from backends.tool_calls import tools_instructions
+from models.shared.errors import ContextTooLong
 
 # The tools among those given that fit a request.
 Fits = Callable[[str, Sequence[ToolSpec]], Sequence[ToolSpec]]

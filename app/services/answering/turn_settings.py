@@ -22,6 +22,6 @@ class TurnSettings:
     system_prompt: str = ""
     collection: str | None = None
     tools: ToolUse | None = None
-    # the passages' caches kept and joined when a later question holds them (issue 39; llama.cpp only: the
+    # the passages' caches kept and joined when a later question holds them (llama.cpp only: the
     # service's own ``keep_share`` does it on the page; `hearth eval answers --keep-passages` measures it)
     keep_passages: bool = False

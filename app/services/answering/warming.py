@@ -1,7 +1,7 @@
-"""Reading a collection's passages ahead (issue 39, item 1: "a collection can be warmed in the background after
-indexing"). Each passage of the files just indexed is read once by the model, alone after Hearth's documents
-instructions, as a question's first passage is, so that its llama.cpp cache is kept (``backends.llamacpp.
-passage_store``) and the first question that retrieves it joins it instead of reading it.
+"""Reading a collection's passages ahead, in the background after indexing. Each passage of the files just indexed
+is read once by the model, alone after Hearth's documents instructions, as a question's first passage is, so that its
+llama.cpp cache is kept (``backends.llamacpp.caches.passage_store``) and the first question that retrieves it joins it
+instead of reading it.
 
 Only where passages are kept (``rag.keep_passages``), and only as many as the kept caches'
 room holds: more would push out those read first (:func:`warming_plan`). Each passage costs what
@@ -21,7 +21,7 @@ from app.services.library.documents import DocumentServices
 from app.services.serving.runtime import ModelRuntime
 from app.settings import Settings
 from backends.base import CancelToken, ChatMessage, GenerationParams, Usage
-from backends.llamacpp.passage_store import DEFAULT_CAP_BYTES
+from backends.llamacpp.caches.passage_store import DEFAULT_CAP_BYTES
 from backends.memory import KV_WIDTHS, kv_cache_bytes
 from models.gguf import ModelInfo
 from rag.prompt import Source, rag_question, rag_system_prompt, shown_text

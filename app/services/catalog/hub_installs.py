@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import HearthError
 from app.services.container import person_keeps_hub_offline
 from app.services.serving.runtime import available_memory
 from backends.base import CancelToken
@@ -30,6 +29,7 @@ from models.hub import (
 )
 from models.hub_download import check_space, fetch, listing, search
 from models.install import InstallProgress
+from models.shared.errors import HearthError
 from models.store import ModelStore, StoredModel, free_file, free_folder
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from app.errors import HearthError
 from app.paths import DataPaths
 from app.services.catalog.hub_installs import HubInstalled, HubPicked, install_from_hub
 from app.services.catalog.models import open_model_store
@@ -31,6 +30,7 @@ from models.install import (
     download,
     packages_folder,
 )
+from models.shared.errors import HearthError
 from models.store import ModelStore, StoredModel
 
 log = logging.getLogger(__name__)

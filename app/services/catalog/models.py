@@ -9,8 +9,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.database import DamagedStore
-from app.errors import HearthError, ModelFileError
 from app.paths import DataPaths
 from backends.base import CancelToken
 from backends.hardware import HardwareInventory
@@ -21,6 +19,8 @@ from models.gguf import ModelInfo, read_model_info
 from models.gguf_reader import ModelFileUnreadable, NotAModelFile
 from models.ladder import Rung
 from models.quantize import QuantizeProgress, QuantizeWarning
+from models.shared.database import DamagedStore
+from models.shared.errors import HearthError, ModelFileError
 from models.store import ModelNotKnown, ModelStore, Source, StoredModel
 
 # The held-out text for perplexity: the Apache License 2.0, a real document anyone may copy verbatim.

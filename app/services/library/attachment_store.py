@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.database import Database
-from app.errors import ConversationNotFound
+from models.shared.database import Database
+from models.shared.errors import ConversationNotFound
 from rag.attachments import AttachedPassage, ReadAttachment
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.database import Database
-from app.errors import ConversationNotFound
 from app.services.answering.attachment_plan import AttachmentUse
-from app.wording import shorten
 from backends.base import Role
+from models.shared.database import Database
+from models.shared.errors import ConversationNotFound
+from models.shared.wording import shorten
 from rag.prompt import Source
 
 SCHEMA_VERSION = 4
@@ -62,7 +62,7 @@ _MIGRATIONS = {
         created_at REAL NOT NULL
     );
     CREATE INDEX attachments_by_conversation ON attachments(conversation_id, id)""",
-    # Tool calls an answer made on the page (issue 36): each call, whether the user allowed it, and its result.
+    # Tool calls an answer made on the page: each call, whether the user allowed it, and its result.
     4: "ALTER TABLE messages ADD COLUMN tool_calls TEXT",
 }
 

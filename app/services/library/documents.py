@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.errors import HearthError
 from app.paths import DataPaths
 from app.services.library.chroma_choice import ServerChoice, current_choice
 from app.settings import Settings
+from models.shared.errors import HearthError
 from rag.ingest import Ingestor
 from rag.manifest import CollectionError, CollectionInfo, FileRecord, Manifest
 from rag.reading.limits import ReadLimits
@@ -46,6 +46,8 @@ class DocumentServices:
     attachment_reader: ReaderProcess = field(default_factory=ReaderProcess)  # starts its child on first use
     max_file_bytes: int = 100 << 20
     excerpts: bool = False  # give the best sentences of more passages instead of the first passages whole
+    adapters_dir: Path | None = None  # the tuned adapters' folder, whose attachment to a deleted collection goes too
+    follow_up_search: str = "question"  # "with-previous": a follow-up is searched with the question before it too
 
     def uploads_folder(self, info: CollectionInfo) -> Path:
         """Where copies of files uploaded through the page are kept for ``info`` (Hearth owns these)."""
@@ -70,10 +72,15 @@ class DocumentServices:
         return info
 
     def delete_collection(self, collection: str) -> CollectionInfo:
-        """Drop the index and Hearth's uploaded copies; files added by path are never touched."""
+        """Drop the index, Hearth's uploaded copies and the adapter attached to the collection (a new collection of
+        the same name starts without one); files added by path are never touched."""
         info = self.manifest.get(collection)
         self.ingestor.delete_collection(info.name)
         shutil.rmtree(self.uploads_folder(info), ignore_errors=True)
+        if self.adapters_dir is not None:
+            from models.adapters import AdapterStore, collection_scope
+
+            AdapterStore(self.adapters_dir).detach(collection_scope(info.name))
         return info
 
     def copy_collection(
@@ -202,6 +209,8 @@ def build_documents(settings: Settings, paths: DataPaths, embedder: Embedder | N
         attachment_reader,
         settings.rag.max_file_mb << 20,
         settings.rag.excerpts,
+        paths.adapters_dir,
+        settings.rag.follow_up_search,
     )
 
 

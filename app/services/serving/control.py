@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from app.errors import InvalidChoice
 from app.paths import DataPaths
 from app.services.catalog.models import open_model_store
 from app.services.serving.model_handles import ModelChoice
@@ -21,6 +20,7 @@ from app.settings import BackendSettings, ModelSettings
 from backends import registry
 from backends.base import LoadProgress
 from backends.plan import Preferences
+from models.shared.errors import InvalidChoice
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import threading
 
-from app.errors import HearthError, ModelLoadError, WorkersStopped
 from backends.base import CancelToken, ChatMessage, GenerationParams
 from backends.engine.base import Engine
+from models.shared.errors import HearthError, ModelLoadError, WorkersStopped
 
 PROBE_MESSAGES = (ChatMessage("user", "Hi"),)
 PROBE_PARAMS = GenerationParams(temperature=0.0, max_new_tokens=1, repeat_penalty=1.0)

@@ -23,7 +23,6 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady, WorkersStopped
 from app.services.serving.model_handles import (
     Lease,
     ModelChoice,
@@ -39,6 +38,7 @@ from backends.hardware import HardwareInventory
 from backends.plan import BackendPlan, Preferences
 from backends.selection import select_backend
 from models.gguf import ModelInfo, read_model_info
+from models.shared.errors import Busy, EngineStopped, HearthError, LoadCancelled, ModelNotReady, WorkersStopped
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.errors import AdapterError, DoesNotFit, TrainingDataError, TuningError
 from app.paths import DataPaths
 from backends.base import AdapterUse
 from backends.child_env import child_environment
@@ -29,6 +28,7 @@ from models.adapters import (
     scopes_for,
 )
 from models.gguf import read_model_info
+from models.shared.errors import AdapterError, DoesNotFit, TrainingDataError, TuningError
 from models.tuning.dataset import read_examples
 from models.tuning.lora_gguf import TUNABLE_ARCHITECTURES
 from models.tuning.options import TuneOptions, check_options, total_steps
@@ -191,9 +191,17 @@ def adapter_store(paths: DataPaths) -> AdapterStore:
 
 
 def start_run(
-    paths: DataPaths, base: BaseModel, data: Path, name: str, options: TuneOptions, threads: int, label: str = ""
+    paths: DataPaths,
+    base: BaseModel,
+    data: Path,
+    name: str,
+    options: TuneOptions,
+    threads: int,
+    label: str = "",
+    estimated_s: float | None = None,
 ) -> RunFolder:
-    """Check everything that can be checked at once (name, data, settings, model), then start the trainer."""
+    """Check everything that can be checked at once (name, data, settings, model), then start the trainer.
+    ``estimated_s``: the run's time as estimated before it started, kept with it to be checked against its steps."""
     check_name(name)
     if adapter_store(paths).exists(name):
         raise AdapterError(f"An adapter named {name!r} already exists.", "Pick another name, or remove that one.")
@@ -231,6 +239,7 @@ def start_run(
             options=options,
             threads=max(1, threads),
             adapters_dir=str(paths.adapters_dir),
+            estimated_s=estimated_s,
         )
         run.job_file.write_text(job.to_json(), encoding="utf-8")
     except OSError as exc:

@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from app.errors import TrainingDataError
 from app.services.library.conversations import Conversation
+from models.shared.errors import TrainingDataError
 
 
 def conversation_examples(conversations: Iterable[Conversation]) -> list[dict[str, object]]:

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from app.errors import HearthError
 from app.paths import DataPaths
 from app.services.upkeep.rebuild import TableSalvage, rebuild_database, repair_stamp, set_aside
 from app.services.upkeep.store_health import Health, check_database, check_vectors
 from app.settings import Settings
-from app.wording import plural
+from models.shared.errors import HearthError
+from models.shared.wording import plural
 
 CONVERSATIONS = "conversation database"
 MODELS = "model catalog"

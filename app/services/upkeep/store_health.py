@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from app.database import first_problem, is_damage
+from models.shared.database import first_problem, is_damage
 
 State = Literal["sound", "missing", "damaged", "unreadable"]
 PROBE_TIMEOUT_S = 900

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.errors import DiskFull, StorageError
-from app.paths import create_private_file
+from models.shared.errors import DiskFull, StorageError
+from models.shared.private_files import create_private_file
 
 # SQLite's primary result codes for a damaged file (the extended codes keep these in their low byte), and for a
 # full disk.

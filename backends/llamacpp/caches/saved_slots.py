@@ -1,5 +1,5 @@
 """Conversation caches kept on disk, so a follow-up after its slot was given to another conversation, or after
-Hearth restarted, reads only what is new (issue 39, item 2).
+Hearth restarted, reads only what is new.
 
 A saved cache is llama.cpp's state of one sequence (``llama_state_seq_get_data``: the keys and values of its
 tokens) with the tokens themselves, in a file of its own::
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends.base import AdapterUse
-from backends.llamacpp.saved_slot_policy import Restore, Saved, covered, superseded, to_evict, to_restore
+from backends.llamacpp.caches.saved_slot_policy import Restore, Saved, covered, superseded, to_evict, to_restore
 
 log = logging.getLogger(__name__)
 

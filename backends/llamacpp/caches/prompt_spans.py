@@ -1,4 +1,4 @@
-"""A prompt cut at the texts whose cache may be kept and joined elsewhere (issue 39, item 1: the passages of an
+"""A prompt cut at the texts whose cache may be kept and joined elsewhere (the passages of an
 answer from documents), and read as tokens piece by piece so that each such text is the same tokens wherever it
 appears. Pure: the tokenizer is passed in.
 

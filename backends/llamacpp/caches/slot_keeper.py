@@ -1,4 +1,4 @@
-"""The scheduler's side of saved conversation caches (``backends.llamacpp.saved_slots``): a slot's cache is saved
+"""The scheduler's side of saved conversation caches (``backends.llamacpp.caches.saved_slots``): a slot's cache is saved
 before it goes, a saved one is loaded when it holds more of a prompt than the slot does, and a deleted
 conversation's caches are dropped and never saved. Only the scheduler thread calls it."""
 
@@ -9,11 +9,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from backends.base import AdapterUse
-from backends.llamacpp.saved_slot_policy import worth_saving
+from backends.llamacpp.caches.saved_slot_policy import worth_saving
 
 if TYPE_CHECKING:
+    from backends.llamacpp.caches.saved_slots import SavedSlots
     from backends.llamacpp.native import NativeModel
-    from backends.llamacpp.saved_slots import SavedSlots
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class SlotKeeper:
         if self._saved is not None:
             # Deleted here too, on the only thread that saves: a save that was under way as the conversation was
             # deleted (and so wrote its file after Hearth deleted the others) cannot outlive it.
-            from backends.llamacpp.saved_slots import forget_owner
+            from backends.llamacpp.caches.saved_slots import forget_owner
 
             for owner in owners:
                 forget_owner(self._saved.root, owner)

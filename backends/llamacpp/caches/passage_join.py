@@ -1,4 +1,4 @@
-"""Passages read once: the scheduler's side of kept passage caches (issue 39, item 1).
+"""Passages read once: the scheduler's side of kept passage caches.
 
 When a slot has read a passage of its prompt, the passage's cache is kept (``PassageStore``); when a later prompt
 holds a kept passage right where the slot's cache ends, its cache is joined there instead of the passage being read
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from backends.base import AdapterUse
 from backends.llamacpp.batch_policy import MIN_PIECE_TOKENS
 from backends.llamacpp.batch_state import Answer, Request, Slot
-from backends.llamacpp.passage_store import KeptPassage, PassageStore
-from backends.llamacpp.prompt_spans import Span
+from backends.llamacpp.caches.passage_store import KeptPassage, PassageStore
+from backends.llamacpp.caches.prompt_spans import Span
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel

@@ -1,4 +1,4 @@
-"""Which saved conversation caches to keep, to load and to drop: pure rules for ``backends.llamacpp.saved_slots``,
+"""Which saved conversation caches to keep, to load and to drop: pure rules for ``saved_slots``,
 kept apart so they can be tested without a model or files.
 
 A slot's cache is saved when it is about to be thrown away (a new conversation takes its slot) and when the engine

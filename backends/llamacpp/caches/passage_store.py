@@ -1,16 +1,16 @@
-"""Kept passage caches (issue 39, item 1): the keys and values llama.cpp computed for a passage's tokens the first
+"""Kept passage caches: the keys and values llama.cpp computed for a passage's tokens the first
 time a prompt held it, kept in memory so that a later prompt holding the same passage joins them instead of reading
 it again (``NativeModel.join_span``). Only the scheduler thread uses it.
 
 A cache is good only for the tokens, the model and the adapter it was computed with: it is looked up by the
 passage's exact tokens and the adapter (an engine has one model; a changed file gives other passages, so other
-tokens). Within ``cap_bytes`` the least recently used go first. With a shelf (``backends.llamacpp.passage_shelf``)
+tokens). Within ``cap_bytes`` the least recently used go first. With a shelf (``passage_shelf``)
 each kept cache is also written to disk, and one not in memory is looked for there, so passages read before a
 restart are joined after it. What it approximates: a passage's cache also carries what was read before it where it
 was computed (see docs/speed.md).
 
 Kept ``packed`` (the default), a cache's f16 keys and values are held at 8 bits, in memory and on disk
-(``backends.llamacpp.kept_state``): about 53% of the room, so twice the passages fit under a cap, each value within
+(``kept_state``): about 53% of the room, so twice the passages fit under a cap, each value within
 half a step of its block's scale of what llama.cpp computed (docs/speed.md has what that did to answers).
 """
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from backends.base import AdapterUse
-from backends.llamacpp.kept_state import pack, unpack
+from backends.llamacpp.caches.kept_state import pack, unpack
 
 if TYPE_CHECKING:
-    from backends.llamacpp.passage_shelf import PassageShelf
+    from backends.llamacpp.caches.passage_shelf import PassageShelf
 
 # What the kept caches may take in memory by default: at 28 KB a token for a 1.5B model (SmolLM2-135M: 23 KB), about
 # 23 passages of 400 tokens, or about 75 of the ~120-token passages the Debian corpus is cut into.

@@ -1,6 +1,6 @@
-"""Kept passage caches on disk (issue 39, item 1), so a passage read once is joined after a restart too.
+"""Kept passage caches on disk, so a passage read once is joined after a restart too.
 
-Each kept passage is a file of the saved-caches format (``backends.llamacpp.saved_slots``): the passage's tokens and
+Each kept passage is a file of the saved-caches format (``saved_slots``): the passage's tokens and
 what ``PassageStore`` keeps of it, the position it was computed at and llama.cpp's state of its cells, under a digest
 of the model file, the context cache type, the llama.cpp build and the adapter. A folder holds one model's and one
 adapter's passages, so a cache is found only where it was computed: another model or adapter looks in another
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends.base import AdapterUse
-from backends.llamacpp.passage_store import KeptPassage
-from backends.llamacpp.saved_slots import (
+from backends.llamacpp.caches.passage_store import KeptPassage
+from backends.llamacpp.caches.saved_slots import (
     SOURCE,
     SUFFIX,
     adapter_key,

@@ -1,9 +1,9 @@
-"""Kept passages with several slots (issue 39, item 1): saving a span of a slot's cells and joining a kept span into
+"""Kept passages with several slots: saving a span of a slot's cells and joining a kept span into
 a slot when each slot has a KV stream of its own.
 
 With one slot, a span goes through a scratch sequence in the slot's stream (``NativeModel.span_state``,
 ``join_span``): llama.cpp only relabels cells. With a stream per slot there is no such sequence (llama.cpp copies
-between streams only whole), so the cells travel as bytes (``backends.llamacpp.state_cells``):
+between streams only whole), so the cells travel as bytes (``backends.llamacpp.caches.state_cells``):
 
 - saving: the slot's state, cut to the span's positions;
 - joining: the slot's state is kept aside; the span alone (less its first ``skip`` tokens) is loaded into the slot,
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from backends.llamacpp.state_cells import joined, sliced
+from backends.llamacpp.caches.state_cells import joined, sliced
 
 if TYPE_CHECKING:
     from backends.llamacpp.native import NativeModel, TokenBatch

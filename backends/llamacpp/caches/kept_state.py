@@ -1,4 +1,4 @@
-"""Kept passage caches at 8 bits (issue 39, item 1: "quantized where that keeps accuracy").
+"""Kept passage caches at 8 bits, where that keeps the answers' accuracy.
 
 llama.cpp writes a sequence's state as its cells' positions, then each layer's key rows and value rows in the
 context's cache type (f16 unless the user chose a quantized one; ``state_cells`` lays it out).
@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-from backends.llamacpp.state_cells import Rows, layout
+from backends.llamacpp.caches.state_cells import Rows, layout
 
 MARK = b"HKQ8"  # the packed form begins with it (llama.cpp's states with another)
 _F16 = 1  # ggml's type numbers

@@ -1,4 +1,4 @@
-"""Small rules for text shown to people: one line, a length limit, and plurals."""
+"""Small rules for text shown to people: one line, a length limit, plurals, sizes and speeds."""
 
 from __future__ import annotations
 
@@ -36,3 +36,10 @@ def format_bits_per_s(bytes_per_s: float) -> str:
             value = bits / size
             return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
     return f"{bits:.0f} bit/s"
+
+
+def format_bytes(n_bytes: int) -> str:
+    """A size as people read it: "1.5 GiB", or "300 MiB" below a gibibyte."""
+    if n_bytes >= 1 << 30:
+        return f"{n_bytes / (1 << 30):.1f} GiB"
+    return f"{n_bytes / (1 << 20):.0f} MiB"
