@@ -222,16 +222,8 @@ def _runs_section() -> tuple[Any, Any, Any, Any, Any, Any]:
         cancel = gr.Button("Cancel", variant="stop", size="sm", scale=1, visible=False, elem_id="tune-cancel")
         resume = gr.Button("Resume", size="sm", scale=1, visible=False, elem_id="tune-resume")
     progress = gr.Markdown(NO_RUN, elem_id="tune-progress")
-    chart = gr.LinePlot(
-        x="step",
-        y="loss",
-        color="series",
-        title="Loss (lower is better)",
-        x_title="step",
-        y_title="loss",
-        height=280,
-        elem_id="tune-chart",
-    )
+    # Drawn by Hearth (app/ui/loss_chart.py): a plot component's own ticks cut a short run into half steps.
+    chart = gr.HTML("", elem_id="tune-chart")
     timer = gr.Timer(1.0, active=False)
     return run_pick, cancel, resume, progress, chart, timer
 
@@ -239,8 +231,14 @@ def _runs_section() -> tuple[Any, Any, Any, Any, Any, Any]:
 def _adapters_section() -> AdapterControls:
     """The adapters trained here, and attaching one to every answer, a collection's or a conversation's."""
     gr.Markdown("### Adapters")
+    # Widths of their own: sized by their text, the columns ran past the page and the table scrolled sideways.
     adapters = gr.Dataframe(
-        headers=view.ADAPTER_HEADERS, interactive=False, wrap=True, elem_id="adapters-table", label="Adapters"
+        headers=view.ADAPTER_HEADERS,
+        interactive=False,
+        wrap=True,
+        column_widths=list(view.ADAPTER_WIDTHS),
+        elem_id="adapters-table",
+        label="Adapters",
     )
     gr.Markdown(view.FIGURES_HELP, elem_id="adapters-help")
     with gr.Row(equal_height=True):

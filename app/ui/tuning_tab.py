@@ -253,12 +253,12 @@ class TuningPanel:
         """(progress, chart, cancel, resume, timer) for the run ``run_id``."""
         run = self._run(run_id)
         if run is None:
-            return NO_RUN, None, gr.update(visible=False), gr.update(visible=False), gr.update(active=False)
+            return NO_RUN, "", gr.update(visible=False), gr.update(visible=False), gr.update(active=False)
         state, job = run.view(), run.job()
         live = state.state in ("running", "starting")
         return (
             view.progress_line(run.id, job.adapter_name, state, job.estimated_s),
-            _chart_frame(view.chart_rows(state)),
+            view.chart(state),
             gr.update(visible=live),
             gr.update(visible=state.resumable),
             gr.update(active=live),
@@ -382,17 +382,6 @@ class TuningPanel:
             return gr.update(), gr.update(), gr.update(), _problem(exc)
         table, picker, targets, line = self.adapters_view()
         return table, picker, targets, f"Removed {name}. {line}"
-
-
-def _chart_frame(rows: list[dict[str, Any]]) -> Any:
-    """The chart's rows as a frame, or None before the first step: an empty frame has untyped columns, and the
-    chart then drew later losses as named categories, one axis label per value, with no line."""
-    import pandas as pd  # type: ignore[import-untyped]  # gradio depends on it
-
-    if not rows:
-        return None
-    frame = pd.DataFrame(rows, columns=["step", "loss", "series"])
-    return frame.astype({"step": "int64", "loss": "float64", "series": "object"})
 
 
 def wire_tuning_tab(

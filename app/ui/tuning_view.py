@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.ui.loss_chart import loss_chart_svg
 from backends.memory import format_bytes
 from models.adapters import (
     MODEL_SCOPE,
@@ -31,6 +32,8 @@ ADAPTER_HEADERS = [
     "Perplexity",
     "Made",
 ]
+# Each column's share of the table's width, so that long settings wrap inside it.
+ADAPTER_WIDTHS = ("13%", "15%", "14%", "25%", "11%", "12%", "10%")
 # Under the adapters table: what its two figures mean.
 FIGURES_HELP = (
     "Both figures are measured before → after training, on examples kept out of training where there are enough "
@@ -196,11 +199,10 @@ def estimate_checked(estimated_s: float, step_s: float, steps: int) -> str:
     return said
 
 
-def chart_rows(view: RunView) -> list[dict[str, Any]]:
-    """Training loss at each step and held-out loss where it was measured, as rows for a line chart."""
-    rows: list[dict[str, Any]] = [{"step": p.step, "loss": p.loss, "series": "training"} for p in view.steps]
-    rows += [{"step": step, "loss": loss, "series": "held-out"} for step, loss in view.held_out]
-    return rows
+def chart(view: RunView) -> str:
+    """Training loss at each step and held-out loss where it was measured, drawn over the run's steps."""
+    training = [(point.step, point.loss) for point in view.steps]
+    return loss_chart_svg(training, view.held_out, view.total_steps)
 
 
 def adapter_rows(records: Sequence[AdapterRecord]) -> list[list[Any]]:

@@ -41,6 +41,19 @@ def set_number(page: Any, elem_id: str, value: str) -> None:
     assert field.input_value() == value
 
 
+def scrolls_sideways(page: Any, selector: str) -> bool:
+    """Whether anything inside ``selector`` is wider than its box and scrolls sideways to show the rest."""
+    return bool(
+        page.evaluate(
+            """selector => [...document.querySelectorAll(selector + ' *')].some(e => {
+                const overflow = getComputedStyle(e).overflowX;
+                return (overflow === 'auto' || overflow === 'scroll') && e.scrollWidth > e.clientWidth + 2;
+            })""",
+            selector,
+        )
+    )
+
+
 def open_tuning(app: RunningApp, open_page: Callable[[RunningApp], Any]) -> Any:
     page = open_page(app)
     page.wait_for_selector(STATUS_READY, timeout=60_000)
@@ -85,6 +98,7 @@ def test_train_attach_and_answer_from_the_tuning_tab(
     assert "adapter zubrowka" in progress.inner_text() and "20 steps." in progress.inner_text(), progress.inner_text()
     page.locator("#adapters-table [role=gridcell]", has_text="zubrowka").first.wait_for(timeout=30_000)
     assert "rank 16, alpha 32" in page.locator("#adapters-table").inner_text()  # the settings as typed
+    assert not scrolls_sideways(page, "#adapters-table"), "the adapters table needs a sideways scroll to be read"
     page.locator("#tune-run input").first.wait_for()
     assert "finished" in page.locator("#tune-run input").first.input_value()  # the picker says how the run ended
     # The time measured before the run went with it, for its progress to check against its own steps.
@@ -97,7 +111,10 @@ def test_train_attach_and_answer_from_the_tuning_tab(
     page = open_tuning(app, lambda _app: page)
     progress = page.locator("#tune-progress")
     progress.get_by_text("It is listed under Adapters below", exact=False).wait_for(timeout=30_000)
-    assert page.locator("#tune-chart canvas, #tune-chart svg").count() > 0
+    # The chart's step axis counts whole steps over the run (a plot's own ticks said 2.5 on short runs).
+    ticks = page.locator("#tune-chart svg .step-tick").all_text_contents()
+    assert ticks and all(t.isdigit() for t in ticks) and int(ticks[-1]) >= 20, ticks
+    assert page.locator("#tune-chart svg .series-training").count() == 1
     page.screenshot(path=str(artifacts_dir / "tuning-tab-reloaded.png"), full_page=True)
 
     page.click("#adapter-pick input")
@@ -145,6 +162,7 @@ def test_train_attach_and_answer_from_the_tuning_tab(
     message.get_by_text("Answers from the conversation", exact=False).wait_for(timeout=30_000)
     assert "use zubrowka at scale 1" in message.inner_text(), message.inner_text()
     page.screenshot(path=str(artifacts_dir / "tuning-attach-conversation.png"), full_page=True)
+    page.locator("#tabs").screenshot(path=str(artifacts_dir / "tuning-tab-alone.png"))  # the docs' picture
     page.get_by_role("tab", name="Chat").click()
     page.click("#new-chat")
     page.wait_for_function(f"{BOT_BUBBLES}.length === 0")

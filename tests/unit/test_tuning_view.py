@@ -1,7 +1,8 @@
-"""What the Tuning tab says of the attached adapter."""
+"""What the Tuning tab says of the attached adapter, and how its adapters table is laid out."""
 
 from __future__ import annotations
 
+from app.ui import tuning_view as view
 from app.ui.tuning_view import attached_line
 
 
@@ -108,3 +109,8 @@ def test_a_running_runs_line_sets_the_checks_estimate_beside_what_its_steps_meas
     kept = Job("house", "/m.gguf", "0" * 64, "m", "d", TuneOptions(), 2, "/a", estimated_s=240.0)
     assert Job.from_json(kept.to_json()).estimated_s == 240.0
     assert Job.from_json(kept.to_json().replace('"estimated_s": 240.0', '"probe_steps": 0')).estimated_s is None
+
+
+def test_the_adapters_table_gives_each_column_a_share_of_the_width() -> None:
+    assert len(view.ADAPTER_WIDTHS) == len(view.ADAPTER_HEADERS)
+    assert sum(int(width.removesuffix("%")) for width in view.ADAPTER_WIDTHS) == 100
