@@ -1,12 +1,14 @@
 """Take the README's screenshots from a real `hearth ui` and headless Chromium, so they show the current page.
 
     HEARTH_HOME=DIR .venv/bin/python docs/screenshots.py --collection NAME --question "…" --cited-question "…" \
-        [--attach FILE --attach-question "…"]
+        [--attach FILE --attach-question "…"] [--tool-question "…"] [--only-attach]
 
 DIR is a data folder as a user has it after `make run` (the default model installed, a collection indexed from
 real documents). Writes docs/screenshot.png (a plain answer), docs/cited-answer.png (an answer from the
 collection with its first source opened) and, with --attach, docs/attached-file.png (a new chat with FILE dropped
-on the message box). Needs the dev extras (Playwright) and Debian's chromium.
+on the message box), and with --tool-question, docs/tool-call.png (tools on, the calculator's call allowed once,
+its line opened above the answer). --only-attach leaves the first two as they are. Needs the dev extras
+(Playwright) and Debian's chromium.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def main() -> int:
     parser.add_argument("--cited-question", required=True, help="a question the collection answers")
     parser.add_argument("--attach", type=Path, help="a file to attach to a new chat (the third screenshot)")
     parser.add_argument("--attach-question", help="the question asked with --attach")
-    parser.add_argument("--only-attach", action="store_true", help="take only the third screenshot")
+    parser.add_argument("--tool-question", help="a question for the calculator, asked with tools on")
+    parser.add_argument("--only-attach", action="store_true", help="leave out the first two screenshots")
     parser.add_argument("--out", type=Path, default=DOCS, help="folder for the PNGs (default docs/)")
     args = parser.parse_args()
     if "HEARTH_HOME" not in os.environ:
@@ -104,6 +107,19 @@ def shoot(url: str, chromium: str, args: argparse.Namespace) -> None:
             open_cited_source(page)
             page.evaluate("window.scrollTo(0, 0)")
             page.screenshot(path=str(args.out / "attached-file.png"))
+        if args.tool_question:
+            page.click("#new-chat")
+            page.click("#chat-tools input")
+            page.get_by_role("option", name="Tools: the model decides").click()
+            page.fill("#message textarea", args.tool_question)
+            page.click("#send")
+            page.locator("#call-question").filter(has_text="calculator").wait_for(timeout=ANSWER_TIMEOUT_MS)
+            page.click("#allow-once")
+            answer = page.locator("#chat [data-testid='bot']").last
+            answer.filter(has_text="tokens/s").wait_for(timeout=ANSWER_TIMEOUT_MS)
+            answer.locator("summary", has_text="Tool call").first.click()
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(args.out / "tool-call.png"))
         browser.close()
 
 
