@@ -111,9 +111,9 @@ def main() -> int:
     rows = json.loads(args.answers.read_text())["results"]
     llm = None
     if not args.no_model:
-        from llama_cpp import Llama
+        from backends.llamacpp.buffers import open_llama  # the product's buffer rule (AMX CPUs)
 
-        llm = Llama(str(args.model), n_ctx=4096, n_threads=2, verbose=False, logits_all=True)
+        llm = open_llama(model_path=str(args.model), n_ctx=4096, n_threads=2, verbose=False, logits_all=True)
     results = []
     for row, (texts, same) in zip(rows, passages_of(rows, args.collection), strict=True):
         sources = [Source(n, "file", None, None, text) for n, text in enumerate(texts, start=1)]

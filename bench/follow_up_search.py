@@ -141,9 +141,9 @@ def _rewrites(model: Path, questions: Sequence[Any]) -> dict[int, str]:
     """Each follow-up rewritten by ``model`` from the question before it, greedy, with the time each took."""
     import time
 
-    from llama_cpp import Llama
+    from backends.llamacpp.buffers import open_llama  # the product's buffer rule (AMX CPUs)
 
-    llm = Llama(str(model), n_ctx=1024, n_threads=2, verbose=False)
+    llm = open_llama(model_path=str(model), n_ctx=1024, n_threads=2, verbose=False)
     previous: dict[str, str] = {}
     rewritten: dict[int, str] = {}
     took: list[float] = []

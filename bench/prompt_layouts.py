@@ -14,7 +14,10 @@ Layouts (each a change to :func:`rag.prompt.rag_question`, which every front end
   says whether a narrow reading is worth a chooser (with ``HEARTH_RAG__TOP_K=8`` for a wide recall);
 * ``likely-2``: the two passages found after which a scoring model (``HEARTH_BENCH_SCORER``, a GGUF; the embedded
   SmolLM2-135M by default) finds the question most likely (``bench/question_likelihood.py``), in the ranking's
-  order: a chooser that does not know the answer.
+  order: a chooser that does not know the answer;
+* ``ranked-2-likely-1``: the ranking's first two passages and the scoring model's likeliest one (two or three
+  passages, in the ranking's order): the ranking kept, and the passage it ranked lower given when the scorer
+  prefers it.
 
     HEARTH_HOME=~/.cache/hearth-bench/uw-home .venv/bin/python bench/prompt_layouts.py best-last -- \\
         bench/data/user-words-answers.jsonl -c uw --part tuning --model MODEL.gguf --output FILE
@@ -81,16 +84,14 @@ def _oracle(question: str, sources: Sequence[Source], above: Sequence[int] = ())
 _scorer: list[Any] = []  # the scoring model and bench/question_likelihood.py, loaded once at the first question
 
 
-def _likely_two(question: str, sources: Sequence[Source], above: Sequence[int] = ()) -> str:
-    if len(sources) <= 2:
-        return prompt.rag_question(question, sources, above)
+def _likelihood_order(question: str, sources: Sequence[Source]) -> list[int]:
+    """The indexes of ``sources``, the one after which the scoring model finds ``question`` likeliest first."""
     if not _scorer:
         import importlib.util
         import os
         from pathlib import Path
 
-        from llama_cpp import Llama
-
+        from backends.llamacpp.buffers import open_llama  # the product's buffer rule (AMX CPUs)
         from models.embedded import embedded_chat_model
 
         here = Path(__file__).resolve().parent
@@ -99,11 +100,24 @@ def _likely_two(question: str, sources: Sequence[Source], above: Sequence[int] =
         scoring = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(scoring)
         path = os.environ.get("HEARTH_BENCH_SCORER") or str(embedded_chat_model())
-        _scorer.extend([Llama(path, n_ctx=1024, n_threads=2, logits_all=True, verbose=False), scoring])
+        _scorer.extend([open_llama(model_path=path, n_ctx=1024, n_threads=2, logits_all=True, verbose=False), scoring])
     model, scoring = _scorer
     scores = [scoring.question_log_probability(model, s.text, question) for s in sources]
-    best = sorted(sorted(range(len(sources)), key=lambda i: -scores[i])[:2])
+    return sorted(range(len(sources)), key=lambda i: -scores[i])
+
+
+def _likely_two(question: str, sources: Sequence[Source], above: Sequence[int] = ()) -> str:
+    if len(sources) <= 2:
+        return prompt.rag_question(question, sources, above)
+    best = sorted(_likelihood_order(question, sources)[:2])
     return prompt.rag_question(question, [sources[i] for i in best], above)
+
+
+def _ranked_two_likely_one(question: str, sources: Sequence[Source], above: Sequence[int] = ()) -> str:
+    if len(sources) <= 2:
+        return prompt.rag_question(question, sources, above)
+    chosen = sorted({0, 1, _likelihood_order(question, sources)[0]})
+    return prompt.rag_question(question, [sources[i] for i in chosen], above)
 
 
 LAYOUTS: dict[str, Callable[..., str]] = {
@@ -114,6 +128,7 @@ LAYOUTS: dict[str, Callable[..., str]] = {
     "previous-question": _previous_question,
     "oracle": _oracle,
     "likely-2": _likely_two,
+    "ranked-2-likely-1": _ranked_two_likely_one,
 }
 
 

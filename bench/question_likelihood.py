@@ -38,20 +38,19 @@ def main() -> int:
     parser.add_argument("--model", type=Path, required=True, help="the GGUF that scores")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
-    from llama_cpp import Llama
-
     from app.cli.eval import split_part
     from app.paths import ensure_data_dir, resolve_data_paths
     from app.services.container import enforce_offline
     from app.services.library.documents import build_documents
     from app.settings import load_settings
+    from backends.llamacpp.buffers import open_llama  # the product's buffer rule (AMX CPUs)
     from rag.answer_eval import holds_expected, read_answer_questions
 
     enforce_offline()
     questions = read_answer_questions(args.questions)
     settings = load_settings()
     documents = build_documents(settings, ensure_data_dir(resolve_data_paths(settings.home)))
-    scorer = Llama(str(args.model), n_ctx=1024, n_threads=2, logits_all=True, verbose=False)
+    scorer = open_llama(model_path=str(args.model), n_ctx=1024, n_threads=2, logits_all=True, verbose=False)
     figures: dict[str, Any] = {"command": "bench/question_likelihood.py " + " ".join(sys.argv[1:]), "parts": {}}
     try:
         for part in ("tuning", "held-out"):

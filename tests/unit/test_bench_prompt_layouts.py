@@ -1,4 +1,4 @@
-"""The prompt layouts measured for issue 35 (``bench/prompt_layouts.py``) change only where things stand in the
+"""The prompt layouts measured (``bench/prompt_layouts.py``) change only where things stand in the
 user's turn: every layout holds every passage, its number and the question, and ``today`` is the product's own."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from rag.prompt import Source, rag_question
 
@@ -54,3 +55,14 @@ def test_the_oracle_gives_only_the_passages_holding_the_expected_answer() -> Non
     assert "[2] Beta says two." in narrowed and "Alpha" not in narrowed
     module._expected["Which three?"] = [["three"]]  # held by none: every passage, as found
     assert module.LAYOUTS["oracle"]("Which three?", SOURCES) == rag_question("Which three?", SOURCES)
+
+
+def test_ranked_two_likely_one_keeps_the_first_two_and_adds_the_scorers_choice(monkeypatch: Any) -> None:
+    module = layouts()
+    four = [*SOURCES, Source(3, "c.md", None, None, "Gamma says three."), Source(4, "d.md", None, None, "Delta.")]
+    monkeypatch.setattr(module, "_likelihood_order", lambda question, sources: [3, 0, 2, 1])
+    chosen = module.LAYOUTS["ranked-2-likely-1"]("Q?", four)
+    assert "[1] Alpha" in chosen and "[2] Beta" in chosen and "[4] Delta." in chosen and "Gamma" not in chosen
+    assert chosen.index("[2] Beta") < chosen.index("[4] Delta.")  # in the ranking's order
+    monkeypatch.setattr(module, "_likelihood_order", lambda question, sources: [1, 0, 2, 3])
+    assert "Gamma" not in module.LAYOUTS["ranked-2-likely-1"]("Q?", four)  # the scorer agrees: two passages
