@@ -1,4 +1,4 @@
-"""Real Chroma servers for the tests of collections on a server (issue 40): `chroma run` on loopback, started and
+"""Real Chroma servers for the tests of collections on a server: `chroma run` on loopback, started and
 stopped by the test, and a small proxy in front of one that asks for a bearer token over TLS with a certificate made
 for the test, as a reverse proxy in front of a real server would."""
 

@@ -1,4 +1,4 @@
-"""Markdown and HTML that try to make a browser fetch an address the attacker chose: the forms issue 10 found
+"""Markdown and HTML that try to make a browser fetch an address the attacker chose: the forms a security review found
 past the old pattern filter, and more of the same family. Each names its own address, ``{base}/{name}.png``, so a
 request that gets through says which form let it through."""
 

@@ -1,4 +1,4 @@
-"""A file dropped on the message box, in a real browser against a real `hearth ui` (issue 24, item 3): the page says
+"""A file dropped on the message box, in a real browser against a real `hearth ui`: the page says
 how the file reached the model, the sources cite it, a reload keeps it, deleting the conversation deletes it, and a
 file that cannot be read keeps the message in the box."""
 

@@ -1,4 +1,4 @@
-"""Reading new passages ahead on the page (`HEARTH_RAG__READ_AHEAD`, issue 39), in a real browser against a real
+"""Reading new passages ahead on the page (`HEARTH_RAG__READ_AHEAD`), in a real browser against a real
 `hearth ui`: after an upload is indexed, its report stays and a line under it counts the passages read
 ahead with the time left, then says they were read, and that stays; the kept caches are on disk afterwards. A
 screenshot is kept for a person to look at."""

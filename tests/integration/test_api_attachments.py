@@ -1,4 +1,4 @@
-"""Files sent with an API request (issue 24, item 3): OpenAI's ``file`` content part and ``hearth.attachments``
+"""Files sent with an API request: OpenAI's ``file`` content part and ``hearth.attachments``
 are read by the reader process and embedded with MiniLM, given whole or searched, cited in the ``hearth`` field,
 and never kept; bad files get a 400 that says why. A real server with the fake model."""
 

@@ -1,4 +1,4 @@
-"""Files attached to one conversation (issue 24, item 3), with the real model, reader process and MiniLM: given
+"""Files attached to one conversation, with the real model, reader process and MiniLM: given
 whole when they fit, searched when they do not, cited, kept across a restart, deleted with the conversation, and
 refused with a reason that keeps nothing."""
 

@@ -1,4 +1,4 @@
-"""`hearth chat` with no question, through a real pseudo-terminal (issue 37, item 8): questions typed in turn are
+"""`hearth chat` with no question, through a real pseudo-terminal: questions typed in turn are
 one conversation, saved; Ctrl+C stops an answer and keeps what was written, and the conversation goes on; Ctrl+D
 leaves. The embedded model answers."""
 

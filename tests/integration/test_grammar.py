@@ -1,4 +1,4 @@
-"""Answers held to a grammar (issue 36, structured output) with the real llama.cpp and the embedded 135M model,
+"""Answers held to a grammar with the real llama.cpp and the embedded 135M model,
 which on its own writes no reliable JSON: through the grammar every complete answer parses and fits its schema,
 in the engine process as the API uses it; a grammar llama.cpp cannot read, or a backend that cannot hold one, is
 refused before anything is written."""

@@ -1,4 +1,4 @@
-"""Passages read once on the page's own path (issue 39): with llama.cpp answering one question at a time, the chat
+"""Passages read once on the page's own path: with llama.cpp answering one question at a time, the chat
 service Hearth builds keeps each passage's cache as it is read and joins it when a later question retrieves it, from
 memory and, after Hearth restarts, from the data folder (closed to other accounts); with several slots too; with
 `rag.keep_passages` off, passages are read as before. The real engine process, the embedded model, MiniLM and Chroma."""

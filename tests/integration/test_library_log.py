@@ -1,4 +1,4 @@
-"""llama.cpp's own lines are kept off the terminal (issue 37, item 8): a model llama.cpp cannot load is explained
+"""llama.cpp's own lines are kept off the terminal: a model llama.cpp cannot load is explained
 in Hearth's words on the terminal, and llama.cpp's error lines are in the data folder's owner-only
 logs/llama.cpp.log; with -v they are on the terminal as before."""
 

@@ -1,4 +1,4 @@
-"""Passages read once (issue 39, item 1) through the scheduler, on the real engine with the embedded model (one
+"""Passages read once through the scheduler, on the real engine with the embedded model (one
 slot, and two): the first answer that reads a passage keeps its cache; a later prompt holding the same passage joins it
 instead of reading it; joined where it was read (after the same text), the answer is the one read there."""
 

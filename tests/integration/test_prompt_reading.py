@@ -1,4 +1,4 @@
-"""The engine says how far it has read a long prompt (issue 37, item 2), on the real engine with the embedded model
+"""The engine says how far it has read a long prompt, on the real engine with the embedded model
 in its own process, as the page uses it: reports in 512-token pieces, rising, all before the first word, and
 only when asked for."""
 

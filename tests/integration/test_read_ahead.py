@@ -1,4 +1,4 @@
-"""Reading a collection's passages ahead (issue 39, item 1: a collection warmed after indexing), on the real engine
+"""Reading a collection's passages ahead (a collection warmed after indexing), on the real engine
 process with the embedded model, MiniLM and Chroma: each passage of the files just indexed is read once and its
 cache kept, so the very first question that finds one joins it; read ahead again, every passage is found kept; from
 the terminal (`hearth ingest --read-ahead`) with progress, and refused before anything is indexed where nothing

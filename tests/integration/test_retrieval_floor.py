@@ -1,4 +1,4 @@
-"""Retrieval quality cannot drift unseen (issue 24, item 4): the committed 138-question set over real Debian manuals
+"""Retrieval quality cannot drift unseen: the committed 138-question set over real Debian manuals
 (the bash reference PDF, the shared-mime-info spec, Python's HTML pages and HOWTOs as Word files, pip's Markdown
 topics, the release tables) is answered by Hearth's own search, and hit@1 must stay within 0.02 of the figure
 recorded beside the set. A change that moves it more than that, either way, records the new figure in the same
@@ -87,7 +87,7 @@ def test_hit_at_1_on_the_debian_set_stays_at_the_recorded_figure(indexed: Docume
 def test_an_option_asked_about_comes_with_the_line_that_defines_it(indexed: DocumentServices) -> None:
     # The bash manual's option list, as its PDF gives it: entries one line after another, no blank line between.
     # The passages found for this question began inside the entry for -e, after its defining line, which left the
-    # model guessing (issue 35); now such a passage comes with that line in front.
+    # model guessing; now such a passage comes with that line in front.
     found = indexed.retriever.search("debian docs", "What does set -e do in bash?", top_k=3)
     texts = [" ".join(p.chunk.text.split()) for p in found.passages]
     assert any(t.startswith("-e Exit immediately if a pipeline") for t in texts), [t[:160] for t in texts]

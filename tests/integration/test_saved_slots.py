@@ -1,4 +1,4 @@
-"""Conversation caches saved to disk and loaded again (issue 39, item 2), on the real embedded SmolLM2 GGUF: a
+"""Conversation caches saved to disk and loaded again, on the real embedded SmolLM2 GGUF: a
 follow-up after a restart, or after another conversation took the slot, reads only what is new and writes the same
 greedy answer as a follow-up whose conversation never left memory; a damaged file is read again, never loaded."""
 

@@ -1,5 +1,5 @@
 """Two Hearth processes, each with its own data folder as two computers would have, on one real Chroma server
-(`chroma run` on loopback, started here) and one collection (issue 40, item 2): one killed in the middle of adding a
+(`chroma run` on loopback, started here) and one collection: one killed in the middle of adding a
 folder, then the other adding the same folder; and both adding it at once. Either way every file ends indexed once,
 no passage is doubled and none is left without its file's record; and a file's passages written without their record
 (what a kill between the two leaves) stay out of the other Hearth's searches and are not doubled by its next add."""

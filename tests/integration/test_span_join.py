@@ -1,4 +1,4 @@
-"""Spans of a sequence's cache saved alone and joined into another sequence (issue 39, item 1's mechanism), on the
+"""Spans of a sequence's cache saved alone and joined into another sequence, on the
 real llama.cpp with the embedded model: joined where they were computed, the next token's scores are those of
 reading them; moved elsewhere, llama.cpp turns their keys for the new positions and the answer is the one read
 there; a state llama.cpp refuses, or a span that would not follow the sequence, changes nothing."""

@@ -1,4 +1,4 @@
-"""Tools offered to the model (issue 36): a template that knows tools renders them in its sandbox, one that does
+"""Tools offered to the model: a template that knows tools renders them in its sandbox, one that does
 not gets them written into the turns, a template that fails on tools is not refused for plain turns; and with
 the real llama.cpp and the embedded model the calls come out valid for their schemas, lazily or required."""
 

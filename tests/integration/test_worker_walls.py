@@ -1,4 +1,4 @@
-"""What another account on the same computer can do to a worker and to a main that uses it (issue 34), tried for real
+"""What another account on the same computer can do to a worker and to a main that uses it, tried for real
 as that account (``setpriv`` to a throwaway unprivileged one, as ``test_page_owner.py`` does):
 
 - llama.cpp's RPC, through any port or socket the worker's or the main's processes listen on: refused (a plain ggml

@@ -1,5 +1,5 @@
 """Benchmarks and evaluations read every prompt as a first reading: they build their services through
-``measuring()``, which turns off the caches an earlier run could have saved and the kept passages (issue 39)."""
+``measuring()``, which turns off the caches an earlier run could have saved and the kept passages."""
 
 from __future__ import annotations
 
